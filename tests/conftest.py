@@ -1,0 +1,7 @@
+"""Test harness wiring: real services as fixtures (see tests/harness/)."""
+
+pytest_plugins = [
+    'tests.harness.zookeeper',
+    'tests.harness.gearman',
+
+]

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install everything the system and its tests need on a Debian machine:
+# the Debian packages (ZooKeeper, sshd, bubblewrap, git, iproute2) and a
+# virtualenv in .venv holding this distribution and its Python dependencies.
+# Safe to run again: it only installs what is missing.
+set -euo pipefail
+top="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$top"
+
+debs=(zookeeper openssh-server openssh-client bubblewrap git iproute2 python3-venv)
+missing=()
+for p in "${debs[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "== installing Debian packages: ${missing[*]}"
+    if [ "$(id -u)" = 0 ]; then sudo=(); else sudo=(sudo); fi
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+py="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    echo "== creating virtualenv .venv"
+    "$py" -m venv .venv
+fi
+stamp=.venv/.installed-$(cat setup.cfg pyproject.toml | sha1sum | cut -c1-12)
+if [ ! -e "$stamp" ]; then
+    echo "== installing Python dependencies into .venv"
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -e ".[test]"
+    rm -f .venv/.installed-*
+    touch "$stamp"
+fi

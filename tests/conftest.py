@@ -3,5 +3,6 @@
 pytest_plugins = [
     'tests.harness.zookeeper',
     'tests.harness.gearman',
+    'tests.fakes.gerrit',
 
 ]

@@ -7,7 +7,9 @@ set -euo pipefail
 top="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$top"
 
-debs=(zookeeper openssh-server openssh-client bubblewrap git iproute2 python3-venv)
+debs=(zookeeper openssh-server openssh-client bubblewrap git iproute2)
+# Debian's python3 needs python3-venv for virtualenvs; other builds carry it.
+python3 -c 'import ensurepip' >/dev/null 2>&1 || debs+=(python3-venv)
 missing=()
 for p in "${debs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

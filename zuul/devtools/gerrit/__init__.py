@@ -1,0 +1,15 @@
+"""A development code-review server that speaks the Gerrit protocol.
+
+NOT a Gerrit: a small in-process stand-in for tests and the quickstart. It
+serves, over real SSH (paramiko), ``gerrit stream-events``, ``gerrit query
+--format JSON``, ``gerrit review``, ``gerrit version`` and git
+(``git-upload-pack`` / ``git-receive-pack``) from real bare repositories,
+with event and query JSON in the shape Gerrit 3.x produces (checked against
+the captured streams in the shared corpus), so the production Gerrit
+driver runs against it unmodified.
+"""
+
+from zuul.devtools.gerrit.server import DevGerritServer
+from zuul.devtools.gerrit.store import ReviewStore
+
+__all__ = ['DevGerritServer', 'ReviewStore']

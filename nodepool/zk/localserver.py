@@ -44,7 +44,7 @@ forceSync=no
 """
 
 
-class ZooKeeperUnavailable(RuntimeError):
+class ZooKeeperUnavailableError(RuntimeError):
     pass
 
 
@@ -70,7 +70,7 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> s
 def find_java() -> str:
     java = shutil.which('java')
     if not java:
-        raise ZooKeeperUnavailable('java not found: install the Debian "zookeeper" package')
+        raise ZooKeeperUnavailableError('java not found: install the Debian "zookeeper" package')
     return java
 
 
@@ -111,7 +111,7 @@ class LocalZooKeeper:
     def start(self, timeout: float = 60.0) -> None:
         for jar in ZOOKEEPER_JARS:
             if not os.path.exists(jar):
-                raise ZooKeeperUnavailable(
+                raise ZooKeeperUnavailableError(
                     f'{jar} not found: install the Debian "zookeeper" package')
         cfg = self._write_config()
         classpath = ':'.join([os.path.join(self.base_dir, 'conf'), *ZOOKEEPER_JARS])
@@ -131,7 +131,7 @@ class LocalZooKeeper:
         delay = 0.05
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ZooKeeperUnavailable(
+                raise ZooKeeperUnavailableError(
                     f'ZooKeeper exited with {self.proc.returncode}; see {self.base_dir}')
             try:
                 if four_letter_word(self.address, self.port, 'ruok') == 'imok':
@@ -141,7 +141,7 @@ class LocalZooKeeper:
             time.sleep(delay)
             delay = min(delay * 1.5, 0.5)
         self.stop()
-        raise ZooKeeperUnavailable(f'ZooKeeper did not start within {timeout}s')
+        raise ZooKeeperUnavailableError(f'ZooKeeper did not start within {timeout}s')
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -10,7 +10,6 @@ import threading
 
 import pytest
 
-
 CORPUS = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'shared', 'corpus',
                       'gerrit-events', 'cdevents+community', 'rfc',
                       'gerrit-cdevents.md.extracted')

@@ -24,7 +24,7 @@ def _nodelay(sock) -> None:
 
 
 class _NoDelayMixin:
-    def _onConnect(self, conn):
+    def _onConnect(self, conn):  # noqa: N802 - gear API
         _nodelay(conn.conn)
         super()._onConnect(conn)
 
@@ -44,6 +44,6 @@ class GearServer(gear.Server):
         super().__init__(port=port, host=host, **kw)
         self.log = logging.getLogger('zuul.GearServer')
 
-    def _registerConnection(self, conn):
+    def _registerConnection(self, conn):  # noqa: N802 - gear API
         _nodelay(conn.conn)
         super()._registerConnection(conn)

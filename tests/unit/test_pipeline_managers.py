@@ -1,0 +1,321 @@
+"""Queue logic of the pipeline managers, driven through the collaborator
+interface the scheduler gives them. The collaborators here complete merges
+and builds synchronously and deterministically (a build fails when a
+"broken" change is part of what it tests), so the order of events is fully
+controlled; the end-to-end tests run the same managers on real daemons."""
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from zuul.manager import manager_for
+from zuul.model import item as m
+from zuul.model.change import Change, Ref
+
+
+def _pipeline(name='gate', manager='dependent', **kw):
+    defaults = dict(name=name, manager=manager, ignore_dependencies=False, window=20,
+                    window_floor=3, window_ceiling=None, window_increase_type='linear',
+                    window_increase_factor=1, window_decrease_type='exponential',
+                    window_decrease_factor=2, precedence='normal')
+    defaults.update(kw)
+    return SimpleNamespace(**defaults)
+
+
+@dataclass
+class MergeResult:
+    merged: bool
+    repo_state: dict = field(default_factory=dict)
+    commit: str | None = None
+    files: list | None = None
+    error: str | None = None
+
+
+class Collaborators:
+    """The ctx a manager gets, recording what it was asked to do."""
+
+    def __init__(self, jobs=('job1',), broken=(), conflicting=(), queues=None,
+                 needs=None, nodes=False, deps=None):
+        self.jobs = jobs
+        self.deps = deps or {}
+        self.broken = set(broken)
+        self.conflicting = set(conflicting)
+        self.queues = queues or {}
+        self.needs = needs or {}
+        self.nodes = nodes
+        self.changes = {}
+        self.pending_merges = []
+        self.merges = []
+        self.running = []
+        self.node_requests = []
+        self.reports = []
+        self.notices = []
+        self.history = []
+        self.returned_nodes = []
+        self.canceled = []
+        self.manager = None
+
+    def change_meets_requirements(self, pipeline, change):
+        return True
+
+    def get_needed_changes(self, change):
+        return [self.changes[n] for n in self.needs.get(change.number, ())
+                if not self.changes[n].is_merged]
+
+    def missing_needed_changes(self, item):
+        ahead = {i.change.key for i in item.items_ahead()}
+        for n in self.needs.get(item.change.number, ()):
+            dep = self.changes[n]
+            if not dep.is_merged and dep.key not in ahead:
+                return dep.describe()
+        return None
+
+    def get_queue_config(self, pipeline, change):
+        for name, projects in self.queues.items():
+            if change.project in projects:
+                return name, projects
+        return None, [change.project]
+
+    def request_merge(self, pipeline, item, items):
+        self.merges.append([i.change.number for i in items])
+        self.pending_merges.append((item.current_build_set, [i.change.number for i in items]))
+        return object()
+
+    def cancel_merge(self, build_set):
+        pass
+
+    def freeze_jobs(self, pipeline, item):
+        return [m.JobRef(j, hard_dependencies=tuple(self.deps.get(j, ())))
+                for j in self.jobs], []
+
+    def request_nodes(self, pipeline, item, job):
+        if not self.nodes:
+            return None
+        request = SimpleNamespace(item=item, job=job.name)
+        self.node_requests.append(request)
+        return request
+
+    def cancel_node_request(self, request):
+        self.canceled.append(request)
+
+    def return_nodes(self, nodeset):
+        self.returned_nodes.append(nodeset)
+
+    def execute(self, pipeline, item, job, nodeset):
+        build = m.Build(job, item.current_build_set)
+        build.tested = [i.change.number for i in item.current_build_set.dependent_items] + \
+            [item.change.number]
+        self.running.append(build)
+        return build
+
+    def cancel_build(self, build):
+        pass
+
+    def report(self, pipeline, item, action):
+        if action in ('enqueue', 'start'):
+            self.notices.append((getattr(item.change, 'number', None), action))
+            return None
+        self.reports.append((item.change.number, action))
+        if action == 'success' and pipeline.manager == 'dependent':
+            item.change.status = 'MERGED'
+            return True
+        return None
+
+    def item_enqueued(self, pipeline, item):
+        pass
+
+    def item_dequeued(self, pipeline, item):
+        pass
+
+    def item_reported(self, pipeline, item, action):
+        pass
+
+    # -- driving --------------------------------------------------------
+
+    def run(self, limit=200):
+        """Process until nothing more happens."""
+        for _ in range(limit):
+            changed = self.manager.process_queues()
+            if self.pending_merges:
+                bs, numbers = self.pending_merges.pop(0)
+                ok = not (set(numbers) & self.conflicting)
+                self.manager.on_merge_completed(bs, MergeResult(ok, {'changes': numbers}))
+                continue
+            if self.node_requests:
+                req = self.node_requests.pop(0)
+                self.manager.on_nodes_provisioned(req.item, req.job, req,
+                                                  f'nodes-{req.job}', False)
+                continue
+            if self.running:
+                build = self.running.pop(0)
+                if build.build_set.item.current_build_set is not build.build_set:
+                    continue
+                result = m.FAILURE if set(build.tested) & self.broken and \
+                    build.job.name in ('job1', 'job2') else m.SUCCESS
+                self.history.append((build.job.name, result, tuple(build.tested)))
+                self.manager.on_build_completed(build, result)
+                continue
+            if not changed:
+                return
+        raise AssertionError('did not settle')
+
+
+def _change(ctx, number, project='org/project'):
+    change = Change('gerrit', project, f'refs/changes/{number:02d}/{number}/1',
+                    number=number, patchset=1, branch_name='master')
+    ctx.changes[number] = change
+    return change
+
+
+def _setup(pipeline, **kw):
+    ctx = Collaborators(**kw)
+    ctx.manager = manager_for(pipeline, ctx)
+    return ctx, ctx.manager
+
+
+def test_gate_middle_change_fails_others_merge_and_third_retested_without_it():
+    ctx, manager = _setup(_pipeline(), broken={2})
+    for n in (1, 2, 3):
+        manager.add_change(_change(ctx, n))
+    ctx.run()
+    assert ctx.reports.count((1, 'success')) == 1
+    assert (2, 'failure') in ctx.reports and (2, 'success') not in ctx.reports
+    assert (3, 'success') in ctx.reports
+    assert [c.status for c in (ctx.changes[1], ctx.changes[2], ctx.changes[3])] == \
+        ['MERGED', 'NEW', 'MERGED']
+    # change 3 was first merged on top of 1 and 2, then re-tested without 2
+    assert [1, 2, 3] in ctx.merges
+    tested_3 = [tested for job, result, tested in ctx.history if tested[-1] == 3]
+    assert 2 not in tested_3[-1]
+    assert not list(manager.all_items())
+
+
+def test_gate_reports_in_queue_order():
+    ctx, manager = _setup(_pipeline())
+    for n in (1, 2, 3):
+        manager.add_change(_change(ctx, n))
+    ctx.run()
+    assert [r for r in ctx.reports if r[1] == 'success'] == \
+        [(1, 'success'), (2, 'success'), (3, 'success')]
+
+
+def test_gate_merge_conflict_reported_and_skipped_by_others():
+    ctx, manager = _setup(_pipeline(), conflicting={2})
+    for n in (1, 2, 3):
+        manager.add_change(_change(ctx, n))
+    ctx.run()
+    assert (2, 'merge-failure') in ctx.reports
+    assert {(1, 'success'), (3, 'success')} <= set(ctx.reports)
+    assert ctx.changes[2].status == 'NEW'
+
+
+def test_check_tests_each_change_alone():
+    ctx, manager = _setup(_pipeline('check', 'independent'), broken={2})
+    for n in (1, 2, 3):
+        manager.add_change(_change(ctx, n))
+    ctx.run()
+    assert sorted(ctx.reports) == [(1, 'success'), (2, 'failure'), (3, 'success')]
+    assert sorted(t for _, _, t in ctx.history) == [(1,), (2,), (3,)]
+
+
+def test_check_tests_change_on_top_of_unmerged_dependency():
+    ctx, manager = _setup(_pipeline('check', 'independent'), needs={2: [1]})
+    _change(ctx, 1)
+    manager.add_change(_change(ctx, 2))
+    ctx.run()
+    assert ctx.history == [('job1', m.SUCCESS, (1, 2))]
+    assert ctx.reports == [(2, 'success')]   # the dependency is not reported
+
+
+def test_gate_dependency_enqueued_ahead_and_dequeued_with_it():
+    ctx, manager = _setup(_pipeline(), needs={2: [1]}, broken={1})
+    _change(ctx, 1)
+    item = manager.add_change(_change(ctx, 2))
+    assert item is not None
+    assert [i.change.number for i in manager.all_items()] == [1, 2]
+    ctx.run()
+    assert (1, 'failure') in ctx.reports
+    # 2 needed 1, which failed: 2 must not merge
+    assert ctx.changes[2].status == 'NEW'
+    assert (2, 'success') not in ctx.reports
+
+
+def test_gate_refuses_change_needing_change_in_another_queue():
+    ctx, manager = _setup(_pipeline(), needs={2: [1]})
+    _change(ctx, 1, project='org/other')
+    manager.add_change(ctx.changes[1])
+    assert manager.add_change(_change(ctx, 2)) is None
+
+
+def test_shared_queue_across_projects():
+    ctx, manager = _setup(_pipeline(), queues={'integrated': ['org/a', 'org/b']}, broken={1})
+    manager.add_change(_change(ctx, 1, 'org/a'))
+    manager.add_change(_change(ctx, 2, 'org/b'))
+    assert len(manager.queues) == 1
+    ctx.run()
+    assert ctx.merges[:2] == [[1], [1, 2]]
+    tested_2 = [t for _, _, t in ctx.history if t[-1] == 2]
+    assert tested_2[-1] == (2,)
+    assert ctx.changes[2].status == 'MERGED'
+
+
+def test_job_dependencies_skip_children_of_failed_job():
+    ctx, manager = _setup(_pipeline('check', 'independent'), jobs=('job1', 'job3', 'job4'),
+                          deps={'job3': ['job1'], 'job4': ['job3']}, broken={1})
+    item = manager.add_change(_change(ctx, 1))
+    ctx.run()
+    assert [(j, r) for j, r, _ in ctx.history] == [('job1', m.FAILURE)]
+    assert item.current_build_set.skipped == {'job3': 'Skipped due to failed job job1',
+                                              'job4': 'Skipped due to failed job job3'}
+    assert ctx.reports == [(1, 'failure')]
+
+
+def test_retry_until_attempts_then_retry_limit():
+    ctx, manager = _setup(_pipeline('check', 'independent'))
+    item = manager.add_change(_change(ctx, 1))
+    manager.process_queues()
+    bs, numbers = ctx.pending_merges.pop(0)
+    manager.on_merge_completed(bs, MergeResult(True))
+    for attempt in range(3):
+        manager.process_queues()
+        build = ctx.running.pop(0)
+        manager.on_build_completed(build, m.RETRY)
+    manager.process_queues()
+    assert item.current_build_set.tries['job1'] == 3
+    assert ctx.reports == [(1, 'failure')]
+    assert build.result == m.RETRY_LIMIT
+
+
+def test_new_patchset_leaves_pipeline_and_cancels_nodes():
+    ctx, manager = _setup(_pipeline('check', 'independent'), nodes=True)
+    change = _change(ctx, 1)
+    manager.add_change(change)
+    manager.process_queues()
+    bs, _ = ctx.pending_merges.pop(0)
+    manager.on_merge_completed(bs, MergeResult(True))
+    manager.process_queues()
+    assert len(ctx.node_requests) == 1
+    newer = Change('gerrit', 'org/project', 'refs/changes/01/1/2', number=1, patchset=2,
+                   branch_name='master')
+    manager.remove_old_versions(newer)
+    assert not list(manager.all_items())
+    assert ctx.canceled == [ctx.node_requests[0]]
+
+
+def test_supercedent_keeps_only_newest_waiting_ref():
+    ctx, manager = _setup(_pipeline('post', 'supercedent'))
+    refs = [Ref('gerrit', 'org/project', 'refs/heads/master', newrev=f'{n:040d}')
+            for n in (1, 2, 3)]
+    for ref in refs:
+        manager.add_change(ref)
+    assert [i.change.newrev for i in manager.all_items()] == [refs[0].newrev, refs[2].newrev]
+
+
+def test_window_shrinks_on_failure_and_limits_actionable_items():
+    ctx, manager = _setup(_pipeline(window=2, window_floor=1), broken={1})
+    for n in (1, 2, 3, 4):
+        manager.add_change(_change(ctx, n))
+    manager.process_queues()
+    # only the first two items in the window asked for a merge
+    assert [numbers[-1] for _, numbers in ctx.pending_merges] == [1, 2]
+    ctx.run()
+    assert manager.queues[0].window >= 1

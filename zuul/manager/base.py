@@ -1,0 +1,374 @@
+"""The pipeline manager base: how items move through a pipeline.
+
+A manager owns its pipeline's queues and is only ever called from the
+scheduler's one event thread. Everything slow (merges, node requests,
+builds, reports to the code-review system) goes through ``ctx``, a narrow
+set of collaborators the scheduler provides; results come back as calls
+to ``on_merge_completed``, ``on_nodes_provisioned``, ``on_build_started``
+and ``on_build_completed``, after which the scheduler calls
+``process_queues``.
+
+Subclasses say how queues are found and whether items are tested on top
+of each other (dependent) or alone (independent).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from zuul.model import item as m
+from zuul.model.change import Change
+
+log = logging.getLogger('zuul.manager')
+
+
+class ItemLogAdapter(logging.LoggerAdapter):
+    """Every log line about an item carries its event id."""
+
+    def process(self, msg, kwargs):
+        return f'[e: {self.extra["event_id"]}] {msg}', kwargs
+
+
+def item_log(item: m.QueueItem) -> ItemLogAdapter:
+    return ItemLogAdapter(log, {'event_id': item.event_id})
+
+
+class PipelineManager:
+    """Template-method base for independent, dependent and supercedent."""
+
+    dependent = False
+
+    def __init__(self, pipeline, ctx):
+        self.pipeline = pipeline
+        self.ctx = ctx
+        self.queues: list[m.ChangeQueue] = []
+
+    @property
+    def name(self) -> str:
+        return self.pipeline.name
+
+    # -- hooks for subclasses -------------------------------------------
+
+    def get_queue(self, change, create: bool = True) -> m.ChangeQueue | None:
+        raise NotImplementedError
+
+    def enqueue_needed_changes(self, change, event, quiet) -> bool:
+        """Make sure the changes ``change`` needs are merged or ahead of it;
+        returns False if it must not be enqueued."""
+        return True
+
+    # -- queries --------------------------------------------------------
+
+    def all_items(self):
+        for queue in self.queues:
+            yield from queue.queue
+
+    def find_item(self, change) -> m.QueueItem | None:
+        for item in self.all_items():
+            if item.change.key == change.key and item.live:
+                return item
+        return None
+
+    def is_change_in_pipeline(self, change) -> bool:
+        return any(i.change.key == change.key and i.live and _same_version(i.change, change)
+                   for i in self.all_items())
+
+    # -- adding and removing --------------------------------------------
+
+    def add_change(self, change, event=None, quiet: bool = False, live: bool = True,
+                   ignore_requirements: bool = False) -> m.QueueItem | None:
+        """Enqueue ``change`` if it belongs here; returns the item."""
+        existing = self.find_item(change)
+        if existing and _same_version(existing.change, change):
+            if live and not existing.live:
+                existing.live = True
+            return existing
+        if not ignore_requirements and not self.ctx.change_meets_requirements(
+                self.pipeline, change):
+            log.debug('%s does not meet the requirements of %s', change.describe(), self.name)
+            return None
+        if live and not self.pipeline.ignore_dependencies and \
+                not self.enqueue_needed_changes(change, event, quiet):
+            log.info('%s: dependencies not satisfied, not enqueueing in %s',
+                     change.describe(), self.name)
+            return None
+        queue = self.get_queue(change)
+        if queue is None:
+            return None
+        item = m.QueueItem(change=change, event=event, live=live, quiet=quiet)
+        queue.enqueue_item(item)
+        item_log(item).info('Enqueued %s in %s queue %s', change.describe(), self.name,
+                            queue.name or '<independent>')
+        self.ctx.item_enqueued(self.pipeline, item)
+        if live and not quiet:
+            self.ctx.report(self.pipeline, item, 'enqueue')
+        return item
+
+    def remove_item(self, item: m.QueueItem, merged: bool = False) -> None:
+        """Take ``item`` out; cancel its work; items that were built on top
+        of it without it having merged are reset."""
+        self.cancel_jobs(item)
+        queue = item.queue
+        if not merged:
+            for other in list(queue.queue):
+                if item in other.current_build_set.dependent_items:
+                    self.reset_item(other, f'{item.change.describe()} left the queue')
+        queue.dequeue_item(item)
+        item_log(item).info('Dequeued %s from %s', item.change.describe(), self.name)
+        if not queue.queue and queue.dynamic:
+            self.queues.remove(queue)
+        self.ctx.item_dequeued(self.pipeline, item)
+
+    def dequeue_change(self, change, reason: str = 'dequeued') -> bool:
+        item = self.find_item(change)
+        if item is None:
+            return False
+        if item.live and not item.quiet:
+            self.ctx.report(self.pipeline, item, 'dequeue')
+        self.remove_item(item)
+        return True
+
+    def remove_old_versions(self, change) -> None:
+        """A new patchset or an abandoned change leaves the pipeline."""
+        for item in list(self.all_items()):
+            if item.change.key != change.key:
+                continue
+            if isinstance(change, Change) and (change.is_update_of(item.change)
+                                               or not change.is_open):
+                item_log(item).info('%s superseded or closed; dequeuing',
+                                    item.change.describe())
+                self.remove_item(item)
+
+    # -- resets ---------------------------------------------------------
+
+    def cancel_jobs(self, item: m.QueueItem) -> None:
+        bs = item.current_build_set
+        for name, request in list(bs.node_requests.items()):
+            self.ctx.cancel_node_request(request)
+        bs.node_requests.clear()
+        for build in bs.builds.values():
+            if not build.finished:
+                build.canceled = True
+                self.ctx.cancel_build(build)
+        for nodeset in bs.nodesets.values():
+            self.ctx.return_nodes(nodeset)
+        bs.nodesets.clear()
+        if bs.merge_state == m.MERGE_PENDING:
+            self.ctx.cancel_merge(bs)
+
+    def reset_item(self, item: m.QueueItem, why: str) -> None:
+        item_log(item).info('Resetting %s: %s', item.change.describe(), why)
+        self.cancel_jobs(item)
+        item.reset_build_set()
+
+    # -- the main loop --------------------------------------------------
+
+    def process_queues(self) -> bool:
+        changed = False
+        for queue in list(self.queues):
+            nnfi = None
+            for item in list(queue.queue):
+                if item.queue is not queue:
+                    continue  # removed while processing
+                item_changed, nnfi = self._process_item(item, nnfi)
+                changed = changed or item_changed
+        return changed
+
+    def _process_item(self, item: m.QueueItem, nnfi):
+        changed = False
+        queue = item.queue
+        if self.dependent and item.live and not self._needed_changes_ok(item):
+            return True, nnfi
+        if self.dependent and queue.move_item(item, nnfi):
+            self.reset_item(item, 'the items ahead of it changed')
+            changed = True
+        actionable = queue.is_actionable(item)
+        if actionable:
+            changed |= self._prepare(item)
+            if item.live:
+                changed |= self._start_jobs(item)
+        failing = item.is_failing() if item.live else False
+        if item.live and self._ready_to_report(item):
+            self._report_and_remove(item)
+            return True, nnfi
+        if not item.live and not any(i.live for i in self._items_behind_in_list(item)):
+            self.remove_item(item)  # support item nobody needs anymore
+            return True, nnfi
+        if not failing:
+            nnfi = item
+        return changed, nnfi
+
+    def _items_behind_in_list(self, item):
+        q = item.queue.queue
+        return q[q.index(item) + 1:]
+
+    def _needed_changes_ok(self, item: m.QueueItem) -> bool:
+        """In a dependent pipeline a change may only be tested behind the
+        changes it needs; if one of them left the queue unmerged, so does
+        this change."""
+        missing = self.ctx.missing_needed_changes(item)
+        if not missing:
+            return True
+        item.dequeued_needing_change = missing
+        item_log(item).info('%s needs %s, which is no longer ahead of it',
+                            item.change.describe(), missing)
+        if not item.quiet:
+            self.ctx.report(self.pipeline, item, 'failure')
+        self.remove_item(item)
+        return False
+
+    def _prepare(self, item: m.QueueItem) -> bool:
+        bs = item.current_build_set
+        if not item.live:
+            return False  # a change tested only as the base of others
+        if bs.merge_state == m.MERGE_NEW:
+            items = self._merge_items(item)
+            bs.dependent_items = tuple(i for i in items if i is not item)
+            bs.merge_state = m.MERGE_PENDING
+            bs.merge_request = self.ctx.request_merge(self.pipeline, item, items)
+            return True
+        if bs.merge_state != m.MERGE_COMPLETE or not item.live:
+            return False
+        if bs.jobs is None and not bs.unable_to_merge:
+            jobs, errors = self.ctx.freeze_jobs(self.pipeline, item)
+            bs.config_errors = list(errors or [])
+            bs.jobs = jobs or []
+            if bs.jobs and not item.reported_start and not item.quiet:
+                item.reported_start = True
+                self.ctx.report(self.pipeline, item, 'start')
+            return True
+        return False
+
+    def _merge_items(self, item: m.QueueItem) -> list[m.QueueItem]:
+        """The items whose changes this one is tested on top of, oldest
+        first, then the item itself."""
+        ahead = [i for i in item.items_ahead() if not getattr(i, 'merged', False)]
+        return list(reversed(ahead)) + [item]
+
+    def _start_jobs(self, item: m.QueueItem) -> bool:
+        bs = item.current_build_set
+        if bs.jobs is None or item.has_failed_merge_or_config():
+            return False
+        changed = item.skip_dependents_of_failures()
+        for job in item.ready_jobs():
+            if job.name in bs.node_requests or job.name in bs.nodesets:
+                continue
+            request = self.ctx.request_nodes(self.pipeline, item, job)
+            if request is None:  # a job without nodes starts at once
+                self._launch(item, job, None)
+            else:
+                bs.node_requests[job.name] = request
+            changed = True
+        return changed
+
+    def _launch(self, item: m.QueueItem, job: m.JobRef, nodeset) -> None:
+        bs = item.current_build_set
+        if nodeset is not None:
+            bs.nodesets[job.name] = nodeset
+        bs.tries[job.name] = bs.tries.get(job.name, 0) + 1
+        build = self.ctx.execute(self.pipeline, item, job, nodeset)
+        bs.builds[job.name] = build
+        item_log(item).info('Started build %s of %s (try %d)', build.uuid, job.name,
+                            bs.tries[job.name])
+
+    def _ready_to_report(self, item: m.QueueItem) -> bool:
+        bs = item.current_build_set
+        if bs.merge_state != m.MERGE_COMPLETE:
+            return False
+        done = item.has_failed_merge_or_config() or item.are_all_jobs_complete()
+        if not done:
+            return False
+        if self.dependent and item.item_ahead is not None:
+            return False
+        return True
+
+    def _report_and_remove(self, item: m.QueueItem) -> None:
+        bs = item.current_build_set
+        if bs.unable_to_merge:
+            action = 'merge-failure'
+        elif bs.config_errors:
+            action = 'config-error'
+        elif not bs.jobs:
+            action = 'no-jobs'
+        elif item.did_all_jobs_succeed():
+            action = 'success'
+        else:
+            action = 'failure'
+        merged = False
+        if not item.quiet:
+            item.reported = True
+            merged = self.ctx.report(self.pipeline, item, action) is True
+        if self.dependent:
+            if action == 'success' and not merged:
+                bs.unable_to_merge = True
+                item_log(item).info('%s succeeded but did not merge', item.change.describe())
+                self.ctx.report(self.pipeline, item, 'merge-failure')
+            if merged:
+                item.merged = True
+                item.queue.increase_window()
+            else:
+                item.queue.decrease_window()
+        self.ctx.item_reported(self.pipeline, item, action)
+        self.remove_item(item, merged=merged)
+
+    # -- results ----------------------------------------------------------
+
+    def on_merge_completed(self, build_set: m.BuildSet, result) -> None:
+        item = build_set.item
+        if item.current_build_set is not build_set:
+            return  # a reset happened meanwhile
+        build_set.merge_state = m.MERGE_COMPLETE
+        if not result.merged:
+            build_set.unable_to_merge = True
+            build_set.merge_error = getattr(result, 'error', None)
+            item_log(item).info('%s did not merge: %s', item.change.describe(),
+                                build_set.merge_error or 'conflict')
+            return
+        build_set.repo_state = result.repo_state
+        build_set.commit = result.commit
+        build_set.files = getattr(result, 'files', None)
+
+    def on_nodes_provisioned(self, item: m.QueueItem, job_name: str, request, nodeset,
+                             failed: bool) -> None:
+        bs = item.current_build_set
+        if bs.node_requests.get(job_name) is not request:
+            if nodeset is not None:
+                self.ctx.return_nodes(nodeset)
+            return
+        del bs.node_requests[job_name]
+        job = bs.job(job_name)
+        if failed or job is None:
+            build = m.Build(job or m.JobRef(job_name), bs, result=m.NODE_FAILURE)
+            bs.builds[job_name] = build
+            item_log(item).info('Node request for %s failed', job_name)
+            return
+        self._launch(item, job, nodeset)
+
+    def on_build_completed(self, build: m.Build, result: str) -> None:
+        bs = build.build_set
+        item = bs.item
+        nodeset = bs.nodesets.pop(build.job.name, None)
+        if nodeset is not None:
+            self.ctx.return_nodes(nodeset)
+        if item.current_build_set is not bs or build.canceled:
+            build.result = build.result or m.CANCELED
+            return
+        if result == m.RETRY and bs.tries.get(build.job.name, 0) < build.job.attempts:
+            item_log(item).info('Build %s of %s will be retried', build.uuid, build.job.name)
+            del bs.builds[build.job.name]
+            return
+        if result == m.RETRY:
+            result = m.RETRY_LIMIT
+        build.result = result
+        item_log(item).info('Build %s of %s: %s', build.uuid, build.job.name, result)
+        skip = (build.result_data.get('zuul') or {}).get('child_jobs')
+        if skip is not None and result == m.SUCCESS:
+            children = [j.name for j in bs.jobs or () if build.job.name in j.dependencies]
+            item.skip_jobs([c for c in children if c not in skip],
+                           f'Skipped by {build.job.name}')
+
+
+def _same_version(a, b) -> bool:
+    if isinstance(a, Change) and isinstance(b, Change):
+        return a.patchset == b.patchset
+    return getattr(a, 'newrev', None) == getattr(b, 'newrev', None)

@@ -1,0 +1,79 @@
+"""The dependent manager (gate): changes are tested in parallel as if the
+ones ahead of them had already merged, in named queues that several
+projects may share, inside a window that grows on success and shrinks on
+failure."""
+
+from __future__ import annotations
+
+from zuul.manager.base import PipelineManager, item_log
+from zuul.model import item as m
+
+
+class DependentPipelineManager(PipelineManager):
+    dependent = True
+
+    def get_queue(self, change, create: bool = True) -> m.ChangeQueue | None:
+        name, projects = self.ctx.get_queue_config(self.pipeline, change)
+        for queue in self.queues:
+            if (name and queue.name == name) or change.project in queue.projects:
+                if change.project not in queue.projects:
+                    queue.projects.append(change.project)
+                return queue
+        if not create:
+            return None
+        p = self.pipeline
+        queue = m.ChangeQueue(
+            self.name, name=name or change.project, projects=list(projects or [change.project]),
+            window=p.window, window_floor=p.window_floor, window_ceiling=p.window_ceiling,
+            window_increase_type=p.window_increase_type,
+            window_increase_factor=p.window_increase_factor,
+            window_decrease_type=p.window_decrease_type,
+            window_decrease_factor=p.window_decrease_factor)
+        self.queues.append(queue)
+        return queue
+
+    def enqueue_needed_changes(self, change, event, quiet) -> bool:
+        needed = self.ctx.get_needed_changes(change)
+        if needed is None:
+            return False
+        queue = self.get_queue(change, create=False)
+        for dep in needed:
+            existing = self.find_item(dep)
+            if existing is not None:
+                if existing.queue is not queue:
+                    return False  # needed change is in another queue
+                continue
+            dep_queue = self.get_queue(dep, create=False)
+            if queue is not None and dep_queue is not None and dep_queue is not queue:
+                return False
+            if not self._shares_queue(change, dep):
+                return False
+            if self.add_change(dep, event, quiet=quiet) is None:
+                return False
+        return True
+
+    def _shares_queue(self, change, dep) -> bool:
+        name, projects = self.ctx.get_queue_config(self.pipeline, change)
+        if dep.project == change.project:
+            return True
+        return bool(name) and dep.project in (projects or [])
+
+    def promote(self, changes) -> None:
+        """Move the given changes to the head of their queue, in order,
+        and restart everything behind them."""
+        items = [self.find_item(c) for c in changes]
+        items = [i for i in items if i is not None]
+        if not items:
+            return
+        queue = items[0].queue
+        rest = [i for i in queue.queue if i not in items]
+        for item in list(queue.queue):
+            self.cancel_jobs(item)
+            item.reset_build_set()
+            item.item_ahead = None
+            item.items_behind = []
+        queue.queue = []
+        for item in items + rest:
+            queue.enqueue_item(item)
+            item_log(item).info('Promoted queue order: %s at %d', item.change.describe(),
+                                queue.queue.index(item))

@@ -1,0 +1,44 @@
+"""The independent manager (check): every change is tested on its own,
+on top of the changes it depends on that have not merged yet."""
+
+from __future__ import annotations
+
+from zuul.manager.base import PipelineManager
+from zuul.model import item as m
+
+
+class IndependentPipelineManager(PipelineManager):
+    dependent = False
+
+    def get_queue(self, change, create: bool = True) -> m.ChangeQueue | None:
+        if not create:
+            return None
+        queue = m.ChangeQueue(self.name, dynamic=True)
+        self.queues.append(queue)
+        return queue
+
+    def add_change(self, change, event=None, quiet: bool = False, live: bool = True,
+                   ignore_requirements: bool = False) -> m.QueueItem | None:
+        existing = self.find_item(change)
+        if existing and not self._is_newer(change, existing.change):
+            return existing
+        if not ignore_requirements and not self.ctx.change_meets_requirements(
+                self.pipeline, change):
+            return None
+        needed = [] if self.pipeline.ignore_dependencies else \
+            self.ctx.get_needed_changes(change)
+        if needed is None:  # a cycle or an unknown change
+            return None
+        queue = self.get_queue(change)
+        for dep in needed:
+            queue.enqueue_item(m.QueueItem(change=dep, event=event, live=False))
+        item = m.QueueItem(change=change, event=event, live=True, quiet=quiet)
+        queue.enqueue_item(item)
+        self.ctx.item_enqueued(self.pipeline, item)
+        if not quiet:
+            self.ctx.report(self.pipeline, item, 'enqueue')
+        return item
+
+    @staticmethod
+    def _is_newer(change, old) -> bool:
+        return change.is_update_of(old) if hasattr(change, 'is_update_of') else False

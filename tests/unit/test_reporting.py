@@ -1,0 +1,48 @@
+"""Report text keeps the released layout."""
+
+from types import SimpleNamespace
+
+from zuul.model import item as m
+from zuul.model.change import Change
+from zuul.scheduler.reporting import format_duration, format_report
+
+
+def _item():
+    change = Change('gerrit', 'org/project', 'refs/changes/01/1/1', number=1, patchset=1,
+                    branch_name='master')
+    item = m.QueueItem(change=change)
+    bs = item.current_build_set
+    bs.jobs = [m.JobRef('lint'), m.JobRef('unit', hard_dependencies=('lint',)),
+               m.JobRef('docs', voting=False), m.JobRef('integration',
+                                                         hard_dependencies=('unit',))]
+    for name, result, secs in (('lint', m.SUCCESS, 62), ('unit', m.FAILURE, 5),
+                               ('docs', m.FAILURE, 3725)):
+        b = m.Build(bs.job(name), bs, result=result, start_time=100.0, end_time=100.0 + secs,
+                    log_url=f'https://logs.example.com/{name}/')
+        bs.builds[name] = b
+    bs.skipped['integration'] = 'Skipped due to failed job unit'
+    return item
+
+
+def test_failure_report_layout():
+    pipeline = SimpleNamespace(name='check', failure_message='Build failed (check pipeline).',
+                               footer_message='See the docs.')
+    text = format_report(pipeline, _item(), 'failure')
+    assert text == (
+        'Build failed (check pipeline).\n\n'
+        '- lint https://logs.example.com/lint/ : SUCCESS in 1m 02s\n'
+        '- unit https://logs.example.com/unit/ : FAILURE in 5s\n'
+        '- docs https://logs.example.com/docs/ : FAILURE in 1h 02m 05s (non-voting)\n'
+        '- integration : SKIPPED Skipped due to failed job unit\n\n'
+        'See the docs.')
+
+
+def test_default_messages_and_start_template():
+    pipeline = SimpleNamespace(name='gate')
+    assert format_report(pipeline, _item(), 'start') == 'Starting gate jobs.'
+    assert format_report(pipeline, _item(), 'merge-failure').startswith('Merge Failed.')
+
+
+def test_format_duration():
+    assert [format_duration(s) for s in (0, 59, 60, 3600, 3661)] == \
+        ['0s', '59s', '1m 00s', '1h 00m 00s', '1h 01m 01s']

@@ -1,0 +1,106 @@
+"""The text of a report, in the layout released Zuul uses (people and
+tools parse it): the pipeline's message, then one line per job:
+
+    - <job> <log url> : <RESULT> in <duration>[ (non-voting)]
+
+SKIPPED jobs give the reason instead of a URL and duration.
+"""
+
+from __future__ import annotations
+
+from zuul.model import item as m
+
+DEFAULT_MESSAGES = {
+    'success': 'Build succeeded.',
+    'failure': 'Build failed.',
+    'merge-failure': (
+        'Merge Failed.\n\nThis change or one of its cross-repo dependencies was unable to '
+        'be automatically merged with the current state of its repository. Please rebase '
+        'the change and upload a new patchset.'),
+    'config-error': 'Zuul encountered a syntax error while parsing its configuration in '
+                    'the repo {project} on branch {branch}.',
+    'start': 'Starting {pipeline} jobs.',
+    'enqueue': '',
+    'dequeue': 'Build canceled.',
+    'no-jobs': '',
+}
+
+# pipeline attribute holding the message for each action
+MESSAGE_ATTRS = {
+    'success': 'success_message', 'failure': 'failure_message',
+    'merge-failure': 'merge_failure_message', 'start': 'start_message',
+    'enqueue': 'enqueue_message', 'dequeue': 'dequeue_message',
+    'no-jobs': 'no_jobs_message', 'config-error': 'config_error_message',
+}
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ''
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    mins, secs = divmod(rest, 60)
+    if h:
+        return f'{h}h {mins:02d}m {secs:02d}s'
+    if mins:
+        return f'{mins}m {secs:02d}s'
+    return f'{secs}s'
+
+
+def pipeline_message(pipeline, action: str, item: m.QueueItem) -> str:
+    text = getattr(pipeline, MESSAGE_ATTRS.get(action, ''), None)
+    if text is None:
+        text = DEFAULT_MESSAGES.get(action, '')
+    change = item.change
+    try:
+        return text.format(pipeline=pipeline.name, project=change.project,
+                           branch=getattr(change, 'branch', '') or '',
+                           change=change)
+    except (KeyError, IndexError, AttributeError, ValueError):
+        return text  # a message with literal braces
+
+
+def job_lines(item: m.QueueItem) -> list[str]:
+    bs = item.current_build_set
+    lines = []
+    for job in bs.jobs or ():
+        result = bs.result_of(job.name)
+        if result is None:
+            continue
+        if result == m.SKIPPED:
+            reason = bs.skipped.get(job.name, '')
+            lines.append(f'- {job.name} : SKIPPED {reason}'.rstrip())
+            continue
+        build = bs.builds.get(job.name)
+        url = (build.log_url or build.url) if build else None
+        line = f'- {job.name} {url} : {result}' if url else f'- {job.name} : {result}'
+        duration = build.duration if build else None
+        if duration is not None:
+            line += f' in {format_duration(duration)}'
+        if not job.voting:
+            line += ' (non-voting)'
+        if build and build.error_detail:
+            line += f' {build.error_detail}'
+        lines.append(line)
+    return lines
+
+
+def format_report(pipeline, item: m.QueueItem, action: str) -> str:
+    """The full message for ``action`` on ``item``."""
+    parts = [pipeline_message(pipeline, action, item)]
+    bs = item.current_build_set
+    if action == 'config-error' and bs.config_errors:
+        parts.append('\n\n'.join(str(e) for e in bs.config_errors))
+    elif action == 'merge-failure' and bs.merge_error:
+        parts.append(bs.merge_error)
+    elif action == 'failure' and item.dequeued_needing_change:
+        parts.append(f'This change depends on a change that failed to merge.\n\n'
+                     f'Change {item.dequeued_needing_change} is needed.')
+    elif action in ('success', 'failure'):
+        lines = job_lines(item)
+        if lines:
+            parts.append('\n'.join(lines))
+    footer = getattr(pipeline, 'footer_message', None)
+    if footer and action in ('success', 'failure', 'merge-failure', 'config-error'):
+        parts.append(footer)
+    return '\n\n'.join(p.strip('\n') for p in parts if p)

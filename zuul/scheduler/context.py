@@ -1,0 +1,182 @@
+"""The collaborators a pipeline manager gets (``ctx``), for one tenant.
+
+Bridges the managers' narrow interface to the scheduler's clients:
+sources and reporters (connections), the layout (freezing, queues), the
+merger, nodepool and executor clients, statistics and build history.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from zuul.manager.base import item_log
+from zuul.model import item as m
+from zuul.model.change import Change, Ref
+from zuul.scheduler.reporting import format_report
+
+log = logging.getLogger('zuul.scheduler.context')
+
+
+class SchedulerContext:
+    def __init__(self, scheduler, tenant):
+        self.scheduler = scheduler
+        self.tenant = tenant
+        self.layouts = scheduler.layouts
+
+    @property
+    def connections(self):
+        return self.scheduler.connections
+
+    # -- changes and events ---------------------------------------------------
+
+    def get_change_for_event(self, event):
+        connection = self.connections.get(event.connection)
+        if connection is None:
+            return None
+        try:
+            return connection.get_change_for_event(event)
+        except Exception:
+            log.exception('[e: %s] Unable to look up the change of %s', event.event_id,
+                          event.describe())
+            return None
+
+    def lookup_change(self, project, spec):
+        """``N,P`` (or N) on the connection of ``project`` in this tenant."""
+        connection, project = self.layouts.find_project(self.tenant.layout, project)
+        return self.connections.get(connection).lookup_change(project, spec)
+
+    def lookup_ref(self, project, ref, oldrev=None, newrev=None):
+        connection, project = self.layouts.find_project(self.tenant.layout, project)
+        return Ref(connection, project, ref, oldrev, newrev)
+
+    def event_matches_pipeline(self, pipeline, event, change) -> bool:
+        for event_filter in self.layouts.trigger_filters(pipeline):
+            if event_filter.matches(event, change):
+                return self.change_meets_requirements(pipeline, change)
+        return False
+
+    def change_meets_requirements(self, pipeline, change) -> bool:
+        for connection, require, reject in self.layouts.requirements(pipeline):
+            if connection != getattr(change, 'connection', None):
+                continue
+            if require is not None and not require.matches(change):
+                return False
+            if reject is not None and reject.matches(change):
+                return False
+        return True
+
+    def get_needed_changes(self, change):
+        """Unmerged changes ``change`` needs, dependencies first; None if
+        they form a cycle (not supported)."""
+        if not isinstance(change, Change):
+            return []
+        ordered, seen, stack = [], set(), set()
+
+        def visit(c):
+            if c.key in stack:
+                return False
+            if c.key in seen:
+                return True
+            stack.add(c.key)
+            for dep in self._needed(c):
+                if not visit(dep):
+                    return False
+            stack.discard(c.key)
+            seen.add(c.key)
+            if c is not change:
+                ordered.append(c)
+            return True
+        return ordered if visit(change) else None
+
+    def _needed(self, change):
+        connection = self.connections.get(change.connection)
+        deps = []
+        for dep in connection.get_needed_changes(change, self.connections):
+            if dep is not None and not dep.is_merged:
+                deps.append(dep)
+        return deps
+
+    def missing_needed_changes(self, item):
+        ahead = {i.change.key for i in item.items_ahead()}
+        for dep in self._needed(item.change):
+            if dep.key not in ahead:
+                return dep.describe()
+        return None
+
+    def get_queue_config(self, pipeline, change):
+        return self.layouts.queue_config(self.tenant.layout, pipeline, change)
+
+    # -- merges -----------------------------------------------------------------
+
+    def request_merge(self, pipeline, item, items):
+        build_set = item.current_build_set
+        item_log(item).info('Requesting merge of %s', [i.change.describe() for i in items])
+
+        def done(result):
+            self.scheduler.add_result_event('merge-completed', build_set=build_set,
+                                            result=result)
+        return self.scheduler.merger.merge_items(items, done, event_id=item.event_id)
+
+    def cancel_merge(self, build_set):
+        pass  # a late result is dropped: the build set is no longer current
+
+    # -- jobs -----------------------------------------------------------------
+
+    def freeze_jobs(self, pipeline, item):
+        return self.layouts.freeze_jobs(self.tenant.layout, pipeline, item)
+
+    def request_nodes(self, pipeline, item, job):
+        if not job.nodes:
+            return None
+        return self.scheduler.nodes.request(item, job, pipeline)
+
+    def cancel_node_request(self, request):
+        self.scheduler.nodes.cancel(request)
+
+    def return_nodes(self, nodeset):
+        self.scheduler.nodes.release(nodeset)
+
+    def execute(self, pipeline, item, job, nodeset):
+        build = m.Build(job, item.current_build_set)
+        self.scheduler.executor.execute(self.tenant.name, pipeline, item, job, nodeset, build)
+        return build
+
+    def cancel_build(self, build):
+        self.scheduler.executor.cancel(build)
+
+    # -- reporting --------------------------------------------------------------
+
+    def report(self, pipeline, item, action):
+        """Send ``action``'s report through the pipeline's reporters;
+        returns True if the change merged as a result (gate submit)."""
+        reporters = self.layouts.reporters(pipeline, action)
+        if not reporters:
+            return self._merged(item) if action == 'success' else None
+        message = format_report(pipeline, item, action)
+        for reporter in reporters:
+            try:
+                reporter.report(item, pipeline, action, message)
+            except Exception:
+                item_log(item).exception('Reporter %s failed for %s', reporter, action)
+        if action == 'success':
+            return self._merged(item)
+        return None
+
+    def _merged(self, item) -> bool:
+        change = item.change
+        if not isinstance(change, Change):
+            return False
+        connection = self.connections.get(change.connection)
+        return bool(connection and connection.is_merged(change))
+
+    def item_enqueued(self, pipeline, item):
+        if self.scheduler.stats:
+            self.scheduler.stats.item_enqueued(self.tenant.name, pipeline, item)
+
+    def item_dequeued(self, pipeline, item):
+        if self.scheduler.stats:
+            self.scheduler.stats.item_dequeued(self.tenant.name, pipeline, item)
+
+    def item_reported(self, pipeline, item, action):
+        if self.scheduler.history:
+            self.scheduler.history.record_buildset(self.tenant.name, pipeline, item, action)

@@ -1,0 +1,148 @@
+"""The scheduler's one event thread.
+
+Drains, in priority order, management events (reconfigure, enqueue,
+dequeue, promote ...), result events (merge done, nodes provisioned,
+build started/completed), then trigger events from connections; then lets
+every pipeline manager process its queues until nothing changes.
+
+Everything that touches pipeline state runs on this thread, so the state
+needs no locks. Other threads only put events on the queues.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+
+log = logging.getLogger('zuul.scheduler.loop')
+
+
+class EventLoop:
+    """Three prioritized queues and the thread that drains them.
+
+    ``handlers`` is an object with ``handle_management(event)``,
+    ``handle_result(event)``, ``handle_trigger(event)`` and
+    ``process_pipelines() -> bool`` (True if anything changed).
+    """
+
+    def __init__(self, handlers, name: str = 'scheduler'):
+        self.handlers = handlers
+        self.management = collections.deque()
+        self.results = collections.deque()
+        self.triggers = collections.deque()
+        self._cond = threading.Condition()
+        self._running = False
+        self._thread: threading.Thread | None = None
+        self._busy = False
+        self.name = name
+        self.processed = 0
+
+    # -- producers (any thread) -------------------------------------------
+
+    def _put(self, queue, event):
+        with self._cond:
+            queue.append(event)
+            self._cond.notify_all()
+        return event
+
+    def add_management_event(self, event):
+        return self._put(self.management, event)
+
+    def add_result_event(self, event):
+        return self._put(self.results, event)
+
+    def add_trigger_event(self, event):
+        return self._put(self.triggers, event)
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def start(self) -> None:
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        with self._cond:
+            self._running = False
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def is_idle(self) -> bool:
+        with self._cond:
+            return not (self.management or self.results or self.triggers or self._busy)
+
+    def wait_idle(self, timeout: float = 60.0, extra=None) -> bool:
+        """Wait until every queue is empty, the thread is between passes,
+        and ``extra()`` (outside work, e.g. builds running) is false."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                idle = not (self.management or self.results or self.triggers or self._busy)
+                if idle and (extra is None or not extra()):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.1) if extra is not None else left)
+
+    # -- the thread -----------------------------------------------------------
+
+    def _next(self):
+        for queue, kind in ((self.management, 'management'), (self.results, 'result'),
+                            (self.triggers, 'trigger')):
+            if queue:
+                return kind, queue.popleft()
+        return None, None
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._running and not (self.management or self.results or
+                                             self.triggers):
+                    self._busy = False
+                    self._cond.notify_all()
+                    self._cond.wait()
+                if not self._running:
+                    self._busy = False
+                    self._cond.notify_all()
+                    return
+                self._busy = True
+                kind, event = self._next()
+            self._dispatch(kind, event)
+            with self._cond:
+                more = bool(self.management or self.results or self.triggers)
+            if not more:
+                self._settle()
+
+    def _dispatch(self, kind, event) -> None:
+        self.processed += 1
+        try:
+            getattr(self.handlers, f'handle_{kind}')(event)
+        except Exception:
+            log.exception('Error handling %s event %r', kind, event)
+            done = getattr(event, 'done', None)
+            if kind == 'management' and done is not None and \
+                    not getattr(event, '_done').is_set():
+                import sys
+                done(exception=sys.exc_info()[1])
+
+    def _settle(self) -> None:
+        # Let managers act on what the events changed, until stable (bounded:
+        # each pass either changes something or ends the loop).
+        for _ in range(100):
+            try:
+                if not self.handlers.process_pipelines():
+                    return
+            except Exception:
+                log.exception('Error processing pipelines')
+                return
+            with self._cond:
+                if self.management or self.results or self.triggers:
+                    return

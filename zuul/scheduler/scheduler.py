@@ -1,0 +1,259 @@
+"""The scheduler: tenants, their pipelines, and the events that move
+changes through them.
+
+Collaborators are passed in (STYLE.md: narrow collaborators):
+- ``layouts``: builds tenant layouts and freezes jobs (zuul.scheduler.layouts)
+- ``connections``: name -> connection (source, trigger filters, reporter)
+- ``merger``, ``executor``, ``nodes``: clients that do slow work and post
+  results back through ``add_result_event``
+"""
+
+from __future__ import annotations
+
+import logging
+
+from zuul.manager import manager_for
+from zuul.model import item as m
+from zuul.model.events import ManagementEvent, ResultEvent, TriggerEvent
+from zuul.scheduler.context import SchedulerContext
+from zuul.scheduler.loop import EventLoop
+
+log = logging.getLogger('zuul.scheduler')
+
+
+class UnknownNameError(LookupError):
+    """A management request named a tenant, pipeline, project or change
+    that does not exist; the message says which."""
+
+
+class TenantState:
+    """A tenant's current layout and a pipeline manager per pipeline."""
+
+    def __init__(self, name: str, layout):
+        self.name = name
+        self.layout = layout
+        self.managers: dict = {}
+
+
+class Scheduler:
+    def __init__(self, layouts, connections, merger, executor, nodes, stats=None,
+                 history=None):
+        self.layouts = layouts
+        self.connections = connections
+        self.merger = merger
+        self.executor = executor
+        self.nodes = nodes
+        self.stats = stats
+        self.history = history
+        self.tenants: dict[str, TenantState] = {}
+        self.loop = EventLoop(self)
+        self.ctx_by_tenant: dict[str, SchedulerContext] = {}
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def start(self) -> None:
+        self.reconfigure()
+        self.loop.start()
+
+    def stop(self) -> None:
+        self.loop.stop()
+
+    def add_trigger_event(self, event: TriggerEvent) -> None:
+        self.loop.add_trigger_event(event)
+
+    def add_result_event(self, kind: str, **args) -> None:
+        self.loop.add_result_event(ResultEvent(kind, args))
+
+    def management(self, kind: str, timeout: float | None = 60.0, **args):
+        """Submit a management request and wait for its outcome."""
+        event = self.loop.add_management_event(ManagementEvent(kind, **args))
+        return event.wait(timeout)
+
+    def wait_until_settled(self, timeout: float = 120.0) -> bool:
+        """For tests and tools: True once no event is queued and no merge,
+        node request or build is outstanding."""
+        return self.loop.wait_idle(timeout, extra=self._work_outstanding)
+
+    def _work_outstanding(self) -> bool:
+        for tenant in self.tenants.values():
+            for manager in tenant.managers.values():
+                for item in manager.all_items():
+                    bs = item.current_build_set
+                    if bs.merge_state == m.MERGE_PENDING or bs.node_requests:
+                        return True
+                    if any(not b.finished for b in bs.builds.values()):
+                        return True
+        return False
+
+    # -- reconfiguration ------------------------------------------------------
+
+    def reconfigure(self, tenant_names=None, projects=None) -> None:
+        """(Re)load layouts; queue items are kept and move to the new
+        layout's managers. Runs on the scheduler thread after start()."""
+        layouts = self.layouts.load(tenant_names=tenant_names, projects=projects)
+        for name, layout in layouts.items():
+            old = self.tenants.get(name)
+            state = TenantState(name, layout)
+            ctx = SchedulerContext(self, state)
+            self.ctx_by_tenant[name] = ctx
+            for pipeline in self.layouts.pipelines(layout):
+                manager = manager_for(pipeline, ctx)
+                if old and pipeline.name in old.managers:
+                    manager.queues = old.managers[pipeline.name].queues
+                state.managers[pipeline.name] = manager
+            self.tenants[name] = state
+            log.info('Tenant %s loaded with pipelines %s', name, sorted(state.managers))
+
+    # -- handlers (scheduler thread) ------------------------------------------
+
+    def handle_management(self, event: ManagementEvent) -> None:
+        handler = getattr(self, '_mgmt_' + event.kind.replace('-', '_'), None)
+        if handler is None:
+            event.done(exception=ValueError(f'unknown request {event.kind}'))
+            return
+        try:
+            event.done(handler(**event.args))
+        except Exception as e:
+            event.done(exception=e)
+
+    def handle_result(self, event: ResultEvent) -> None:
+        args = event.args
+        if event.kind == 'merge-completed':
+            bs = args['build_set']
+            self._manager_of(bs.item).on_merge_completed(bs, args['result'])
+        elif event.kind == 'nodes-provisioned':
+            item = args['item']
+            self._manager_of(item).on_nodes_provisioned(
+                item, args['job_name'], args['request'], args.get('nodeset'),
+                args.get('failed', False))
+        elif event.kind == 'build-started':
+            build = args['build']
+            build.start_time = args.get('start_time') or build.start_time
+            build.url = args.get('url') or build.url
+        elif event.kind == 'build-completed':
+            build = args['build']
+            build.end_time = args.get('end_time')
+            build.log_url = args.get('log_url') or build.log_url
+            build.result_data = args.get('result_data') or {}
+            build.error_detail = args.get('error_detail')
+            self._manager_of(build.build_set.item).on_build_completed(build, args['result'])
+        else:
+            log.error('Unknown result event %s', event.kind)
+
+    def handle_trigger(self, event: TriggerEvent) -> None:
+        log.info('[e: %s] Processing trigger event %s', event.event_id, event.describe())
+        for tenant in list(self.tenants.values()):
+            ctx = self.ctx_by_tenant[tenant.name]
+            if not self.layouts.has_project(tenant.layout, event.connection, event.project) \
+                    and event.type not in ('timer', 'parent-change-enqueued',
+                                           'project-change-merged'):
+                continue
+            change = ctx.get_change_for_event(event)
+            if change is None:
+                continue
+            if event.type in ('patchset-created', 'change-abandoned', 'change-merged'):
+                for manager in tenant.managers.values():
+                    manager.remove_old_versions(change)
+            if event.type in ('change-merged', 'ref-updated'):
+                self._maybe_reconfigure(tenant, event, change)
+            for name, manager in tenant.managers.items():
+                if ctx.event_matches_pipeline(manager.pipeline, event, change):
+                    manager.add_change(change, event)
+
+    def process_pipelines(self) -> bool:
+        changed = False
+        for tenant in list(self.tenants.values()):
+            for manager in list(tenant.managers.values()):
+                changed |= manager.process_queues()
+        return changed
+
+    # -- helpers -------------------------------------------------------------
+
+    def _manager_of(self, item: m.QueueItem):
+        for tenant in self.tenants.values():
+            for manager in tenant.managers.values():
+                if item.queue in manager.queues:
+                    return manager
+        return _NullManager()
+
+    def _maybe_reconfigure(self, tenant: TenantState, event, change) -> None:
+        if self.layouts.event_updates_config(tenant.layout, event, change):
+            log.info('[e: %s] Config of %s changed; reconfiguring tenant %s',
+                     event.event_id, event.project, tenant.name)
+            self.reconfigure(tenant_names=[tenant.name], projects=[event.project])
+
+    def get_tenant(self, name: str) -> TenantState:
+        try:
+            return self.tenants[name]
+        except KeyError:
+            raise UnknownNameError(f'Unknown tenant "{name}"') from None
+
+    def get_manager(self, tenant: str, pipeline: str):
+        state = self.get_tenant(tenant)
+        try:
+            return state.managers[pipeline]
+        except KeyError:
+            raise UnknownNameError(f'Unknown pipeline "{pipeline}" in tenant '
+                                   f'"{tenant}"') from None
+
+    # -- management requests --------------------------------------------------
+
+    def _mgmt_reconfigure(self, tenants=None, projects=None):
+        self.reconfigure(tenant_names=tenants, projects=projects)
+        return True
+
+    def _mgmt_enqueue(self, tenant, pipeline, project, change):
+        manager = self.get_manager(tenant, pipeline)
+        ctx = self.ctx_by_tenant[tenant]
+        obj = ctx.lookup_change(project, change)
+        event = TriggerEvent(type='zuul-enqueue', connection=obj.connection,
+                             project=obj.project, change_number=getattr(obj, 'number', None))
+        item = manager.add_change(obj, event, ignore_requirements=True)
+        if item is None:
+            raise UnknownNameError(f'Change {change} could not be enqueued in {pipeline}')
+        return item.id
+
+    def _mgmt_enqueue_ref(self, tenant, pipeline, project, ref, oldrev=None, newrev=None):
+        manager = self.get_manager(tenant, pipeline)
+        ctx = self.ctx_by_tenant[tenant]
+        obj = ctx.lookup_ref(project, ref, oldrev, newrev)
+        event = TriggerEvent(type='zuul-enqueue-ref', connection=obj.connection,
+                             project=obj.project, ref=ref, oldrev=oldrev, newrev=newrev)
+        item = manager.add_change(obj, event, ignore_requirements=True)
+        if item is None:
+            raise UnknownNameError(f'{ref} could not be enqueued in {pipeline}')
+        return item.id
+
+    def _mgmt_dequeue(self, tenant, pipeline, project, change=None, ref=None):
+        manager = self.get_manager(tenant, pipeline)
+        ctx = self.ctx_by_tenant[tenant]
+        obj = ctx.lookup_change(project, change) if change else \
+            ctx.lookup_ref(project, ref)
+        for item in list(manager.all_items()):
+            if item.change.key == obj.key:
+                manager.remove_item(item)
+                return True
+        raise UnknownNameError(f'{change or ref} is not in pipeline {pipeline}')
+
+    def _mgmt_promote(self, tenant, pipeline, changes):
+        manager = self.get_manager(tenant, pipeline)
+        if not hasattr(manager, 'promote'):
+            raise UnknownNameError(f'Pipeline {pipeline} does not support promote')
+        ctx = self.ctx_by_tenant[tenant]
+        objs = [ctx.lookup_change(None, c) for c in changes]
+        manager.promote(objs)
+        return True
+
+
+class _NullManager:
+    """Results for items that left their pipeline are dropped (their
+    nodes were already returned by the cancel)."""
+
+    def on_merge_completed(self, *a):
+        pass
+
+    def on_nodes_provisioned(self, item, job_name, request, nodeset, failed):
+        pass
+
+    def on_build_completed(self, *a):
+        pass

@@ -1,0 +1,89 @@
+"""The live Gerrit connection against the development Gerrit: events in,
+changes and dependencies looked up, reports out, outages caught up."""
+
+import queue
+
+import pytest
+
+from tests.harness.waiting import wait_for
+from zuul.driver.gerrit.gerrit_connection import GerritConnection
+from zuul.scheduler.connections import ConnectionRegistry
+
+
+@pytest.fixture
+def gerrit_connection(dev_gerrit):
+    conn = GerritConnection('review', {
+        'server': '127.0.0.1', 'port': dev_gerrit.server.port, 'user': 'zuul',
+        'sshkey': dev_gerrit.key_path, 'known_hosts': dev_gerrit.known_hosts,
+        'baseurl': dev_gerrit.store.canonical_url})
+    events = queue.Queue()
+    conn.start(events.put)
+    conn.events = events
+    assert conn.stream.connected.wait(30)
+    wait_for(lambda: dev_gerrit.server.stream_count() == 1, what='stream')
+    try:
+        yield conn
+    finally:
+        conn.stop()
+
+
+def test_stream_events_become_trigger_events(dev_gerrit, gerrit_connection):
+    store = dev_gerrit.store
+    store.create_project('org/project')
+    change = store.create_change('org/project', 'master', 'A', {'a': '1'})
+    event = gerrit_connection.events.get(timeout=30)
+    assert (event.type, event.connection, event.project) == \
+        ('patchset-created', 'review', 'org/project')
+    assert (event.change_number, event.patchset) == (change.number, 1)
+    looked_up = gerrit_connection.get_change_for_event(event)
+    assert looked_up.newrev == change.current.revision and looked_up.is_open
+
+
+def test_approval_during_outage_is_synthesized(dev_gerrit, gerrit_connection):
+    store = dev_gerrit.store
+    store.create_project('org/project')
+    change = store.create_change('org/project', 'master', 'A', {'a': '1'})
+    assert gerrit_connection.events.get(timeout=30).type == 'patchset-created'
+    dev_gerrit.server.accept_streams = False
+    dev_gerrit.server.drop_stream_connections()
+    wait_for(lambda: not gerrit_connection.stream.connected.is_set(), what='outage')
+    store.approve(change, 'Workflow', 1, who='core')
+    dev_gerrit.server.accept_streams = True
+    event = gerrit_connection.events.get(timeout=60)
+    assert event.type == 'comment-added'
+    assert {'type': 'Workflow', 'description': 'Workflow', 'value': '1',
+            'username': 'core'} in event.approvals
+    assert event.change_number == change.number
+
+
+def test_dependencies_git_parent_and_depends_on_url(dev_gerrit, gerrit_connection):
+    store = dev_gerrit.store
+    store.create_project('org/a')
+    store.create_project('org/b')
+    parent = store.create_change('org/a', 'master', 'parent', {'p': '1'})
+    other = store.create_change('org/b', 'master', 'other', {'o': '1'})
+    child = store.create_change('org/a', 'master', 'child', {'c': '1'}, parent=parent,
+                                footer=f'Depends-On: {store.change_url(other)}')
+    registry = ConnectionRegistry([gerrit_connection])
+    c = gerrit_connection.query_change(child.number)
+    needed = gerrit_connection.get_needed_changes(c, registry)
+    assert [(n.project, n.number) for n in needed] == [('org/a', parent.number),
+                                                      ('org/b', other.number)]
+
+
+def test_lookup_change_errors(dev_gerrit, gerrit_connection):
+    dev_gerrit.store.create_project('org/a')
+    with pytest.raises(LookupError, match='Malformed'):
+        gerrit_connection.lookup_change('org/a', '1,x')
+    with pytest.raises(LookupError, match='not found'):
+        gerrit_connection.lookup_change('org/a', '42,1')
+
+
+def test_report_and_submit(dev_gerrit, gerrit_connection):
+    store = dev_gerrit.store
+    store.create_project('org/a')
+    change = store.create_change('org/a', 'master', 'A', {'a': '1'})
+    c = gerrit_connection.query_change(change.number)
+    gerrit_connection.report(c, 'Build succeeded (gate pipeline).', {'Verified': 2},
+                             submit=True)
+    assert gerrit_connection.is_merged(c) and c.is_merged

@@ -11,6 +11,7 @@ Collaborators are passed in (STYLE.md: narrow collaborators):
 from __future__ import annotations
 
 import logging
+import time
 
 from zuul.manager import manager_for
 from zuul.model import item as m
@@ -33,6 +34,7 @@ class TenantState:
         self.name = name
         self.layout = layout
         self.managers: dict = {}
+        self.loaded_at = time.time()
 
 
 class Scheduler:
@@ -234,6 +236,15 @@ class Scheduler:
                 manager.remove_item(item)
                 return True
         raise UnknownNameError(f'{change or ref} is not in pipeline {pipeline}')
+
+    def _mgmt_status_get(self, tenant, version=''):
+        from zuul.scheduler.status import tenant_status
+        return tenant_status(self, tenant, version=version)
+
+    def _mgmt_tenant_list(self):
+        return [{'name': name, 'projects': self.layouts.project_count(state.layout),
+                 'queue': sum(1 for mgr in state.managers.values() for _ in mgr.all_items())}
+                for name, state in sorted(self.tenants.items())]
 
     def _mgmt_promote(self, tenant, pipeline, changes):
         manager = self.get_manager(tenant, pipeline)

@@ -1,0 +1,128 @@
+"""The status JSON (what the status page and ``zuul show`` read), in the
+shape released Zuul serves at /api/tenant/<t>/status."""
+
+from __future__ import annotations
+
+import time
+
+from zuul.model import item as m
+
+
+def _ms(t: float | None) -> int | None:
+    return int(t * 1000) if t else None
+
+
+def job_status(item: m.QueueItem, job: m.JobRef, estimates) -> dict:
+    bs = item.current_build_set
+    build = bs.builds.get(job.name)
+    result = bs.result_of(job.name)
+    now = time.time()
+    estimated = estimates(job.name) if estimates else None
+    elapsed = remaining = None
+    if build and build.start_time:
+        elapsed = (build.end_time or now) - build.start_time
+        if estimated and not build.end_time:
+            remaining = max(estimated - elapsed, 0)
+    return {
+        'name': job.name, 'uuid': build.uuid if build else None,
+        'url': build.url if build else None, 'report_url': build.log_url if build else None,
+        'result': result, 'voting': job.voting,
+        'start_time': _ms(build.start_time) if build else None,
+        'end_time': _ms(build.end_time) if build else None,
+        'elapsed_time': _ms(elapsed), 'remaining_time': _ms(remaining),
+        'estimated_time': estimated, 'canceled': bool(build and build.canceled),
+        'waiting_status': _waiting(item, job, build),
+        'tries': bs.tries.get(job.name, 0),
+        'dependencies': list(job.dependencies),
+        'node_labels': [label for _, label in job.nodes],
+        'skip_reason': bs.skipped.get(job.name),
+    }
+
+
+def _waiting(item, job, build) -> str | None:
+    if build is not None:
+        return None
+    bs = item.current_build_set
+    if bs.merge_state != m.MERGE_COMPLETE:
+        return 'merge'
+    if job.name in bs.node_requests:
+        return 'node request'
+    if job.dependencies:
+        return 'dependencies'
+    return None
+
+
+def item_status(item: m.QueueItem, estimates=None) -> dict:
+    change = item.change
+    number = getattr(change, 'number', None)
+    bs = item.current_build_set
+    jobs = [job_status(item, j, estimates) for j in bs.jobs or ()]
+    remaining = [j['remaining_time'] for j in jobs if j['remaining_time'] is not None]
+    failing = []
+    if bs.unable_to_merge:
+        failing.append('it has a merge conflict')
+    if bs.config_errors:
+        failing.append('it has an invalid configuration')
+    if item.did_any_voting_job_fail():
+        failing.append('at least one job failed')
+    return {
+        'id': f'{number},{change.patchset}' if number else change.describe(),
+        'item_id': item.id, 'event_id': item.event_id,
+        'project': change.project, 'connection': change.connection,
+        'ref': change.ref, 'branch': getattr(change, 'branch', None),
+        'url': getattr(change, 'url', None), 'owner': getattr(change, 'owner', None),
+        'subject': getattr(change, 'subject', None),
+        'live': item.live, 'active': bs.merge_state != m.MERGE_NEW,
+        'enqueue_time': _ms(item.enqueue_time),
+        'item_ahead': _id(item.item_ahead), 'items_behind': [_id(i) for i in item.items_behind],
+        'failing_reasons': failing, 'zuul_ref': bs.uuid,
+        'remaining_time': max(remaining) if remaining else None,
+        'jobs': jobs,
+    }
+
+
+def _id(item: m.QueueItem | None):
+    if item is None:
+        return None
+    c = item.change
+    return f'{c.number},{c.patchset}' if getattr(c, 'number', None) else c.describe()
+
+
+def queue_heads(queue: m.ChangeQueue) -> list[list[m.QueueItem]]:
+    """Items grouped into chains from each head (an item nobody is ahead
+    of), following the speculative order."""
+    heads = []
+    for item in queue.queue:
+        if item.item_ahead is None:
+            chain, cur = [], item
+            while cur is not None:
+                chain.append(cur)
+                cur = next((b for b in cur.items_behind if b in queue.queue), None)
+            heads.append(chain)
+    return heads
+
+
+def pipeline_status(manager, estimates=None) -> dict:
+    p = manager.pipeline
+    queues = []
+    for queue in manager.queues:
+        queues.append({
+            'name': queue.name, 'window': queue.window,
+            'heads': [[item_status(i, estimates) for i in chain]
+                      for chain in queue_heads(queue)],
+        })
+    return {'name': p.name, 'description': getattr(p, 'description', None) or '',
+            'manager': p.manager, 'change_queues': queues}
+
+
+def tenant_status(scheduler, tenant_name: str, estimates=None, version: str = '') -> dict:
+    state = scheduler.get_tenant(tenant_name)
+    loop = scheduler.loop
+    return {
+        'zuul_version': version, 'tenant': tenant_name,
+        'last_reconfigured': _ms(getattr(state, 'loaded_at', None)),
+        'pipelines': [pipeline_status(mgr, estimates) for mgr in state.managers.values()],
+        'trigger_event_queue': {'length': len(loop.triggers)},
+        'management_event_queue': {'length': len(loop.management)},
+        'result_event_queue': {'length': len(loop.results)},
+    }

@@ -1,0 +1,186 @@
+"""Executor pieces without nodes: wire format, inventory rules, variables,
+role paths, plugin refusal, capacity, live-log following."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from zuul.ansible.restrict import short_name
+from zuul.executor import inventory, playbooks
+from zuul.executor.capacity import CapacityGovernor
+from zuul.executor.jobdir import JobDir
+from zuul.executor.logstream import LogStreamServer, follow
+from zuul.executor.protocol import (
+    BuildResult,
+    ExecuteRequest,
+    GroupSpec,
+    ItemSpec,
+    JobSpec,
+    NodeSpec,
+    PlaybookSpec,
+    ProtocolVersionError,
+    RoleSpec,
+    ZuulContext,
+    stop_function,
+)
+from zuul.executor.vars import zuul_vars
+
+
+def make_request(**job_kw) -> ExecuteRequest:
+    job = JobSpec(name='j', run=[PlaybookSpec('gerrit', 'org/p', 'master', 'run.yaml',
+                                              roles=[RoleSpec('gerrit', 'org/roles', 'r')])],
+                  **job_kw)
+    node = NodeSpec(name=['controller'], label='l', interface_ip='10.0.0.1',
+                    connection_port=2022, host_keys=['ssh-ed25519 AAAA'])
+    return ExecuteRequest(uuid='u1', job=job, nodes=[node],
+                          items=[ItemSpec('gerrit', 'org/p', 'review.example.org', 'master',
+                                          'refs/changes/01/1/2', 1, 2)],
+                          zuul=ZuulContext('t', 'gate', 'bs',
+                                           canonical_hostnames={'gerrit': 'review.example.org'}))
+
+
+def test_execute_request_round_trips_and_checks_version():
+    request = make_request(vars={'a': 1})
+    again = ExecuteRequest.from_json(request.to_json())
+    assert again == request
+    assert again.job.run[0].roles[0].target_name == 'r'
+    data = request.to_dict()
+    data['version'] = 99
+    with pytest.raises(ProtocolVersionError):
+        ExecuteRequest.from_json(__import__('json').dumps(data))
+    assert stop_function('ex1') == 'executor:stop:ex1'
+
+
+def test_build_result_exposes_artifacts_and_child_jobs():
+    result = BuildResult('SUCCESS', data={'zuul': {'artifacts': [{'name': 'a'}],
+                                                   'child_jobs': ['c']}})
+    again = BuildResult.from_json(result.to_json())
+    assert again.artifacts == [{'name': 'a'}] and again.child_jobs == ['c']
+    assert BuildResult('SUCCESS').child_jobs is None
+
+
+@pytest.mark.parametrize('name', ['localhost', 'LOCALHOST', '127.0.0.1', '::1'])
+def test_localhost_node_names_refused(name):
+    request = make_request()
+    request.nodes[0].name = [name]
+    with pytest.raises(inventory.InventoryError):
+        inventory.check_job(request.job, request.nodes)
+
+
+def test_connection_variables_refused_and_others_accepted():
+    request = make_request(vars={'foo': 1, 'ansible_python_interpreter': 'x'})
+    inventory.check_job(request.job, request.nodes)  # accepted
+    for field, value in [('vars', {'ansible_connection': 'local'}),
+                         ('extra_vars', {'ansible_ssh_common_args': '-o ProxyCommand=x'}),
+                         ('host_vars', {'controller': {'ansible_host': '127.0.0.1'}}),
+                         ('group_vars', {'g': {'ansible_port': 1}})]:
+        bad = make_request(**{field: value})
+        with pytest.raises(inventory.InventoryError):
+            inventory.check_job(bad.job, bad.nodes)
+
+
+def test_inventory_and_known_hosts():
+    request = make_request(host_vars={'controller': {'hv': 1}},
+                           groups=[GroupSpec('g', ['controller', 'missing'])],
+                           group_vars={'g': {'gv': 2}})
+    inv = inventory.build_inventory(request.job, request.nodes, {'v': 3})
+    host = inv['all']['hosts']['controller']
+    assert (host['ansible_host'], host['ansible_port'], host['hv']) == ('10.0.0.1', 2022, 1)
+    assert host['nodepool']['label'] == 'l'
+    assert inv['all']['children']['g'] == {'hosts': {'controller': None}, 'vars': {'gv': 2}}
+    assert inventory.known_hosts_lines(request.nodes) == ['[10.0.0.1]:2022 ssh-ed25519 AAAA']
+
+
+def test_zuul_vars_use_released_names(tmp_path):
+    request = make_request()
+    jobdir = JobDir(str(tmp_path), 'u1')
+    data = zuul_vars(request, jobdir, 'ex1', {('gerrit', 'org/p'): 'master'})
+    assert data['project'] == {
+        'name': 'org/p', 'short_name': 'p', 'canonical_hostname': 'review.example.org',
+        'canonical_name': 'review.example.org/org/p',
+        'src_dir': 'src/review.example.org/org/p'}
+    assert (data['change'], data['patchset'], data['branch']) == ('1', '2', 'master')
+    assert data['projects']['review.example.org/org/p']['checkout'] == 'master'
+    assert set(data['executor']) >= {'hostname', 'src_root', 'log_root', 'work_root',
+                                     'inventory_file'}
+    assert data['items'][0]['change'] == '1'
+    assert (data['build'], data['buildset'], data['tenant'], data['pipeline']) == (
+        'u1', 'bs', 't', 'gate')
+
+
+def _mkdirs(root, *paths):
+    for p in paths:
+        os.makedirs(os.path.join(root, p), exist_ok=True)
+
+
+def test_role_path_rules(tmp_path):
+    bare, multi, flat = (str(tmp_path / n) for n in ('bare', 'multi', 'flat'))
+    _mkdirs(bare, 'tasks')
+    _mkdirs(multi, 'roles/a/tasks')
+    _mkdirs(flat, 'a/tasks')
+    links = str(tmp_path / 'links')
+    assert playbooks.role_search_path(bare, 'puppet', links) == links
+    assert os.path.realpath(os.path.join(links, 'puppet')) == os.path.realpath(bare)
+    assert playbooks.role_search_path(multi, 'x', links) == os.path.join(multi, 'roles')
+    assert playbooks.role_search_path(flat, 'x', links) == flat
+    assert playbooks.default_role_name('org/ansible-role-puppet') == 'puppet'
+
+
+def test_plugin_dirs_refused_and_playbook_lookup(tmp_path):
+    root = str(tmp_path)
+    _mkdirs(root, 'playbooks')
+    (tmp_path / 'playbooks' / 'run.yaml').write_text('[]')
+    assert playbooks.find_playbook(root, 'playbooks/run').endswith('run.yaml')
+    with pytest.raises(playbooks.PlaybookError):
+        playbooks.find_playbook(root, '../../etc/passwd')
+    playbooks.check_no_plugins(os.path.join(root, 'playbooks'), 'p')  # accepted
+    _mkdirs(root, 'playbooks/filter_plugins')
+    with pytest.raises(playbooks.PlaybookError):
+        playbooks.check_no_plugins(os.path.join(root, 'playbooks'), 'p')
+
+
+def test_short_names():
+    assert short_name('ansible.builtin.shell') == 'shell'
+    assert short_name('ansible.legacy.local') == 'local'
+    assert short_name('community.general.x') == 'community.general.x'
+
+
+def test_capacity_governor():
+    gov = CapacityGovernor(max_builds=2, load_multiplier=2.0, min_avail_mem=10.0, cpu_count=2)
+    gov.loadavg = lambda: (1.0, 0, 0)
+    gov.meminfo = lambda: (500, 1000)
+    assert gov.accepting(1)
+    assert not gov.accepting(2) and 'job limit' in gov.reason
+    gov.loadavg = lambda: (4.5, 0, 0)
+    assert not gov.accepting(0) and 'load' in gov.reason
+    gov.loadavg = lambda: (1.0, 0, 0)
+    gov.meminfo = lambda: (50, 1000)
+    assert not gov.accepting(0) and 'memory' in gov.reason
+
+
+def test_log_follow_streams_growth_until_finished(tmp_path):
+    server = LogStreamServer('127.0.0.1', 0)
+    path = str(tmp_path / 'job-output.txt')
+    server.register('b1', path)
+    stream = server.get('b1')
+    chunks = []
+    got_first = threading.Event()
+
+    def write(data):
+        chunks.append(data)
+        got_first.set()
+    reader = threading.Thread(target=follow, args=(stream, write))
+    reader.start()
+    with open(path, 'w') as f:
+        f.write('line 1\n')
+    assert got_first.wait(10)
+    with open(path, 'a') as f:
+        f.write('line 2\n')
+    server.finish('b1')
+    reader.join(10)
+    assert b''.join(chunks) == b'line 1\nline 2\n'
+    assert server.get('b1') is None
+    server._httpd.server_close()

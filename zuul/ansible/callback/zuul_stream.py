@@ -1,0 +1,157 @@
+"""Zuul's stdout callback: job-output.txt and job-output.json.
+
+Configured as ``stdout_callback`` for every playbook the executor runs.
+Environment (set by the executor):
+
+* ``ZUUL_JOB_OUTPUT_TXT`` -- text log, appended line by line as tasks end
+  (the live log stream follows this file);
+* ``ZUUL_JOB_OUTPUT_JSON`` -- a JSON list, one entry per playbook run,
+  rewritten when a playbook ends;
+* ``ZUUL_PHASE``, ``ZUUL_PLAYBOOK``, ``ZUUL_TRUSTED`` -- labels;
+* ``ZUUL_UNTRUSTED=1`` -- install the local-execution restrictions.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import time
+
+from ansible.plugins.callback import CallbackBase
+
+# The zuul package must be importable from inside ansible-playbook.
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from zuul.ansible import restrict  # noqa: E402
+
+restrict.install_from_environment()
+
+_HIDDEN_KEYS = ('invocation', '_ansible_no_log', '_ansible_verbose_always')
+
+
+def _now() -> str:
+    return datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S.%f')
+
+
+def _clean(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k not in _HIDDEN_KEYS}
+
+
+class CallbackModule(CallbackBase):
+    """Writes the build's text and JSON logs."""
+
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = 'stdout'
+    CALLBACK_NAME = 'zuul_stream'
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._txt_path = os.environ.get('ZUUL_JOB_OUTPUT_TXT')
+        self._json_path = os.environ.get('ZUUL_JOB_OUTPUT_JSON')
+        self._txt = open(self._txt_path, 'a', buffering=1) if self._txt_path else None
+        self._playbook = {
+            'phase': os.environ.get('ZUUL_PHASE'),
+            'playbook': os.environ.get('ZUUL_PLAYBOOK'),
+            'trusted': os.environ.get('ZUUL_TRUSTED') == '1',
+            'plays': [],
+        }
+        self._task_start = 0.0
+
+    # -- text ------------------------------------------------------------
+    def _line(self, text: str, host: str | None = None) -> None:
+        prefix = f'{_now()} | '
+        if host:
+            prefix += f'{host} | '
+        for line in str(text).splitlines() or ['']:
+            out = prefix + line
+            if self._txt:
+                self._txt.write(out + '\n')
+            else:
+                sys.stdout.write(out + '\n')
+
+    # -- plays and tasks -------------------------------------------------
+    def v2_playbook_on_play_start(self, play):
+        name = play.get_name().strip()
+        self._line('')
+        self._line(f'PLAY [{name}]')
+        self._playbook['plays'].append({'play': {'name': name, 'start': _now()},
+                                        'tasks': []})
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        name = task.get_name().strip()
+        self._line('')
+        self._line(f'TASK [{name}]')
+        self._task_start = time.monotonic()
+        if self._playbook['plays']:
+            self._playbook['plays'][-1]['tasks'].append(
+                {'task': {'name': name, 'action': str(task.action), 'start': _now()},
+                 'hosts': {}})
+
+    def v2_playbook_on_handler_task_start(self, task):
+        self.v2_playbook_on_task_start(task, False)
+
+    def _record(self, result, status: str) -> None:
+        data = dict(result.result) if hasattr(result, 'result') else dict(result._result)
+        host = result.host.get_name()
+        delegated = data.get('_ansible_delegated_vars', {}).get('ansible_delegated_host')
+        label = f'{host} -> {delegated}' if delegated else host
+        for key in ('stdout', 'stderr'):
+            if data.get(key):
+                self._line(data[key], label)
+        if data.get('msg') and status != 'ok':
+            self._line(str(data['msg']), label)
+        elapsed = time.monotonic() - self._task_start
+        self._line(f'{status}: Runtime: {elapsed:.3f}s', label)
+        plays = self._playbook['plays']
+        if plays and plays[-1]['tasks']:
+            entry = _clean(data)
+            entry['status'] = status
+            plays[-1]['tasks'][-1]['hosts'][host] = entry
+
+    def v2_runner_on_ok(self, result):
+        self._record(result, 'changed' if result.is_changed() else 'ok')
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._record(result, 'FAILED (ignored)' if ignore_errors else 'FAILED')
+
+    def v2_runner_on_unreachable(self, result):
+        self._record(result, 'UNREACHABLE')
+
+    def v2_runner_on_skipped(self, result):
+        self._record(result, 'skipping')
+
+    # -- end -------------------------------------------------------------
+    def v2_playbook_on_stats(self, stats):
+        self._line('')
+        self._line('PLAY RECAP')
+        summary = {}
+        for host in sorted(stats.processed.keys()):
+            counts = stats.summarize(host)
+            summary[host] = counts
+            text = ' '.join(f'{k}: {counts.get(k, 0)}' for k in (
+                'ok', 'changed', 'unreachable', 'failures', 'skipped', 'rescued', 'ignored'))
+            self._line(text, host)
+        self._line('')
+        self._playbook['stats'] = summary
+        self._write_json()
+
+    def _write_json(self) -> None:
+        if not self._json_path:
+            return
+        entries = []
+        if os.path.exists(self._json_path):
+            with open(self._json_path) as f:
+                try:
+                    entries = json.load(f)
+                except ValueError:
+                    entries = []
+        entries.append(self._playbook)
+        tmp = self._json_path + '.tmp'
+        with open(tmp, 'w') as f:
+            json.dump(entries, f, indent=2, default=str)
+        os.replace(tmp, self._json_path)

@@ -1,0 +1,149 @@
+"""Refuse execution on the executor from untrusted playbooks.
+
+Installed inside ``ansible-playbook`` (by the zuul_stream callback, which
+ansible loads before any task runs and before the worker processes are
+forked) when ``ZUUL_UNTRUSTED=1``.  The check sits where every task passes
+after its connection is chosen (``TaskExecutor._set_connection_options``),
+so it sees the final host, delegation and connection whatever spelling the
+playbook used: ``delegate_to: localhost`` / ``127.0.0.1`` / a templated
+name, ``local_action``, ``connection: local`` or ``ansible.builtin.local``,
+``ansible_connection`` in play/host vars, ``add_host`` of localhost.
+
+Rules for untrusted playbooks:
+
+* a task may be delegated only to a host of the inventory;
+* on an inventory host the connection must be the node's own (no
+  ``local``), with the node's address and no ssh options that run local
+  commands (``ProxyCommand`` via ``ansible_ssh_common_args`` etc.);
+* on the implicit localhost only actions that run inside ansible itself
+  (debug, set_fact, assert, zuul_return, ...) are allowed;
+* ``add_host`` may not add localhost or a host with a local connection;
+* lookups that run commands (``pipe``, ``lines``) are refused.
+"""
+
+from __future__ import annotations
+
+import os
+
+REFUSED = 'Executing local code is prohibited in untrusted playbooks'
+
+LOCALHOST_NAMES = frozenset({'localhost', '127.0.0.1', '::1', 'localhost.localdomain'})
+
+# Actions that never execute a module or touch the executor's files.
+SAFE_LOCAL_ACTIONS = frozenset({
+    'debug', 'set_fact', 'set_stats', 'assert', 'fail', 'meta', 'pause',
+    'zuul_return', 'add_host', 'group_by', 'include_tasks', 'import_tasks',
+    'include_role', 'import_role', 'include_vars', 'noop', 'end_play',
+})
+
+COMMAND_LOOKUPS = frozenset({'pipe', 'lines'})
+
+_SSH_OPTION_VARS = (
+    'ansible_ssh_common_args', 'ansible_ssh_extra_args', 'ansible_ssh_args',
+    'ansible_ssh_executable', 'ansible_sftp_extra_args', 'ansible_scp_extra_args',
+    'ansible_ssh_private_key_file', 'ansible_private_key_file',
+)
+
+_installed = False
+
+
+class RestrictedError(Exception):
+    """Raised (as an AnsibleError) for a refused task."""
+
+
+def short_name(name) -> str:
+    """``ansible.builtin.command`` / ``ansible.legacy.command`` -> ``command``."""
+    name = str(name or '')
+    for prefix in ('ansible.builtin.', 'ansible.legacy.'):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+def is_local_connection(connection) -> bool:
+    names = {str(getattr(connection, 'transport', '')),
+             str(getattr(connection, '_load_name', ''))}
+    return any(short_name(n) == 'local' for n in names)
+
+
+def _fail(message: str):
+    from ansible.errors import AnsibleError
+    raise AnsibleError(f'{REFUSED}: {message}')
+
+
+def _check_add_host(args: dict) -> None:
+    name = str(args.get('name') or args.get('hostname') or args.get('host') or '')
+    host = str(args.get('ansible_host') or args.get('ansible_ssh_host') or '')
+    conn = short_name(args.get('ansible_connection') or args.get('connection') or '')
+    if name.lower() in LOCALHOST_NAMES or host.lower() in LOCALHOST_NAMES:
+        _fail(f'add_host may not add the executor ({name or host})')
+    if conn == 'local':
+        _fail(f'add_host may not add {name} with a local connection')
+    for key in _SSH_OPTION_VARS:
+        if key in args:
+            _fail(f'add_host may not set {key}')
+
+
+def _check_inventory_host(executor, target: str, cvars: dict) -> None:
+    inventory = executor._variable_manager._inventory
+    host = inventory.hosts[target]
+    if is_local_connection(executor._connection):
+        _fail(f'a local connection to {target} is not allowed')
+    for key in _SSH_OPTION_VARS:
+        if key in cvars:
+            _fail(f'{key} may not be set for {target}')
+    wanted = host.vars.get('ansible_host')
+    actual = cvars.get('ansible_host')
+    if wanted is not None and actual is not None and str(actual) != str(wanted):
+        _fail(f'ansible_host of {target} may not be changed')
+
+
+def check_task(executor, cvars: dict) -> None:
+    """Raise an AnsibleError if this task would run code on the executor."""
+    task = executor._task
+    action = short_name(task.action)
+    inventory_hosts = set(executor._variable_manager._inventory.hosts)
+    if action == 'add_host':
+        _check_add_host(dict(task.args or {}))
+    if short_name(task.connection) == 'local':
+        _fail('connection: local')
+    delegate = task.delegate_to
+    if delegate and str(delegate) not in inventory_hosts:
+        _fail(f'delegate_to {delegate} (only hosts of the inventory are allowed)')
+    target = str(delegate) if delegate else executor._host.name
+    if target in inventory_hosts:
+        _check_inventory_host(executor, target, cvars)
+    elif action not in SAFE_LOCAL_ACTIONS:
+        _fail(f'action {action} on {target} (the executor)')
+
+
+def _restricted_lookup_get(original):
+    def get(name, *args, **kwargs):
+        if short_name(name) in COMMAND_LOOKUPS:
+            _fail(f'lookup {name} runs a command on the executor')
+        return original(name, *args, **kwargs)
+    return get
+
+
+def install() -> None:
+    """Patch ansible in this process (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    from ansible.executor.task_executor import TaskExecutor
+    from ansible.plugins.loader import lookup_loader
+
+    original = TaskExecutor._set_connection_options
+
+    def checked_set_connection_options(self, variables, templar):
+        check_task(self, variables)
+        return original(self, variables, templar)
+
+    TaskExecutor._set_connection_options = checked_set_connection_options
+    lookup_loader.get = _restricted_lookup_get(lookup_loader.get)
+    _installed = True
+
+
+def install_from_environment() -> None:
+    if os.environ.get('ZUUL_UNTRUSTED') == '1':
+        install()

@@ -1,0 +1,276 @@
+"""One build from request to result.
+
+``BuildExecution.run()`` prepares the job dir (repos at their speculative
+state, playbook and role checkouts, inventory, variables), runs the
+playbooks phase by phase and maps what happened to a result, as released
+Zuul does:
+
+* pre-run: a failure, a timeout or an unreachable node stops the build
+  before ``run`` and it is retried (RETRY while ``attempt < attempts``,
+  then RETRY_LIMIT);
+* run: failure -> FAILURE, unreachable node -> retry, the job ``timeout``
+  (shared by pre-run and run) -> TIMED_OUT;
+* post-run: always runs; failure or running past ``post-timeout`` (each
+  post playbook gets the whole of it) -> POST_FAILURE, unless the build
+  already failed before ``run`` or timed out;
+* cleanup-run: always runs, its result is ignored.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+import subprocess
+import time
+
+import yaml
+
+from zuul.executor import ansiblecfg, inventory
+from zuul.executor.jobdir import JobDir, PreparedPlaybook
+from zuul.executor.playbooks import PlaybookError, PlaybookPreparer
+from zuul.executor.protocol import BuildResult, ExecuteRequest
+from zuul.executor.runner import ABORTED, NORMAL, TIMED_OUT, PlaybookProcessRunner
+from zuul.executor.sandbox import BubblewrapSandbox
+from zuul.executor.settings import ExecutorSettings
+from zuul.executor.vars import zuul_vars
+from zuul.executor.workspace import MergeConflictError, Workspace
+
+log = logging.getLogger('zuul.executor.build')
+
+PHASES = ('pre_run', 'run', 'post_run', 'cleanup_run')
+_LABELS = {'pre_run': 'PRE-RUN', 'run': 'RUN', 'post_run': 'POST-RUN',
+           'cleanup_run': 'CLEANUP'}
+
+
+class BuildExecution:
+    """Runs one ExecuteRequest.  ``progress(phase)`` is called as phases
+    start; ``stop()`` may be called from another thread."""
+
+    def __init__(self, request: ExecuteRequest, settings: ExecutorSettings, merger,
+                 sandbox: BubblewrapSandbox | None = None, ssh_auth_sock: str | None = None,
+                 progress=None):
+        self.request = request
+        self.settings = settings
+        self.jobdir = JobDir(settings.job_dir, request.uuid)
+        self.workspace = Workspace(merger, request)
+        self.sandbox = sandbox
+        self.ssh_auth_sock = ssh_auth_sock
+        self.progress = progress or (lambda phase: None)
+        self.runner = PlaybookProcessRunner()
+        self.playbooks: dict[str, list[PreparedPlaybook]] = {p: [] for p in PHASES}
+
+    # -- public ----------------------------------------------------------
+    def stop(self) -> None:
+        self.runner.abort()
+
+    def run(self) -> BuildResult:
+        start = time.time()
+        self.jobdir.create()
+        try:
+            result, detail = self._prepare_and_run()
+        except Exception as exc:  # a bug or an environment failure: say so
+            log.exception('Build %s failed', self.request.uuid)
+            result, detail = 'ERROR', f'{type(exc).__name__}: {exc}'
+        finally:
+            self._stop_control_masters()
+        data = self._read_result_data()
+        if not self.settings.keep_jobdir:
+            self.jobdir.cleanup()
+        return BuildResult(result=result, data=data, error_detail=detail,
+                           attempt=self.request.attempt, start_time=start, end_time=time.time())
+
+    # -- preparation -----------------------------------------------------
+    def _prepare_and_run(self) -> tuple[str, str | None]:
+        try:
+            inventory.check_job(self.request.job, self.request.nodes)
+        except inventory.InventoryError as exc:
+            return 'ERROR', str(exc)
+        self.progress('prepare')
+        try:
+            merged_state = self.workspace.merge()
+        except MergeConflictError as exc:
+            return 'MERGER_FAILURE', exc.detail
+        checkouts = self._prepare_sources(merged_state)
+        trusted_state = self.request.repo_state or merged_state
+        preparer = PlaybookPreparer(self.jobdir, self._checkout_fn(), trusted_state,
+                                    merged_state)
+        try:
+            self._prepare_playbooks(preparer)
+        except PlaybookError as exc:
+            return 'ERROR', str(exc)
+        self._write_ansible_files(checkouts)
+        if self.runner.aborted:
+            return 'ABORTED', None
+        return self._run_phases(), None
+
+    def _checkout_fn(self):
+        def checkout(state, projects, dest_root):
+            return self.workspace.checkout(state, projects, dest_root)
+        return checkout
+
+    def _prepare_sources(self, repo_state: dict) -> dict:
+        projects = self.workspace.source_projects(repo_state)
+        self.workspace.checkout(repo_state, projects, self.jobdir.src_root)
+        item = self.request.items[-1] if self.request.items else None
+        default = item.branch if item else None
+        return {(c, p): (b or default) for c, p, b in projects}
+
+    def _prepare_playbooks(self, preparer: PlaybookPreparer) -> None:
+        job = self.request.job
+        for phase in PHASES:
+            for index, spec in enumerate(getattr(job, phase)):
+                prepared = preparer.prepare(phase, index, spec)
+                prepared.secrets = dict(spec.secrets)
+                prepared.label = (f'{"trusted" if spec.trusted else "untrusted"} : '
+                                  f'{spec.project}/{spec.path}@{spec.branch}')
+                self.playbooks[phase].append(prepared)
+
+    def _write_ansible_files(self, checkouts: dict) -> None:
+        request = self.request
+        zuul = zuul_vars(request, self.jobdir, self.settings.hostname, checkouts)
+        all_vars = dict(request.job.vars)
+        inv = inventory.build_inventory(request.job, request.nodes, all_vars)
+        _write_yaml(self.jobdir.inventory_file, inv)
+        with open(self.jobdir.known_hosts, 'w') as f:
+            f.write('\n'.join(inventory.known_hosts_lines(request.nodes)) + '\n')
+        # zuul and extra-vars go in as extra vars: nothing in a playbook
+        # can override them.
+        _write_yaml(self.zuul_vars_file, {'zuul': zuul})
+        _write_yaml(self.extra_vars_file, dict(request.job.extra_vars))
+        ansiblecfg.write_configs(self.jobdir)
+
+    @property
+    def zuul_vars_file(self) -> str:
+        return os.path.join(self.jobdir.ansible_root, 'zuul-vars.yaml')
+
+    @property
+    def extra_vars_file(self) -> str:
+        return os.path.join(self.jobdir.ansible_root, 'extra-vars.yaml')
+
+    # -- running ---------------------------------------------------------
+    def _run_phases(self) -> str:
+        job = self.request.job
+        result, retry = self._run_main(job.timeout)
+        post_timeout = job.post_timeout or self.settings.default_post_timeout
+        for playbook in self.playbooks['post_run']:
+            outcome = self._run_playbook(playbook, post_timeout)
+            if outcome.status == ABORTED:
+                return 'ABORTED'
+            if outcome.unreachable:
+                retry = True
+            elif not outcome.ok and result in ('SUCCESS', 'FAILURE'):
+                result = 'POST_FAILURE'
+        for playbook in self.playbooks['cleanup_run']:
+            self._run_playbook(playbook, self.settings.cleanup_timeout)
+        if result == 'ABORTED':
+            return result
+        if retry:
+            attempts = max(1, self.request.job.attempts)
+            return 'RETRY' if self.request.attempt < attempts else 'RETRY_LIMIT'
+        return result
+
+    def _run_main(self, timeout: int | None) -> tuple[str | None, bool]:
+        """Pre-run and run: (result, retry)."""
+        deadline = time.monotonic() + timeout if timeout else None
+        for playbook in self.playbooks['pre_run']:
+            outcome = self._run_playbook(playbook, _remaining(deadline))
+            if outcome.status == ABORTED:
+                return 'ABORTED', False
+            if not outcome.ok:
+                return None, True
+        result = 'SUCCESS'
+        for playbook in self.playbooks['run']:
+            outcome = self._run_playbook(playbook, _remaining(deadline))
+            if outcome.status == ABORTED:
+                return 'ABORTED', False
+            if outcome.status == TIMED_OUT:
+                return 'TIMED_OUT', False
+            if outcome.unreachable:
+                return None, True
+            if not outcome.ok:
+                return 'FAILURE', False
+        return result, False
+
+    def _run_playbook(self, playbook: PreparedPlaybook, timeout: float | None):
+        from zuul.executor.runner import PlaybookOutcome
+        label = f'{_LABELS[playbook.phase]} START: [{playbook.label}]'
+        self.progress(playbook.phase)
+        self._log_line(label)
+        if timeout is not None and timeout <= 0:
+            outcome = PlaybookOutcome(TIMED_OUT, None, 0.0)
+        else:
+            command, cwd = self._command(playbook)
+            env = ansiblecfg.playbook_env(
+                self.jobdir, trusted=playbook.trusted, phase=playbook.phase,
+                label=playbook.label, roles_path=playbook.roles_path,
+                ssh_auth_sock=self.ssh_auth_sock)
+            log_path = os.path.join(self.jobdir.playbook_dir(playbook.phase, playbook.index),
+                                    'ansible.log')
+            try:
+                outcome = self.runner.run(command, env, cwd, log_path, timeout)
+            finally:
+                self._remove_secrets(playbook)
+        status = f'RESULT_{outcome.status}' if outcome.status != NORMAL else (
+            'RESULT_NORMAL' if outcome.ok else
+            'RESULT_UNREACHABLE' if outcome.unreachable else 'RESULT_FAILED')
+        self._log_line(f'{_LABELS[playbook.phase]} END {status}: [{playbook.label}]')
+        return outcome
+
+    def _secrets_file(self, playbook: PreparedPlaybook) -> str:
+        return os.path.join(self.jobdir.playbook_dir(playbook.phase, playbook.index),
+                            'secrets.yaml')
+
+    def _remove_secrets(self, playbook: PreparedPlaybook) -> None:
+        if playbook.secrets:
+            os.unlink(self._secrets_file(playbook))
+
+    def _command(self, playbook: PreparedPlaybook) -> tuple[list[str], str]:
+        command = [self.settings.ansible_playbook, playbook.path,
+                   '-e', f'@{self.extra_vars_file}', '-e', f'@{self.zuul_vars_file}']
+        if playbook.secrets:
+            # Written just before the run and removed after it, so no other
+            # playbook of the build can read it.
+            path = self._secrets_file(playbook)
+            _write_yaml(path, playbook.secrets, mode=0o600)
+            command += ['-e', f'@{path}']
+        cwd = self.jobdir.work_root
+        if not playbook.trusted and self.sandbox is not None:
+            command = self.sandbox.wrap(command, self.jobdir.root,
+                                        sockets=[self.ssh_auth_sock], cwd=cwd,
+                                        readonly_within=[self.jobdir.ansible_root])
+        return command, cwd
+
+    # -- helpers ---------------------------------------------------------
+    def _log_line(self, text: str) -> None:
+        stamp = time.strftime('%Y-%m-%d %H:%M:%S')
+        with open(self.jobdir.job_output_txt, 'a') as f:
+            f.write(f'{stamp}.000000 | {text}\n')
+
+    def _read_result_data(self) -> dict:
+        try:
+            with open(self.jobdir.result_data_file) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _stop_control_masters(self) -> None:
+        """End the build's SSH masters (they outlive ansible-playbook)."""
+        for sock in glob.glob(os.path.join(self.jobdir.control_path_dir, '*')):
+            subprocess.run(['ssh', '-o', f'ControlPath={sock}', '-O', 'exit', 'node'],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=10, check=False)
+
+
+def _remaining(deadline: float | None) -> float | None:
+    if deadline is None:
+        return None
+    return deadline - time.monotonic()
+
+
+def _write_yaml(path: str, data, mode: int = 0o644) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, 'w') as f:
+        yaml.safe_dump(data, f, default_flow_style=False)

@@ -1,0 +1,327 @@
+"""Gearman wire contract between the scheduler and the executors.
+
+Function names:
+
+* ``executor:execute`` -- run one build.  Argument: an :class:`ExecuteRequest`
+  as JSON.  While it runs the executor sends WORK_DATA packets (a
+  :class:`BuildProgress` as JSON, first with the live-log URL) and finishes
+  with WORK_COMPLETE carrying a :class:`BuildResult` as JSON.  WORK_FAIL is
+  only sent when the request cannot even be decoded.
+* ``executor:stop:<hostname>`` -- abort a build running on that executor.
+  Argument: a :class:`StopRequest` as JSON; the build then completes with
+  result ``ABORTED``.
+
+Every payload carries ``version``; a peer speaking another version is
+refused loudly (:class:`ProtocolVersionError`) rather than misread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+FUNCTION_EXECUTE = 'executor:execute'
+FUNCTION_STOP_PREFIX = 'executor:stop:'
+
+# Results an executor can send.  RETRY means "pre-run failed or a node was
+# unreachable and attempts are left": the scheduler relaunches with
+# attempt + 1.  The executor itself turns the last attempt into RETRY_LIMIT.
+RESULTS = ('SUCCESS', 'FAILURE', 'POST_FAILURE', 'RETRY', 'RETRY_LIMIT',
+           'TIMED_OUT', 'ABORTED', 'MERGER_FAILURE', 'ERROR')
+
+
+def stop_function(hostname: str) -> str:
+    """The Gearman function name that stops builds on ``hostname``."""
+    return FUNCTION_STOP_PREFIX + hostname
+
+
+class ProtocolVersionError(ValueError):
+    """A payload written with another schema version."""
+
+
+def _check_version(data: dict) -> None:
+    version = data.get('version')
+    if version != SCHEMA_VERSION:
+        raise ProtocolVersionError(
+            f'executor payload version {version!r}, expected {SCHEMA_VERSION}')
+
+
+class _Wire:
+    """to_dict/from_dict for a dataclass whose nested types are declared in
+    ``_nested`` (field name -> (type, 'one'|'list'))."""
+
+    _nested: dict = {}
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, value in data.items():
+            if key not in names:
+                continue  # tolerate additive fields from a newer peer
+            nested = cls._nested.get(key)
+            if nested and value is not None:
+                typ, kind = nested
+                if kind == 'list':
+                    value = [typ.from_dict(v) for v in value]
+                else:
+                    value = typ.from_dict(value)
+            kwargs[key] = value
+        return cls(**kwargs)
+
+
+@dataclass
+class RoleSpec(_Wire):
+    """A ``roles: - zuul: <project>`` entry of a playbook.
+
+    ``project`` is the project's name on its connection (``org/roles``);
+    ``target_name`` is the optional ``name:`` the role is installed under.
+    """
+
+    connection: str
+    project: str
+    target_name: str | None = None
+
+
+@dataclass
+class PlaybookSpec(_Wire):
+    """One playbook of a job, where it lives and what it may see.
+
+    ``path`` is relative to the project root and may omit ``.yaml``.
+    ``trusted`` is true for playbooks from config projects: those run
+    unconfined.  ``secrets`` are the already decrypted secrets bound to
+    this playbook (name -> value), exposed as variables.
+    """
+
+    connection: str
+    project: str
+    branch: str
+    path: str
+    trusted: bool = False
+    roles: list[RoleSpec] = field(default_factory=list)
+    secrets: dict[str, Any] = field(default_factory=dict)
+
+    _nested = {'roles': (RoleSpec, 'list')}
+
+
+@dataclass
+class RequiredProject(_Wire):
+    """A project the job needs in ``work/src``, optionally checked out at
+    ``override_checkout`` (a branch or tag) instead of the item's branch."""
+
+    connection: str
+    project: str
+    override_checkout: str | None = None
+
+
+@dataclass
+class GroupSpec(_Wire):
+    """A nodeset group: ``name`` and the node names in it."""
+
+    name: str
+    nodes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class JobSpec(_Wire):
+    """The frozen job as the executor needs it (see zuul/model/freeze.py)."""
+
+    name: str
+    voting: bool = True
+    timeout: int | None = None
+    post_timeout: int | None = None
+    attempts: int = 3
+    pre_run: list[PlaybookSpec] = field(default_factory=list)
+    run: list[PlaybookSpec] = field(default_factory=list)
+    post_run: list[PlaybookSpec] = field(default_factory=list)
+    cleanup_run: list[PlaybookSpec] = field(default_factory=list)
+    vars: dict[str, Any] = field(default_factory=dict)
+    extra_vars: dict[str, Any] = field(default_factory=dict)
+    host_vars: dict[str, dict] = field(default_factory=dict)
+    group_vars: dict[str, dict] = field(default_factory=dict)
+    required_projects: list[RequiredProject] = field(default_factory=list)
+    override_checkout: str | None = None
+    groups: list[GroupSpec] = field(default_factory=list)
+    inheritance_path: list[str] = field(default_factory=list)
+
+    _nested = {
+        'pre_run': (PlaybookSpec, 'list'),
+        'run': (PlaybookSpec, 'list'),
+        'post_run': (PlaybookSpec, 'list'),
+        'cleanup_run': (PlaybookSpec, 'list'),
+        'required_projects': (RequiredProject, 'list'),
+        'groups': (GroupSpec, 'list'),
+    }
+
+
+@dataclass
+class NodeSpec(_Wire):
+    """A locked Nodepool node, as in its ZooKeeper record.
+
+    ``name`` is the list of nodeset node names this node answers to.
+    ``host_keys`` are ``"<type> <base64>"`` strings checked by SSH;
+    ``python_path`` (Nodepool's label ``python-path``) becomes
+    ``ansible_python_interpreter`` unless it is ``auto``.
+    """
+
+    name: list[str]
+    label: str = ''
+    provider: str = ''
+    region: str | None = None
+    az: str | None = None
+    cloud: str | None = None
+    host_id: str | None = None
+    id: str | None = None
+    interface_ip: str | None = None
+    public_ipv4: str | None = None
+    private_ipv4: str | None = None
+    public_ipv6: str | None = None
+    connection_port: int = 22
+    connection_type: str = 'ssh'
+    python_path: str = 'auto'
+    username: str = 'zuul'
+    host_keys: list[str] = field(default_factory=list)
+
+    @property
+    def address(self) -> str | None:
+        return self.interface_ip or self.public_ipv4 or self.public_ipv6
+
+
+@dataclass
+class ItemSpec(_Wire):
+    """A queue item (the one under test is last) whose change is merged
+    speculatively.  ``ref`` is what to fetch (``refs/changes/..``);
+    ``number``/``patchset`` are None for ref-updated items."""
+
+    connection: str
+    project: str
+    canonical_hostname: str
+    branch: str | None = None
+    ref: str | None = None
+    number: int | str | None = None
+    patchset: int | str | None = None
+    merge_mode: str = 'merge-resolve'
+    change_url: str | None = None
+    oldrev: str | None = None
+    newrev: str | None = None
+
+
+@dataclass
+class ZuulContext(_Wire):
+    """Build-wide facts for the ``zuul`` variable."""
+
+    tenant: str
+    pipeline: str
+    buildset: str
+    ref: str | None = None
+    message: str | None = None
+    canonical_hostnames: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ExecuteRequest(_Wire):
+    """The argument of ``executor:execute``."""
+
+    uuid: str
+    job: JobSpec
+    zuul: ZuulContext
+    nodes: list[NodeSpec] = field(default_factory=list)
+    items: list[ItemSpec] = field(default_factory=list)
+    repo_state: dict[str, Any] = field(default_factory=dict)
+    attempt: int = 1
+    version: int = SCHEMA_VERSION
+
+    _nested = {
+        'job': (JobSpec, 'one'),
+        'zuul': (ZuulContext, 'one'),
+        'nodes': (NodeSpec, 'list'),
+        'items': (ItemSpec, 'list'),
+    }
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict()).encode('utf8')
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> ExecuteRequest:
+        data = json.loads(raw)
+        _check_version(data)
+        return cls.from_dict(data)
+
+
+@dataclass
+class BuildProgress(_Wire):
+    """A WORK_DATA packet: where the live log is, what phase runs."""
+
+    worker_hostname: str
+    url: str | None = None
+    phase: str | None = None
+    version: int = SCHEMA_VERSION
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict()).encode('utf8')
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> BuildProgress:
+        data = json.loads(raw)
+        _check_version(data)
+        return cls.from_dict(data)
+
+
+@dataclass
+class BuildResult(_Wire):
+    """The WORK_COMPLETE packet.
+
+    ``data`` is what playbooks returned through ``zuul_return``; artifacts
+    are under ``data['zuul']['artifacts']`` and child jobs to run (others
+    are skipped) under ``data['zuul']['child_jobs']``, as released Zuul
+    documents.  ``error_detail`` explains MERGER_FAILURE/ERROR results.
+    """
+
+    result: str
+    data: dict[str, Any] = field(default_factory=dict)
+    error_detail: str | None = None
+    attempt: int = 1
+    start_time: float | None = None
+    end_time: float | None = None
+    version: int = SCHEMA_VERSION
+
+    @property
+    def artifacts(self) -> list:
+        return (self.data.get('zuul') or {}).get('artifacts') or []
+
+    @property
+    def child_jobs(self) -> list | None:
+        return (self.data.get('zuul') or {}).get('child_jobs')
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict()).encode('utf8')
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> BuildResult:
+        data = json.loads(raw)
+        _check_version(data)
+        return cls.from_dict(data)
+
+
+@dataclass
+class StopRequest(_Wire):
+    """The argument of ``executor:stop:<hostname>``."""
+
+    uuid: str
+    version: int = SCHEMA_VERSION
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict()).encode('utf8')
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> StopRequest:
+        data = json.loads(raw)
+        _check_version(data)
+        return cls.from_dict(data)

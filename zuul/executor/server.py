@@ -1,0 +1,215 @@
+"""The executor's Gearman worker.
+
+Registers ``executor:execute`` while it has capacity (job limit and the
+load/memory governor) and ``executor:stop:<hostname>`` always.  Each build
+runs in its own thread: WORK_DATA announces the live-log URL (and later
+the phase), WORK_COMPLETE carries the BuildResult.  ``graceful_stop()``
+stops taking work and returns once the running builds have finished;
+``stop()`` aborts them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+
+import gear
+
+from zuul.executor import ansiblecfg
+from zuul.executor.build import BuildExecution
+from zuul.executor.capacity import CapacityGovernor
+from zuul.executor.logstream import LogStreamServer
+from zuul.executor.protocol import (
+    FUNCTION_EXECUTE,
+    BuildProgress,
+    BuildResult,
+    ExecuteRequest,
+    ProtocolVersionError,
+    StopRequest,
+    stop_function,
+)
+from zuul.executor.sandbox import BubblewrapSandbox
+from zuul.executor.settings import ExecutorSettings
+from zuul.executor.sshagent import SshAgent
+from zuul.lib.gearlib import GearWorker
+
+log = logging.getLogger('zuul.executor.server')
+
+GOVERNOR_INTERVAL = 10.0
+
+
+def default_sandbox(settings: ExecutorSettings) -> BubblewrapSandbox:
+    """Hide the state dir, other builds and the home directory; keep the
+    Python running ansible (which may live under home, e.g. pyenv) and
+    this code visible, read-only."""
+    hidden = [settings.state_dir, settings.job_dir, os.path.expanduser('~')]
+    visible = [sys.base_prefix, sys.prefix, ansiblecfg.CODE_ROOT]
+    return BubblewrapSandbox(hidden_paths=hidden + list(settings.hidden_paths),
+                             readonly_paths=visible)
+
+
+class ExecutorServer:
+    """One executor.  ``merger`` is a zuul.merger.merger.Merger (repo cache
+    and workspace preparation)."""
+
+    def __init__(self, settings: ExecutorSettings, gearman_host: str, gearman_port: int,
+                 merger, governor: CapacityGovernor | None = None):
+        self.settings = settings
+        self.merger = merger
+        self.gearman = (gearman_host, gearman_port)
+        self.governor = governor or CapacityGovernor(
+            settings.max_builds, settings.load_multiplier, settings.min_avail_mem)
+        self.builds: dict[str, BuildExecution] = {}
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._registered_execute = False
+        self._accepting = True
+        self._running = False
+        self._stopped = threading.Event()
+        self.worker: gear.Worker | None = None
+        self.log_streamer: LogStreamServer | None = None
+        self.agent: SshAgent | None = None
+        self.sandbox = self._make_sandbox()
+
+    def _make_sandbox(self) -> BubblewrapSandbox | None:
+        if not self.settings.sandbox_untrusted:
+            return None
+        return default_sandbox(self.settings)
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self) -> None:
+        os.makedirs(self.settings.job_dir, exist_ok=True)
+        os.makedirs(self.settings.state_dir, exist_ok=True)
+        self.agent = SshAgent(os.path.join(self.settings.state_dir, 'ssh-agent.sock'))
+        self.agent.start(self.settings.private_key_file)
+        self.log_streamer = LogStreamServer(self.settings.log_stream_host,
+                                            self.settings.log_stream_port,
+                                            self.settings.log_stream_public_host)
+        self.log_streamer.start()
+        self.worker = GearWorker(f'executor:{self.settings.hostname}')
+        self.worker.addServer(*self.gearman)
+        self.worker.waitForServer()
+        self._running = True
+        self._update_registration()
+        threading.Thread(target=self._job_loop, name='executor-jobs', daemon=True).start()
+        threading.Thread(target=self._governor_loop, name='executor-governor',
+                         daemon=True).start()
+
+    def graceful_stop(self) -> None:
+        """Take no more builds; return when the running ones have finished."""
+        with self._lock:
+            self._accepting = False
+        self._update_registration()
+        with self._idle:
+            self._idle.wait_for(lambda: not self.builds)
+        self.stop()
+
+    def stop(self) -> None:
+        """Abort running builds and shut down."""
+        self._running = False
+        self._stopped.set()
+        with self._lock:
+            builds = list(self.builds.values())
+        for build in builds:
+            build.stop()
+        with self._idle:
+            self._idle.wait_for(lambda: not self.builds, timeout=60)
+        if self.worker is not None:
+            self.worker.shutdown()
+        if self.log_streamer is not None:
+            self.log_streamer.stop()
+        if self.agent is not None:
+            self.agent.stop()
+
+    # -- registration and capacity --------------------------------------
+    def _update_registration(self) -> None:
+        with self._lock:
+            want = (self._running and self._accepting
+                    and self.governor.accepting(len(self.builds)))
+            functions = [stop_function(self.settings.hostname)]
+            if want:
+                functions.append(FUNCTION_EXECUTE)
+            changed = want != self._registered_execute
+            self._registered_execute = want
+        if self.worker is not None and (changed or not want):
+            self.worker.setFunctions([gear.FunctionRecord(f.encode("utf8")) for f in functions])
+            if not want and self.governor.reason:
+                log.info('Not accepting builds: %s', self.governor.reason)
+
+    def _governor_loop(self) -> None:
+        while not self._stopped.wait(GOVERNOR_INTERVAL):
+            self._update_registration()
+
+    @property
+    def accepting_work(self) -> bool:
+        return self._registered_execute
+
+    # -- jobs ------------------------------------------------------------
+    def _job_loop(self) -> None:
+        while self._running:
+            try:
+                job = self.worker.getJob()
+            except gear.InterruptedError:
+                return
+            except Exception:  # keep serving on a single bad packet
+                log.exception('Error getting a gearman job')
+                continue
+            try:
+                self._dispatch(job)
+            except Exception:
+                log.exception('Error handling %s', job.name)
+                job.sendWorkFail()
+
+    def _dispatch(self, job) -> None:
+        name = job.name.decode('utf8') if isinstance(job.name, bytes) else job.name
+        if name == FUNCTION_EXECUTE:
+            self._start_build(job)
+        elif name == stop_function(self.settings.hostname):
+            request = StopRequest.from_json(job.arguments)
+            build = self.builds.get(request.uuid)
+            if build is not None:
+                build.stop()
+            job.sendWorkComplete(b'{}')
+        else:
+            job.sendWorkFail()
+
+    def _start_build(self, job) -> None:
+        try:
+            request = ExecuteRequest.from_json(job.arguments)
+        except (ProtocolVersionError, ValueError, TypeError, KeyError) as exc:
+            log.error('Refusing execute request: %s', exc)
+            job.sendWorkException(str(exc).encode('utf8'))
+            return
+        with self._lock:
+            build = BuildExecution(request, self.settings, self.merger, sandbox=self.sandbox,
+                                   ssh_auth_sock=self.agent.socket_path if self.agent else None,
+                                   progress=lambda phase: self._send_progress(job, request, phase))
+            self.builds[request.uuid] = build
+        self._update_registration()
+        self.log_streamer.register(request.uuid, build.jobdir.job_output_txt)
+        self._send_progress(job, request, None)
+        threading.Thread(target=self._run_build, args=(job, request, build),
+                         name=f'build-{request.uuid[:8]}', daemon=True).start()
+
+    def _send_progress(self, job, request: ExecuteRequest, phase: str | None) -> None:
+        progress = BuildProgress(worker_hostname=self.settings.hostname,
+                                 url=self.log_streamer.url(request.uuid), phase=phase)
+        job.sendWorkData(progress.to_json())
+
+    def _run_build(self, job, request: ExecuteRequest, build: BuildExecution) -> None:
+        try:
+            result = build.run()
+        except Exception as exc:  # never leave the scheduler waiting
+            log.exception('Build %s crashed', request.uuid)
+            result = BuildResult(result='ERROR', error_detail=str(exc), attempt=request.attempt)
+        finally:
+            self.log_streamer.finish(request.uuid)
+        try:
+            job.sendWorkComplete(result.to_json())
+        finally:
+            with self._idle:
+                self.builds.pop(request.uuid, None)
+                self._idle.notify_all()
+            self._update_registration()

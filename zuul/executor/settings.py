@@ -1,0 +1,70 @@
+"""The executor's typed settings, built once from zuul.conf ``[executor]``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+from dataclasses import dataclass, field
+
+
+def _default_ansible_playbook() -> str:
+    beside = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')
+    if os.path.exists(beside):
+        return beside
+    return shutil.which('ansible-playbook') or 'ansible-playbook'
+
+
+@dataclass
+class ExecutorSettings:
+    """Everything the executor needs to know about its host.
+
+    ``job_dir`` holds build dirs; ``state_dir`` is hidden from untrusted
+    playbooks (keys live there); ``private_key_file`` is the key added to
+    the executor's ssh-agent for reaching nodes.  ``max_builds`` is the
+    hard job limit; the governor also stops accepting work while the load
+    average exceeds ``load_multiplier`` x CPUs or available memory drops
+    under ``min_avail_mem`` percent.
+    """
+
+    hostname: str = field(default_factory=socket.getfqdn)
+    job_dir: str = '/var/lib/zuul/builds'
+    state_dir: str = '/var/lib/zuul'
+    private_key_file: str | None = None
+    ansible_playbook: str = field(default_factory=_default_ansible_playbook)
+    keep_jobdir: bool = False
+    max_builds: int = 10
+    load_multiplier: float = 2.5
+    min_avail_mem: float = 5.0
+    log_stream_host: str = '0.0.0.0'
+    log_stream_port: int = 7900
+    log_stream_public_host: str | None = None
+    cleanup_timeout: int = 300
+    default_post_timeout: int = 1800
+    sandbox_untrusted: bool = True
+    hidden_paths: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_config(cls, config) -> ExecutorSettings:
+        """From a ConfigParser with an ``[executor]`` section."""
+        sec = config['executor'] if config.has_section('executor') else {}
+        kw = {}
+        for key in ('hostname', 'job_dir', 'state_dir', 'private_key_file',
+                    'ansible_playbook', 'log_stream_host', 'log_stream_public_host'):
+            if key in sec:
+                kw[key] = sec[key]
+        for key in ('max_builds', 'log_stream_port', 'cleanup_timeout',
+                    'default_post_timeout'):
+            if key in sec:
+                kw[key] = int(sec[key])
+        for key in ('load_multiplier', 'min_avail_mem'):
+            if key in sec:
+                kw[key] = float(sec[key])
+        if 'finger_port' in sec and 'log_stream_port' not in sec:
+            kw['log_stream_port'] = int(sec['finger_port'])
+        if 'keep_jobdir' in sec:
+            kw['keep_jobdir'] = str(sec['keep_jobdir']).lower() in ('1', 'true', 'yes')
+        if 'hidden_paths' in sec:
+            kw['hidden_paths'] = [p for p in str(sec['hidden_paths']).split(',') if p]
+        return cls(**kw)

@@ -1,0 +1,88 @@
+"""Repository preparation for a build, over the merger's API.
+
+The executor reproduces the speculative state the scheduler's merger
+computed: it merges the items again on top of the recorded ``repo_state``
+(the exact branch commits), then checks out every project the job needs
+under ``work/src/<canonical-hostname>/<project>``.
+"""
+
+from __future__ import annotations
+
+from zuul.executor.protocol import ExecuteRequest
+
+
+class MergeConflictError(Exception):
+    """An item did not merge; ``detail`` names the change."""
+
+    def __init__(self, detail: str):
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _merge_item_class():
+    from zuul.merger.merger import MergeItem
+    return MergeItem
+
+
+def branch_known(repo_state: dict, connection: str, project: str, branch: str) -> bool | None:
+    """Whether ``branch`` exists in ``repo_state`` (None: project unknown)."""
+    refs = (repo_state.get(connection) or {}).get(project)
+    if refs is None:
+        return None
+    return branch in refs or f'refs/heads/{branch}' in refs
+
+
+class Workspace:
+    """Merges and checkouts for one build.  ``merger`` is a
+    ``zuul.merger.merger.Merger`` (or anything with its two methods)."""
+
+    def __init__(self, merger, request: ExecuteRequest):
+        self.merger = merger
+        self.request = request
+        self.hostnames = dict(request.zuul.canonical_hostnames)
+        for item in request.items:
+            self.hostnames.setdefault(item.connection, item.canonical_hostname)
+
+    def merge(self) -> dict:
+        """The repo state with every item merged; raises MergeConflictError."""
+        state = self.request.repo_state or {}
+        items = [i for i in self.request.items if i.ref and i.number is not None]
+        if not items:
+            return state
+        item_cls = getattr(self.merger, 'merge_item_class', None) or _merge_item_class()
+        merge_items = [item_cls(connection=i.connection, project=i.project, branch=i.branch,
+                                ref=i.ref, number=i.number, patchset=i.patchset,
+                                merge_mode=i.merge_mode) for i in items]
+        result = self.merger.merge_changes(merge_items, repo_state=state or None)
+        if not result.merged:
+            conflict = result.conflict
+            if conflict is not None:
+                detail = (f'Change {conflict.number},{conflict.patchset} of '
+                          f'{conflict.project} does not merge')
+            else:
+                detail = 'Merge failed'
+            raise MergeConflictError(detail)
+        return result.repo_state
+
+    def checkout(self, repo_state: dict, projects: list, dest_root: str) -> dict:
+        """``prepare_workspace`` for ``projects`` [(conn, project, branch)]."""
+        return self.merger.prepare_workspace(repo_state, projects, dest_root, self.hostnames)
+
+    def source_projects(self, repo_state: dict) -> list[tuple]:
+        """(connection, project, branch to check out) for work/src."""
+        job = self.request.job
+        wanted: dict = {}
+        for item in self.request.items:
+            wanted.setdefault((item.connection, item.project), None)
+        for rp in job.required_projects:
+            wanted[(rp.connection, rp.project)] = rp.override_checkout
+        item = self.request.items[-1] if self.request.items else None
+        result = []
+        for (conn, project), override in wanted.items():
+            branch = None
+            for candidate in (override, job.override_checkout, item.branch if item else None):
+                if candidate and branch_known(repo_state, conn, project, candidate) is not False:
+                    branch = candidate
+                    break
+            result.append((conn, project, branch))
+        return result

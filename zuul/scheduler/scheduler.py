@@ -134,6 +134,7 @@ class Scheduler:
             build.url = args.get('url') or build.url
         elif event.kind == 'build-completed':
             build = args['build']
+            build.start_time = build.start_time or args.get('start_time')
             build.end_time = args.get('end_time')
             build.log_url = args.get('log_url') or build.log_url
             build.result_data = args.get('result_data') or {}

@@ -1,0 +1,114 @@
+"""Launching builds: queue item + frozen job + nodes -> executor:execute.
+
+Results come back on gear's thread and are handed to the scheduler thread
+as result events (build-started, build-completed).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from zuul.executor.protocol import ExecuteRequest, ItemSpec, NodeSpec, ZuulContext
+from zuul.model import item as m
+from zuul.model.change import Change
+
+log = logging.getLogger('zuul.scheduler.builds')
+
+
+def item_spec(item: m.QueueItem, canonical_hostnames: dict, merge_mode: str) -> ItemSpec:
+    change = item.change
+    is_change = isinstance(change, Change)
+    return ItemSpec(
+        connection=change.connection, project=change.project,
+        canonical_hostname=canonical_hostnames.get(change.connection, change.connection),
+        branch=getattr(change, 'branch', None), ref=change.ref,
+        number=change.number if is_change else None,
+        patchset=change.patchset if is_change else None, merge_mode=merge_mode,
+        change_url=getattr(change, 'url', None) or None,
+        oldrev=getattr(change, 'oldrev', None), newrev=getattr(change, 'newrev', None))
+
+
+def node_specs(nodeset) -> list[NodeSpec]:
+    """Nodes as the executor wants them, from the node client's nodeset
+    (a list of (node names, nodepool node record dict))."""
+    specs = []
+    for names, node in getattr(nodeset, 'nodes', nodeset or ()):
+        specs.append(NodeSpec(
+            name=list(names), label=node.get('type') or node.get('label', ''),
+            provider=node.get('provider', ''), region=node.get('region'),
+            az=node.get('az'), id=str(node.get('id')) if node.get('id') else None,
+            interface_ip=node.get('interface_ip') or node.get('public_ipv4'),
+            public_ipv4=node.get('public_ipv4'), private_ipv4=node.get('private_ipv4'),
+            public_ipv6=node.get('public_ipv6'),
+            connection_port=int(node.get('connection_port') or node.get('port') or 22),
+            connection_type=node.get('connection_type') or 'ssh',
+            username=node.get('username') or 'zuul',
+            host_keys=list(node.get('host_keys') or [])))
+    return specs
+
+
+class ExecutorAdapter:
+    """What SchedulerContext.execute/cancel_build call."""
+
+    def __init__(self, client, scheduler, canonical_hostnames: dict, job_spec_for,
+                 merge_mode_for=None):
+        self.client = client
+        self.scheduler = scheduler
+        self.canonical_hostnames = canonical_hostnames
+        self.job_spec_for = job_spec_for
+        self.merge_mode_for = merge_mode_for or (lambda item: 'merge-resolve')
+        self.handles: dict[str, object] = {}
+
+    def execute(self, tenant: str, pipeline, item: m.QueueItem, job: m.JobRef, nodeset,
+                build: m.Build) -> None:
+        bs = item.current_build_set
+        items = list(bs.dependent_items) + [item]
+        request = ExecuteRequest(
+            uuid=build.uuid, job=self.job_spec_for(job, item),
+            zuul=ZuulContext(tenant=tenant, pipeline=pipeline.name, buildset=bs.uuid,
+                             ref=item.change.ref,
+                             message=getattr(item.change, 'message', None),
+                             canonical_hostnames=dict(self.canonical_hostnames)),
+            nodes=node_specs(nodeset),
+            items=[item_spec(i, self.canonical_hostnames, self.merge_mode_for(i))
+                   for i in items],
+            repo_state=bs.repo_state, attempt=bs.tries.get(job.name, 1))
+        log.info('[e: %s] Launching %s build %s', item.event_id, job.name, build.uuid)
+        handle = self.client.execute(request, on_progress=self._progress(build),
+                                     on_complete=self._complete(build))
+        self.handles[build.uuid] = handle
+
+    def _progress(self, build):
+        def on_progress(handle, progress):
+            if progress.url or build.start_time is None:
+                self.scheduler.add_result_event('build-started', build=build,
+                                                url=progress.url, start_time=time.time())
+        return on_progress
+
+    def _complete(self, build):
+        def on_complete(handle, result):
+            self.handles.pop(build.uuid, None)
+            if result is None or result.result is None:
+                outcome = m.RETRY  # the executor was lost: relaunch
+                data, detail, start, end = {}, getattr(result, 'error_detail', None), \
+                    None, time.time()
+            else:
+                outcome = result.result
+                if outcome == 'ERROR':
+                    outcome = m.FAILURE
+                data, detail = result.data, result.error_detail
+                start, end = result.start_time, result.end_time or time.time()
+            self.scheduler.add_result_event(
+                'build-completed', build=build, result=outcome, result_data=data,
+                error_detail=detail, end_time=end, start_time=start,
+                log_url=handle.url)
+        return on_complete
+
+    def cancel(self, build: m.Build) -> None:
+        handle = self.handles.pop(build.uuid, None)
+        if handle is not None:
+            try:
+                self.client.cancel(handle)
+            except Exception:
+                log.exception('Unable to cancel build %s', build.uuid)

@@ -1,0 +1,268 @@
+"""Late-binding inheritance (seed 003) and the rules enforced at freeze time."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from zuul.configloader.job_parser import JobParser
+from zuul.lib import yamlutil
+from zuul.model.errors import ConfigurationError, SourceContext
+from zuul.model.freeze import FreezeError, freeze_job, freeze_job_graph
+
+
+def _sc(project='org/config', branch='master', trusted=True, path='zuul.yaml',
+        implicit=False):
+    return SourceContext(project=project, branch=branch, path=path, trusted=trusted,
+                         implicit_branch_matcher=implicit)
+
+
+class Layout:
+    def __init__(self):
+        self.jobs = {}
+        self.parser = JobParser()
+
+    def add(self, text, sc=None):
+        for obj in yamlutil.load(text, 'zuul.yaml'):
+            job = self.parser.parse_job(obj['job'], sc or _sc())
+            self.jobs.setdefault(job.name, []).append(job)
+        return self
+
+    def pp(self, entry, sc=None):
+        return self.parser.parse_project_pipeline_job(entry, sc or _sc())
+
+
+def test_seed_003_traversal_order():
+    layout = Layout().add('''
+- job: {name: base, parent: null, vars: {order: [0]}}
+- job: {name: devstack, parent: base, vars: {d1: 1}}
+- job: {name: devstack, parent: base, vars: {d2: 2}}
+- job: {name: tempest, parent: devstack}
+- job: {name: altbase, parent: base}
+- job: {name: tempest, parent: altbase}
+- job: {name: foo, parent: tempest}
+- job: {name: foo, parent: tempest}
+''')
+    frozen = freeze_job(layout, 'foo', 'master')
+    order = [v.name for v in frozen.variants]
+    assert order == ['base', 'devstack', 'devstack', 'tempest', 'altbase', 'tempest',
+                     'foo', 'foo']
+    assert frozen.inheritance_path[0].startswith('variant job base@org/config:master:')
+    assert frozen.get('vars') == {'order': [0], 'd1': 1, 'd2': 2}
+
+
+def test_branch_variants_apply_only_on_their_branch():
+    layout = Layout().add('''
+- job: {name: base, parent: null, timeout: 100}
+- job: {name: unit, run: playbooks/unit.yaml}
+- job: {name: unit, branches: ^stable/.*, timeout: 50, vars: {py: '2.7'}}
+''')
+    master = freeze_job(layout, 'unit', 'master')
+    stable = freeze_job(layout, 'unit', 'stable/queens')
+    assert master.get('timeout') == 100 and 'vars' not in master.attributes
+    assert stable.get('timeout') == 50 and stable.get('vars') == {'py': '2.7'}
+
+
+def test_no_matching_variant_means_job_does_not_run():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: only-stable, branches: stable/.*}
+''')
+    assert freeze_job(layout, 'only-stable', 'master') is None
+
+
+def test_files_and_irrelevant_files_matchers():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: docs, files: ['^doc/.*']}
+- job: {name: unit, irrelevant-files: ['^doc/.*', '\\.rst$']}
+''')
+    assert freeze_job(layout, 'docs', 'master', ['doc/index.rst']) is not None
+    assert freeze_job(layout, 'docs', 'master', ['zuul/x.py']) is None
+    assert freeze_job(layout, 'unit', 'master', ['doc/a', 'README.rst']) is None
+    assert freeze_job(layout, 'unit', 'master', ['doc/a', 'zuul/x.py']) is not None
+
+
+def test_implicit_branch_matcher_and_its_absence():
+    untrusted = _sc('org/project', 'stable/1', trusted=False, implicit=True)
+    layout = Layout().add('- job: {name: base, parent: null}\n')
+    layout.add('- job: {name: local, vars: {where: stable}}\n', untrusted)
+    assert freeze_job(layout, 'local', 'stable/1') is not None
+    assert freeze_job(layout, 'local', 'stable/10') is None   # exact, not a prefix
+    assert freeze_job(layout, 'local', 'master') is None
+    free = _sc('org/project', 'stable/1', trusted=False, implicit=False)
+    layout.add('- job: {name: everywhere}\n', free)
+    assert freeze_job(layout, 'everywhere', 'master') is not None
+
+
+def test_playbooks_accumulate_in_nesting_order_and_run_overrides():
+    layout = Layout().add('''
+- job: {name: base, parent: null, pre-run: base-pre.yaml, post-run: base-post.yaml,
+        run: base-run.yaml}
+- job: {name: child, pre-run: child-pre.yaml, post-run: child-post.yaml,
+        run: child-run.yaml}
+''')
+    frozen = freeze_job(layout, 'child', 'master')
+    assert [p.path for p in frozen.get('pre_run')] == ['base-pre.yaml', 'child-pre.yaml']
+    assert [p.path for p in frozen.get('post_run')] == ['child-post.yaml', 'base-post.yaml']
+    assert [p.path for p in frozen.get('run')] == ['child-run.yaml']
+
+
+def test_no_implicit_run_playbook():
+    layout = Layout().add('- job: {name: base, parent: null}\n- job: {name: empty}\n')
+    assert freeze_job(layout, 'empty', 'master').get('run') is None
+
+
+def test_vars_merge_deeply_and_override_tag_replaces():
+    layout = Layout().add('''
+- job: {name: base, parent: null, vars: {a: {x: 1, y: 2}, keep: 1}}
+- job: {name: merged, vars: {a: {y: 3}}}
+- job: {name: replaced, vars: !override {a: {y: 3}}}
+''')
+    assert freeze_job(layout, 'merged', 'master').get('vars') == {'a': {'x': 1, 'y': 3},
+                                                                  'keep': 1}
+    assert freeze_job(layout, 'replaced', 'master').get('vars') == {'a': {'y': 3}}
+
+
+def test_final_job_cannot_be_modified():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: release, final: true, timeout: 10}
+- job: {name: release, branches: master, timeout: 20}
+''')
+    with pytest.raises(FreezeError, match='final'):
+        freeze_job(layout, 'release', 'master')
+    assert freeze_job(layout, 'release', 'stable/x').get('timeout') == 10
+
+
+def test_abstract_job_cannot_run_but_children_can():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: tox, abstract: true, vars: {env: py}}
+- job: {name: tox-py3, parent: tox}
+''')
+    with pytest.raises(FreezeError, match='abstract'):
+        freeze_job(layout, 'tox', 'master')
+    assert freeze_job(layout, 'tox-py3', 'master').get('vars') == {'env': 'py'}
+
+
+def test_protected_job_only_inherited_within_its_project():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: deploy, protected: true}
+''')
+    layout.add('- job: {name: mine, parent: deploy}\n', _sc('org/config', 'master'))
+    assert freeze_job(layout, 'mine', 'master') is not None
+    layout.add('- job: {name: theirs, parent: deploy}\n',
+               _sc('org/other', 'master', trusted=False))
+    with pytest.raises(FreezeError, match='protected'):
+        freeze_job(layout, 'theirs', 'master')
+
+
+def test_unknown_parent_and_cycle():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: orphan, parent: nobody}
+- job: {name: a, parent: b}
+- job: {name: b, parent: a}
+''')
+    with pytest.raises(FreezeError, match='unknown parent'):
+        freeze_job(layout, 'orphan', 'master')
+    with pytest.raises(FreezeError, match='cycle'):
+        freeze_job(layout, 'a', 'master')
+
+
+def test_project_pipeline_variant_applies_last():
+    layout = Layout().add('''
+- job: {name: base, parent: null, voting: true, timeout: 30}
+- job: {name: unit}
+''')
+    pp = layout.pp({'unit': {'voting': False}})
+    frozen = freeze_job(layout, 'unit', 'master', project_variants=[pp])
+    assert frozen.voting is False and frozen.get('timeout') == 30
+    assert frozen.inheritance_path[-1].startswith('project-pipeline variant job unit@')
+
+
+def test_job_graph_dependencies_and_errors():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: build}
+- job: {name: test}
+- job: {name: publish}
+''')
+    jobs = [layout.pp('build'), layout.pp({'test': {'dependencies': ['build']}}),
+            layout.pp({'publish': {'dependencies': ['test', {'name': 'absent',
+                                                             'soft': True}]}})]
+    pipeline = SimpleNamespace(name='check', post_review=False, allow_secrets=True)
+    graph, errors = freeze_job_graph(layout, 'org/project', pipeline, 'master',
+                                     job_list=jobs)
+    assert errors == []
+    assert graph.order == ['build', 'test', 'publish']
+    assert graph.hard_dependencies('publish') == ('test',)
+    assert graph.dependents_of('build') == ['test', 'publish']
+    cyclic = [layout.pp({'build': {'dependencies': ['test']}}),
+              layout.pp({'test': {'dependencies': ['build']}})]
+    _, errors = freeze_job_graph(layout, 'org/project', pipeline, 'master', job_list=cyclic)
+    assert errors and 'cycle' in errors[0]
+    missing = [layout.pp({'test': {'dependencies': ['nope']}})]
+    _, errors = freeze_job_graph(layout, 'org/project', pipeline, 'master', job_list=missing)
+    assert errors and 'nope' in errors[0]
+
+
+def test_secrets_imply_post_review_and_pipeline_rules():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: upload, secrets: [creds]}
+- job: {name: only-here, allowed-projects: [org/allowed]}
+''')
+    check = SimpleNamespace(name='check', post_review=False, allow_secrets=True)
+    gate = SimpleNamespace(name='gate', post_review=True, allow_secrets=True)
+    no_secrets = SimpleNamespace(name='x', post_review=True, allow_secrets=False)
+    _, errors = freeze_job_graph(layout, 'org/p', check, 'master',
+                                 job_list=[layout.pp('upload')])
+    assert errors and 'post-review' in errors[0]
+    graph, errors = freeze_job_graph(layout, 'org/p', gate, 'master',
+                                     job_list=[layout.pp('upload')])
+    assert not errors and graph.jobs['upload'].secrets == {'creds': ('creds', 'org/config')}
+    _, errors = freeze_job_graph(layout, 'org/p', no_secrets, 'master',
+                                 job_list=[layout.pp('upload')])
+    assert errors and 'secrets' in errors[0]
+    _, errors = freeze_job_graph(layout, 'org/p', gate, 'master',
+                                 job_list=[layout.pp('only-here')])
+    assert errors and 'not allowed' in errors[0]
+
+
+@pytest.mark.parametrize('text,reason', [
+    ('- job: {name: x, nodeset: {nodes: [{name: localhost, label: l}]}}', 'localhost'),
+    ('- job: {name: x, vars: {ansible_connection: local}}', 'ansible_connection'),
+    ('- job: {name: x, host-vars: {n1: {ansible_host: 1.2.3.4}}}', 'ansible_host'),
+    ('- job: {name: x, branches: "(unclosed"}', 'invalid regular expression'),
+    ('- job: {name: x, frobnicate: true}', 'unknown attribute "frobnicate"'),
+    ('- job: {name: x, timeout: soon}', 'timeout'),
+    ('- job: {name: x, secrets: [a, {name: a, secret: b}]}', 'same name'),
+])
+def test_rejected_job_definitions(text, reason):
+    with pytest.raises(ConfigurationError) as e:
+        Layout().add(text)
+    assert reason in e.value.reason
+
+
+def test_spec_era_spellings():
+    layout = Layout().add('''
+- job: {name: base, parent: null, nodes: precise, auth: {inherit: true, secrets: [creds]},
+        repos: [org/other], workspace: /opt/workspace}
+''')
+    job = layout.jobs['base'][0]
+    assert job.get('nodeset') == 'precise'
+    assert [r.name for r in job.get('required_projects')] == ['org/other']
+    assert job.secrets[0].name == 'creds'
+
+
+def test_tenant_limits():
+    parser = JobParser(SimpleNamespace(max_job_timeout=60, max_nodes_per_job=1))
+    conf = yamlutil.load('- job: {name: x, timeout: 61}', 'z.yaml')[0]['job']
+    with pytest.raises(ConfigurationError, match='max-job-timeout'):
+        parser.parse_job(conf, _sc())
+    conf = yamlutil.load('- job: {name: x, nodeset: {nodes: [{name: a, label: l}, '
+                         '{name: b, label: l}]}}', 'z.yaml')[0]['job']
+    with pytest.raises(ConfigurationError, match='allows 1'):
+        parser.parse_job(conf, _sc())

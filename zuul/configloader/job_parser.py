@@ -1,0 +1,349 @@
+"""Parsing ``- job:`` stanzas and project-pipeline job entries into Job
+variants (zuul/model/job.py). Validation is voluptuous; regexes (branches,
+files, irrelevant-files) come from untrusted config and are compiled with
+RE2.
+"""
+
+from __future__ import annotations
+
+import re2
+import voluptuous as vs
+
+from zuul.lib import yamlutil
+from zuul.model.errors import ConfigurationError, SourceContext
+from zuul.model.job import (
+    FLAG_ATTRIBUTES,
+    Job,
+    JobDependency,
+    PlaybookRef,
+    RequiredProject,
+    RoleRef,
+    SecretUse,
+)
+
+# Variables that would redirect Ansible's connection; job config may not set
+# them (the executor decides where nodes are).
+FORBIDDEN_VARIABLES = {
+    'ansible_connection', 'ansible_host', 'ansible_user', 'ansible_port',
+    'ansible_ssh_host', 'ansible_ssh_user', 'ansible_ssh_port', 'ansible_ssh_pass',
+    'ansible_password', 'ansible_ssh_private_key_file', 'ansible_private_key_file',
+    'ansible_ssh_executable', 'ansible_ssh_common_args', 'ansible_ssh_extra_args',
+    'ansible_shell_executable', 'ansible_become_exe', 'ansible_python_interpreter_local',
+}
+RESERVED_VARIABLE_ROOTS = {'zuul', 'nodepool', 'unsafe_vars', 'zuul_return'}
+
+
+def _scalar_or_list(t):
+    return vs.Any(t, [t])
+
+
+def _str_or_wrapped(t):
+    return vs.Any(t, yamlutil.Inherit, yamlutil.Override)
+
+
+_playbook = vs.Any(str, {vs.Required('name'): str, 'semaphore': str, 'semaphores':
+                         _scalar_or_list(str), 'cleanup': bool})
+_role = vs.Any({vs.Required('zuul'): str, 'name': str},
+               {vs.Required('galaxy'): str, 'name': str})
+_secret_use = vs.Any(str, {vs.Required('name'): str, vs.Required('secret'): str,
+                           'pass-to-parent': bool})
+_required_project = vs.Any(str, {vs.Required('name'): str, 'override-checkout': str,
+                                 'override-branch': str})
+_dependency = vs.Any(str, {vs.Required('name'): str, 'soft': bool})
+_nodeset_inline = vs.Any(str, dict, [vs.Any(str, dict)])
+_vars = vs.Any(dict, yamlutil.Override, yamlutil.Inherit)
+
+JOB_ATTRIBUTES = {
+    'parent': vs.Any(str, None),
+    'description': str,
+    'abstract': bool, 'final': bool, 'protected': bool, 'intermediate': bool,
+    'success-message': str, 'failure-message': str,
+    'success-url': str, 'failure-url': str,
+    'hold-following-changes': bool,
+    'voting': bool,
+    'semaphore': str, 'semaphores': _scalar_or_list(str),
+    'tags': _str_or_wrapped(_scalar_or_list(str)),
+    'provides': _str_or_wrapped(_scalar_or_list(str)),
+    'requires': _str_or_wrapped(_scalar_or_list(str)),
+    'secrets': _scalar_or_list(_secret_use),
+    'nodeset': _nodeset_inline,
+    'timeout': int, 'post-timeout': int,
+    'attempts': int,
+    'pre-run': _scalar_or_list(_playbook),
+    'run': _scalar_or_list(_playbook),
+    'post-run': _scalar_or_list(_playbook),
+    'cleanup-run': _scalar_or_list(_playbook),
+    'ansible-version': vs.Any(str, int, float),
+    'ansible-split-streams': bool,
+    'roles': [_role],
+    'required-projects': _str_or_wrapped(_scalar_or_list(_required_project)),
+    'vars': _vars, 'extra-vars': _vars, 'host-vars': _vars, 'group-vars': _vars,
+    'include-vars': list,
+    'dependencies': _scalar_or_list(_dependency),
+    'allowed-projects': _scalar_or_list(str),
+    'post-review': bool,
+    'branches': _scalar_or_list(str),
+    'files': _str_or_wrapped(_scalar_or_list(str)),
+    'irrelevant-files': _str_or_wrapped(_scalar_or_list(str)),
+    'match-on-config-updates': bool,
+    'override-checkout': str, 'override-branch': str,
+    'workspace-scheme': vs.Any('golang', 'flat', 'unique'),
+    'deduplicate': vs.Any(bool, 'auto'),
+    'image-build-name': str,
+    'failure-output': _scalar_or_list(str),
+    'attempts-limit': int,
+    # seed 000 (spec-era) spellings, accepted where unambiguous
+    'nodes': _nodeset_inline,
+    'auth': {'secrets': _scalar_or_list(_secret_use), 'inherit': bool},
+    'repos': _scalar_or_list(_required_project),
+    'workspace': str,
+    'host': str, 'fingerprint': str,
+}
+
+JOB_SCHEMA = vs.Schema({vs.Required('name'): str, **JOB_ATTRIBUTES})
+PROJECT_PIPELINE_JOB_SCHEMA = vs.Schema({k: v for k, v in JOB_ATTRIBUTES.items()
+                                         if k not in ('abstract', 'intermediate')})
+
+_SIMPLE = {
+    'description': 'description', 'success-message': 'success_message',
+    'failure-message': 'failure_message', 'hold-following-changes': 'hold_following_changes',
+    'voting': 'voting', 'timeout': 'timeout', 'post-timeout': 'post_timeout',
+    'attempts': 'attempts', 'ansible-split-streams': 'ansible_split_streams',
+    'post-review': 'post_review', 'match-on-config-updates': 'match_on_config_updates',
+    'workspace-scheme': 'workspace_scheme', 'deduplicate': 'deduplicate',
+    'image-build-name': 'image_build_name', 'workspace': 'workspace',
+}
+
+
+def compile_regexes(values, what: str) -> tuple:
+    out = []
+    for value in values:
+        try:
+            out.append(re2.compile(value))
+        except re2.error as e:
+            raise ConfigurationError(f'invalid regular expression in {what}: '
+                                     f'"{value}": {e}') from None
+    return tuple(out)
+
+
+def _listify(value) -> list:
+    value = yamlutil.unwrap(value)
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def check_variables(variables, what: str) -> None:
+    """Refuse variables that would change how Ansible connects to nodes."""
+    for key in (variables or {}):
+        if key in FORBIDDEN_VARIABLES:
+            raise ConfigurationError(f'{what}: the variable "{key}" is not allowed '
+                                     '(it would change how Zuul connects to nodes)')
+        if key in RESERVED_VARIABLE_ROOTS:
+            raise ConfigurationError(f'{what}: the variable name "{key}" is reserved')
+
+
+class JobParser:
+    """Builds Job variants. ``context`` gives tenant limits (attributes
+    ``max_job_timeout``, ``max_nodes_per_job``; both may be None)."""
+
+    def __init__(self, context=None):
+        self.context = context
+
+    # -- entry points -----------------------------------------------------------
+
+    def parse_job(self, conf, source_context: SourceContext) -> Job:
+        try:
+            JOB_SCHEMA(dict(conf))
+        except vs.Invalid as e:
+            raise ConfigurationError(_voluptuous_reason(e)) from None
+        return self._build(conf['name'], conf, source_context, project_pipeline=False)
+
+    def parse_project_pipeline_job(self, entry, source_context: SourceContext) -> Job:
+        if isinstance(entry, str):
+            name, conf = entry, {}
+        elif isinstance(entry, dict) and len(entry) == 1:
+            name, conf = next(iter(entry.items()))
+            conf = conf or {}
+            if not isinstance(conf, dict):
+                raise ConfigurationError(f'job "{name}" in a project pipeline must be a '
+                                         'name or a mapping of attributes')
+        else:
+            raise ConfigurationError('a project pipeline job must be a job name or a '
+                                     'single-key mapping {name: {attributes}}')
+        try:
+            PROJECT_PIPELINE_JOB_SCHEMA(dict(conf))
+        except vs.Invalid as e:
+            raise ConfigurationError(f'job "{name}": {_voluptuous_reason(e)}') from None
+        line = getattr(entry, 'start_line', None) or getattr(conf, 'start_line', None)
+        job = self._build(name, conf, source_context, project_pipeline=True, line=line)
+        return job
+
+    # -- building ---------------------------------------------------------------
+
+    def _build(self, name, conf, sc: SourceContext, project_pipeline: bool,
+               line=None) -> Job:
+        job = Job(name=name, source_context=sc,
+                  start_line=line or getattr(conf, 'start_line', None),
+                  project_pipeline=project_pipeline)
+        attrs = job.attributes
+        for key, attr in _SIMPLE.items():
+            if key in conf:
+                attrs[attr] = conf[key]
+        for flag in FLAG_ATTRIBUTES:
+            setattr(job, flag, bool(conf.get(flag, False)))
+        if 'parent' in conf:
+            job.parent, job.parent_set = conf['parent'], True
+        self._limits(job, conf)
+        self._matchers(job, conf, sc)
+        self._playbooks(job, conf, sc)
+        self._collections(job, conf)
+        self._secrets(job, conf)
+        self._variables(job, conf)
+        self._nodeset(job, conf)
+        if 'ansible-version' in conf:
+            attrs['ansible_version'] = str(conf['ansible-version'])
+        if 'host' in conf:
+            attrs['host'] = {'name': conf['host'], 'fingerprint': conf.get('fingerprint')}
+        return job
+
+    def _limits(self, job: Job, conf) -> None:
+        limit = getattr(self.context, 'max_job_timeout', None)
+        for key in ('timeout', 'post-timeout'):
+            if key in conf and limit and conf[key] > limit:
+                raise ConfigurationError(f'{key} {conf[key]} exceeds the tenant\'s '
+                                         f'max-job-timeout of {limit}')
+        if 'attempts' in conf and conf['attempts'] < 1:
+            raise ConfigurationError('attempts must be at least 1')
+
+    def _matchers(self, job: Job, conf, sc: SourceContext) -> None:
+        if 'branches' in conf:
+            patterns = _listify(conf['branches'])
+            job.branch_patterns = tuple(patterns)
+            job.branch_matchers = compile_regexes(patterns, 'branches')
+        elif sc.implicit_branch_matcher and sc.branch:
+            job.branch_patterns = (sc.branch,)
+            job.branch_matchers = (re2.compile(re2.escape(sc.branch) + '$'),)
+        if 'files' in conf:
+            job.attributes['files'] = tuple(_listify(conf['files']))
+            job.file_matchers = compile_regexes(_listify(conf['files']), 'files')
+        if 'irrelevant-files' in conf:
+            job.attributes['irrelevant_files'] = tuple(_listify(conf['irrelevant-files']))
+            job.irrelevant_file_matchers = compile_regexes(
+                _listify(conf['irrelevant-files']), 'irrelevant-files')
+
+    def _playbooks(self, job: Job, conf, sc: SourceContext) -> None:
+        roles = tuple(self._roles(conf))
+        for key, attr in (('pre-run', 'pre_run'), ('run', 'run'), ('post-run', 'post_run'),
+                          ('cleanup-run', 'cleanup_run')):
+            if key not in conf:
+                continue
+            playbooks = []
+            for entry in _listify(conf[key]):
+                path = entry if isinstance(entry, str) else entry['name']
+                sems = () if isinstance(entry, str) else tuple(
+                    _listify(entry.get('semaphores') or entry.get('semaphore')))
+                playbooks.append(PlaybookRef(path, sc, roles, tuple(self._secret_uses(conf)),
+                                             sems))
+            job.attributes[attr] = tuple(playbooks)
+
+    def _roles(self, conf):
+        for role in conf.get('roles') or ():
+            if 'zuul' in role:
+                yield RoleRef(project=role['zuul'], name=role.get('name'))
+            else:
+                yield RoleRef(galaxy=role['galaxy'], name=role.get('name'))
+
+    def _collections(self, job: Job, conf) -> None:
+        attrs = job.attributes
+        if 'roles' in conf:
+            attrs['roles'] = tuple(self._roles(conf))
+        projects = conf.get('required-projects', conf.get('repos'))
+        if projects is not None:
+            attrs['required_projects'] = tuple(
+                RequiredProject(p) if isinstance(p, str) else
+                RequiredProject(p['name'], p.get('override-checkout') or
+                                p.get('override-branch'))
+                for p in _listify(projects))
+        for key in ('tags', 'provides', 'requires', 'allowed-projects', 'failure-output'):
+            if key in conf:
+                attrs[key.replace('-', '_')] = tuple(_listify(conf[key]))
+        if 'dependencies' in conf:
+            attrs['dependencies'] = tuple(
+                JobDependency(d) if isinstance(d, str) else
+                JobDependency(d['name'], d.get('soft', False))
+                for d in _listify(conf['dependencies']))
+        sems = conf.get('semaphores', conf.get('semaphore'))
+        if sems is not None:
+            attrs['semaphores'] = tuple(_listify(sems))
+        checkout = conf.get('override-checkout', conf.get('override-branch'))
+        if checkout is not None:
+            attrs['override_checkout'] = checkout
+        if 'include-vars' in conf:
+            attrs['include_vars'] = tuple(conf['include-vars'])
+
+    def _secret_uses(self, conf) -> list[SecretUse]:
+        raw = conf.get('secrets')
+        if raw is None and isinstance(conf.get('auth'), dict):
+            raw = conf['auth'].get('secrets')
+        uses = []
+        for s in _listify(raw):
+            if isinstance(s, str):
+                uses.append(SecretUse(s, s))
+            else:
+                uses.append(SecretUse(s['secret'], s['name'], s.get('pass-to-parent', False)))
+        return uses
+
+    def _secrets(self, job: Job, conf) -> None:
+        uses = self._secret_uses(conf)
+        names = [u.alias for u in uses]
+        if len(names) != len(set(names)):
+            raise ConfigurationError('a job may not use two secrets with the same name')
+        for u in uses:
+            if u.alias in ('zuul', 'nodepool') or u.alias in FORBIDDEN_VARIABLES:
+                raise ConfigurationError(f'secret name "{u.alias}" is reserved')
+        job.secrets = tuple(uses)
+        if uses:
+            # A job that uses secrets is post-review (seed 000: secrets are
+            # not given to changes that nobody has reviewed yet).
+            job.attributes.setdefault('post_review', True)
+
+    def _variables(self, job: Job, conf) -> None:
+        for key, attr in (('vars', 'vars'), ('extra-vars', 'extra_vars')):
+            if key in conf:
+                value = conf[key]
+                check_variables(yamlutil.unwrap(value), f'{key} of job {job.name}')
+                job.attributes[attr] = value
+        for key, attr in (('host-vars', 'host_vars'), ('group-vars', 'group_vars')):
+            if key in conf:
+                value = conf[key]
+                for host, hv in (yamlutil.unwrap(value) or {}).items():
+                    if not isinstance(hv, dict):
+                        raise ConfigurationError(f'{key} of job {job.name}: "{host}" must '
+                                                 'map to a dictionary of variables')
+                    check_variables(hv, f'{key} {host} of job {job.name}')
+                job.attributes[attr] = value
+
+    def _nodeset(self, job: Job, conf) -> None:
+        value = conf.get('nodeset', conf.get('nodes'))
+        if value is None:
+            return
+        if isinstance(value, dict):
+            nodes = value.get('nodes') or []
+            names = [n.get('name') if isinstance(n, dict) else None for n in nodes]
+            for n in names:
+                if n in ('localhost',):
+                    raise ConfigurationError('a node may not be named "localhost"')
+            limit = getattr(self.context, 'max_nodes_per_job', None)
+            if limit and len(nodes) > limit:
+                raise ConfigurationError(f'the nodeset has {len(nodes)} nodes; the '
+                                         f'tenant allows {limit} per job')
+        job.attributes['nodeset'] = value
+
+
+def _voluptuous_reason(e: vs.Invalid) -> str:
+    path = '.'.join(str(p) for p in e.path)
+    msg = e.msg
+    if msg == 'extra keys not allowed':
+        return f'unknown attribute "{path}"'
+    return f'{msg} for "{path}"' if path else msg

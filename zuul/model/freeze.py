@@ -1,0 +1,327 @@
+"""Late-binding job freezing (seed 003).
+
+For a queue item, a job is built by walking depth-first up the parent
+chain from the job's matching variants, applying at each level every
+variant whose matchers match the item, in configuration order, and then
+the project-pipeline variants. The walk is recorded (``inheritance_path``)
+so users can see how a job came to be.
+
+Example from seed 003 (variants numbered in load order)::
+
+        0 base
+         /    \\
+  1 devstack  2 devstack  4 altbase
+         \\    /             |
+       3 tempest        5 tempest
+          /  \\
+     6 foo  7 foo
+
+freezes ``foo`` as 0, 1, 2, 3, 4, 5, 6, 7.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from zuul.lib import yamlutil
+from zuul.model.errors import ConfigError, ConfigurationError
+from zuul.model.job import (
+    ACCUMULATE,
+    ATTRIBUTE_SEMANTICS,
+    DEFAULTS,
+    MERGE,
+    PREPEND,
+    UNION,
+    Job,
+)
+
+
+class FreezeError(ConfigurationError):
+    """A job that cannot be frozen for this item (abstract, final
+    violated, unknown parent, inheritance cycle ...)."""
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """Child values win; nested dicts merge recursively."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+@dataclass
+class FrozenJob:
+    """A job ready to run for one item."""
+
+    name: str
+    attributes: dict = field(default_factory=dict)
+    secrets: dict = field(default_factory=dict)      # alias -> (secret name, project)
+    inheritance_path: list[str] = field(default_factory=list)
+    variants: list[Job] = field(default_factory=list)
+    source_context: object = None
+    final_from: str | None = None
+
+    def get(self, attr: str, default=None):
+        if attr in self.attributes:
+            return self.attributes[attr]
+        return DEFAULTS.get(attr, default)
+
+    @property
+    def voting(self) -> bool:
+        return bool(self.get('voting', True))
+
+    @property
+    def dependencies(self):
+        return self.get('dependencies') or ()
+
+    @property
+    def post_review(self) -> bool:
+        return bool(self.get('post_review', False))
+
+    def playbooks(self, phase: str):
+        return self.get(phase) or ()
+
+    def to_dict(self) -> dict:
+        """Plain data (web API, show-job, executor payload building)."""
+        out = {'name': self.name, 'inheritance_path': list(self.inheritance_path)}
+        for key, value in sorted(self.attributes.items()):
+            out[key] = _plain(value)
+        for key, value in DEFAULTS.items():
+            out.setdefault(key, value)
+        out['secrets'] = {alias: name for alias, (name, _) in self.secrets.items()}
+        return out
+
+
+def _plain(value):
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if hasattr(value, '__dataclass_fields__'):
+        d = {}
+        for k in value.__dataclass_fields__:
+            v = getattr(value, k)
+            if k == 'source_context':
+                d['project'] = v.project
+                d['branch'] = v.branch
+                d['trusted'] = v.trusted
+                d['connection'] = v.connection
+                continue
+            d[k] = _plain(v)
+        return d
+    return yamlutil.unwrap(value)
+
+
+def _combine(attr: str, old, new):
+    kind = ATTRIBUTE_SEMANTICS.get(attr)
+    if isinstance(new, yamlutil.Override):
+        return copy.copy(new.value)
+    new = yamlutil.unwrap(new)
+    if old is None:
+        return new
+    if kind == MERGE:
+        return deep_merge(old, new or {})
+    if kind == ACCUMULATE:
+        return tuple(old) + tuple(x for x in new if x not in old)
+    if kind == PREPEND:
+        return tuple(new) + tuple(x for x in old if x not in new)
+    if kind == UNION:
+        return tuple(old) + tuple(x for x in new if x not in old)
+    return new
+
+
+class JobFreezer:
+    """Freezes jobs against one layout for one item (branch and files)."""
+
+    def __init__(self, layout, branch: str | None, files: list[str] | None = None,
+                 default_parent: str = 'base'):
+        self.layout = layout
+        self.branch = branch
+        self.files = files
+        self.default_parent = default_parent
+
+    def variants_of(self, name: str) -> list[Job]:
+        return list(self.layout.jobs.get(name, ()))
+
+    def matching(self, name: str) -> list[Job]:
+        return [v for v in self.variants_of(name) if v.matches(self.branch, self.files)]
+
+    def freeze(self, name: str, project_variants=()) -> FrozenJob | None:
+        """The frozen job, or None if no variant of ``name`` matches this
+        item (the job does not run). Raises FreezeError."""
+        if name not in self.layout.jobs:
+            raise FreezeError(f'Job "{name}" not defined')
+        top = self.matching(name)
+        pp = [v for v in project_variants if v.matches(self.branch, self.files)]
+        if not top or (project_variants and not pp):
+            return None
+        frozen = FrozenJob(name=name, source_context=top[0].source_context)
+        applied: set[str] = set()
+        self._apply_job(frozen, name, top, applied, in_progress=[])
+        for variant in pp:
+            self._apply_variant(frozen, variant)
+        if any(v.abstract for v in top):
+            raise FreezeError(f'Job "{name}" is abstract and may not be run directly')
+        return frozen
+
+    def _parent_of(self, name: str, variant: Job, reference: Job) -> str | None:
+        if variant.parent_set:
+            return variant.parent
+        if reference is not variant and reference.parent_set:
+            return reference.parent
+        if name == self.default_parent:
+            return None
+        return self.default_parent
+
+    def _apply_job(self, frozen: FrozenJob, name: str, variants: list[Job],
+                   applied: set, in_progress: list) -> None:
+        if name in in_progress:
+            chain = ' -> '.join(in_progress + [name])
+            raise FreezeError(f'Inheritance cycle: {chain}')
+        in_progress.append(name)
+        reference = next((v for v in variants if v.parent_set), variants[0])
+        for variant in variants:
+            parent = self._parent_of(name, variant, reference)
+            if parent is not None and parent not in applied:
+                if parent not in self.layout.jobs:
+                    raise FreezeError(f'Job "{name}" ({variant.location}) has an unknown '
+                                      f'parent "{parent}"')
+                parent_variants = self.matching(parent)
+                if parent_variants:
+                    self._check_protected(parent_variants, variant)
+                    if any(p.intermediate for p in parent_variants) and \
+                            not any(v.abstract for v in variants):
+                        raise FreezeError(f'Job "{name}" must be abstract to inherit from '
+                                          f'the intermediate job "{parent}"')
+                    self._apply_job(frozen, parent, parent_variants, applied, in_progress)
+                applied.add(parent)
+            self._apply_variant(frozen, variant)
+        in_progress.pop()
+        applied.add(name)
+
+    def _check_protected(self, parent_variants: list[Job], child: Job) -> None:
+        for pv in parent_variants:
+            if pv.protected and pv.source_context.project != child.source_context.project:
+                raise FreezeError(f'Job "{child.name}" may not inherit from the protected '
+                                  f'job "{pv.name}" of project {pv.source_context.project}')
+
+    def _apply_variant(self, frozen: FrozenJob, variant: Job) -> None:
+        final_attrs = frozen.final_from
+        if final_attrs and (variant.attributes or variant.secrets):
+            changed = sorted(set(variant.attributes) - {'files', 'irrelevant_files'})
+            if changed:
+                raise FreezeError(f'Unable to modify final job "{frozen.name}" attribute '
+                                  f'"{changed[0]}" in {variant.describe()} (final since '
+                                  f'{final_attrs})')
+        for attr, value in variant.attributes.items():
+            frozen.attributes[attr] = _combine(attr, frozen.attributes.get(attr), value)
+        for use in variant.secrets:
+            frozen.secrets[use.alias] = (use.name, variant.source_context.project)
+        if variant.final:
+            frozen.final_from = variant.location
+        kind = 'project-pipeline variant' if variant.project_pipeline else 'variant'
+        frozen.inheritance_path.append(f'{kind} job {variant.name}@{variant.location}')
+        frozen.variants.append(variant)
+
+
+def freeze_job(layout, name: str, branch: str | None, files=None, project_variants=(),
+               default_parent: str = 'base') -> FrozenJob | None:
+    return JobFreezer(layout, branch, files, default_parent).freeze(name, project_variants)
+
+
+def validate_layout_jobs(layout, default_parent: str = 'base') -> list[ConfigError]:
+    """Static checks once a layout is loaded: unknown parents, nodesets,
+    secrets (and secrets from another project), semaphores."""
+    errors: list[ConfigError] = []
+    nodesets = getattr(layout, 'nodesets', {}) or {}
+    secrets = getattr(layout, 'secrets', {}) or {}
+    semaphores = getattr(layout, 'semaphores', None)
+    for name, variants in layout.jobs.items():
+        for v in variants:
+            for reason in _variant_problems(layout, v, nodesets, secrets, semaphores):
+                errors.append(ConfigError(reason, path=v.source_context.path,
+                                          line=v.start_line, object_type='job',
+                                          object_name=name, project=v.source_context.project,
+                                          branch=v.source_context.branch))
+    return errors
+
+
+def _variant_problems(layout, v: Job, nodesets, secrets, semaphores):
+    if v.parent_set and v.parent is not None and v.parent not in layout.jobs:
+        yield f'unknown parent job "{v.parent}"'
+    if v.parent_set and v.parent is None and not v.source_context.trusted and \
+            v.source_context.project:
+        yield 'only jobs in config projects may have no parent (base jobs)'
+    nodeset = v.attributes.get('nodeset')
+    if isinstance(nodeset, str) and nodeset not in nodesets:
+        yield f'unknown nodeset "{nodeset}"'
+    for use in v.secrets:
+        secret = secrets.get(use.name)
+        if secret is None:
+            yield f'unknown secret "{use.name}"'
+            continue
+        secret_project = getattr(getattr(secret, 'source_context', None), 'project', None)
+        if secret_project and v.source_context.project and \
+                secret_project != v.source_context.project:
+            yield (f'secret "{use.name}" belongs to project {secret_project}; a job may only '
+                   'use secrets defined in its own project')
+    if semaphores is not None:
+        for sem in v.attributes.get('semaphores') or ():
+            if sem not in semaphores:
+                yield f'unknown semaphore "{sem}"'
+
+
+def _group_project_variants(job_list) -> dict[str, list[Job]]:
+    by_name: dict[str, list[Job]] = {}
+    for variant in job_list:
+        by_name.setdefault(variant.name, []).append(variant)
+    return by_name
+
+
+def freeze_job_graph(layout, project_name: str, pipeline, branch: str | None,
+                     files=None, default_parent: str = 'base', job_list=None):
+    """Freeze every job the project runs in ``pipeline`` for an item on
+    ``branch`` touching ``files``. Returns (JobGraph, errors): jobs that
+    cannot be frozen are reported as errors naming the job."""
+    from zuul.model.jobgraph import JobGraph, JobGraphError
+    pipeline_name = getattr(pipeline, 'name', pipeline)
+    if job_list is None:
+        ppc = layout.get_project_pipeline_config(project_name, pipeline_name, branch)
+        job_list = ppc.job_list if ppc is not None else []
+    freezer = JobFreezer(layout, branch, files, default_parent)
+    graph = JobGraph()
+    errors: list[str] = []
+    for name, variants in _group_project_variants(job_list).items():
+        try:
+            frozen = freezer.freeze(name, variants)
+            if frozen is None:
+                continue
+            _check_run_rules(frozen, project_name, pipeline)
+            graph.add_job(frozen, frozen.dependencies)
+        except ConfigurationError as e:
+            errors.append(f'{name}: {e.reason}' if not e.reason.startswith(
+                ('Job', 'Unable', 'Inheritance')) else e.reason)
+    try:
+        graph.order = graph.resolve()
+    except JobGraphError as e:
+        errors.append(e.reason)
+        graph.order = []
+    return graph, errors
+
+
+def _check_run_rules(frozen: FrozenJob, project_name: str, pipeline) -> None:
+    allowed = frozen.get('allowed_projects')
+    if allowed and project_name not in allowed and \
+            project_name.split('/', 1)[-1] not in allowed:
+        raise FreezeError(f'Project {project_name} is not allowed to run job '
+                          f'"{frozen.name}"')
+    if frozen.post_review and not getattr(pipeline, 'post_review', True):
+        raise FreezeError(f'Pre-review pipeline {getattr(pipeline, "name", pipeline)} does '
+                          f'not allow post-review job "{frozen.name}"')
+    if frozen.secrets and getattr(pipeline, 'allow_secrets', True) is False:
+        raise FreezeError(f'Pipeline {getattr(pipeline, "name", pipeline)} does not allow '
+                          f'jobs with secrets ("{frozen.name}")')

@@ -4,5 +4,5 @@ pytest_plugins = [
     'tests.harness.zookeeper',
     'tests.harness.gearman',
     'tests.fakes.gerrit',
-
+    'tests.harness.nodes',
 ]

@@ -1,0 +1,261 @@
+"""Real hosts on this machine: a network namespace with its own address
+and its own sshd, per node.
+
+All hosts hang off one Linux bridge in the root namespace, so the
+executor (in the root namespace) reaches every node, and nodes reach each
+other, as multi-node jobs need. Addresses come from a private /16 that
+only exists on this machine; allocation is shared between processes
+through a lock file.
+
+No ZooKeeper and no pytest here: the nodepool ``netns`` provider and the
+test harness both use this module.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+DEFAULT_SUBNET = '10.231.0.0/16'
+DEFAULT_BRIDGE = 'npbr0'
+DEFAULT_BASE_DIR = '/var/tmp/gatekeep-netns'
+
+
+class NetnsError(RuntimeError):
+    """A command needed to build or remove a host failed."""
+
+
+@dataclass
+class NetnsHost:
+    name: str
+    address: str
+    port: int
+    username: str
+    host_keys: list[str]
+    state_dir: str
+    sshd_pid: int | None = None
+    namespace: str = ''
+    veth: str = ''
+    extra: dict = field(default_factory=dict)
+
+
+def _run(*args, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, capture_output=True, text=True)
+    if check and proc.returncode:
+        raise NetnsError(f'{" ".join(args)} failed ({proc.returncode}): '
+                         f'{proc.stderr.strip()}')
+    return proc
+
+
+def available() -> str | None:
+    """None if netns hosts can be made here, else why not."""
+    if os.geteuid() != 0:
+        return 'network namespaces need root'
+    for tool in ('ip', 'ssh-keygen'):
+        if shutil.which(tool) is None:
+            return f'{tool} is not installed'
+    if not os.path.exists('/usr/sbin/sshd'):
+        return 'sshd is not installed (Debian package openssh-server)'
+    return None
+
+
+class _Allocator:
+    """Index allocation in a JSON file under a lock (several processes)."""
+
+    def __init__(self, base_dir: str):
+        os.makedirs(base_dir, exist_ok=True)
+        self.path = os.path.join(base_dir, 'allocations.json')
+        self.lock_path = self.path + '.lock'
+
+    def _locked(self, fn):
+        with open(self.lock_path, 'a+') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                data = {}
+                if os.path.exists(self.path):
+                    with open(self.path) as f:
+                        data = json.load(f)
+                result = fn(data)
+                with open(self.path + '.tmp', 'w') as f:
+                    json.dump(data, f)
+                os.replace(self.path + '.tmp', self.path)
+                return result
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def allocate(self, name: str, size: int) -> int:
+        def take(data):
+            used = set(data.values())
+            for index in range(2, size - 1):
+                if index not in used:
+                    data[name] = index
+                    return index
+            raise NetnsError('no free addresses left in the netns subnet')
+        return self._locked(take)
+
+    def release(self, name: str) -> None:
+        self._locked(lambda data: data.pop(name, None))
+
+    def names(self) -> list[str]:
+        return self._locked(lambda data: sorted(data))
+
+
+class NetnsHostManager:
+    """Creates and deletes hosts; one per process is enough."""
+
+    def __init__(self, base_dir: str = DEFAULT_BASE_DIR, subnet: str = DEFAULT_SUBNET,
+                 bridge: str = DEFAULT_BRIDGE, username: str = 'root'):
+        self.base_dir = base_dir
+        self.network = ipaddress.ip_network(subnet)
+        self.bridge = bridge
+        self.username = username
+        self.allocator = _Allocator(base_dir)
+        self._procs: dict[str, subprocess.Popen] = {}
+
+    @property
+    def gateway(self) -> str:
+        return str(self.network.network_address + 1)
+
+    def ensure_bridge(self) -> None:
+        if _run('ip', 'link', 'show', self.bridge, check=False).returncode == 0:
+            return
+        _run('ip', 'link', 'add', self.bridge, 'type', 'bridge')
+        _run('ip', 'addr', 'add', f'{self.gateway}/{self.network.prefixlen}', 'dev',
+             self.bridge)
+        _run('ip', 'link', 'set', self.bridge, 'up')
+
+    def create(self, name: str, authorized_keys: list[str], timeout: float = 30.0,
+               rootfs: str | None = None) -> NetnsHost:
+        """A running host named ``name`` that accepts ``authorized_keys``."""
+        self.ensure_bridge()
+        index = self.allocator.allocate(name, self.network.num_addresses)
+        address = str(self.network.network_address + index)
+        ns, veth = f'np-{name}', f'npv{index}'
+        state = os.path.join(self.base_dir, name)
+        host = NetnsHost(name, address, 22, self.username, [], state, namespace=ns,
+                         veth=veth)
+        try:
+            self._make_namespace(host)
+            self._start_sshd(host, authorized_keys, rootfs)
+            wait_for_ssh(address, 22, timeout)
+        except Exception:
+            self.delete(host)
+            raise
+        return host
+
+    def _make_namespace(self, host: NetnsHost) -> None:
+        ns, veth = host.namespace, host.veth
+        _run('ip', 'netns', 'add', ns)
+        _run('ip', 'link', 'add', veth, 'type', 'veth', 'peer', 'name', veth + 'n')
+        _run('ip', 'link', 'set', veth, 'master', self.bridge)
+        _run('ip', 'link', 'set', veth, 'up')
+        _run('ip', 'link', 'set', veth + 'n', 'netns', ns)
+        _run('ip', '-n', ns, 'link', 'set', veth + 'n', 'name', 'eth0')
+        _run('ip', '-n', ns, 'addr', 'add', f'{host.address}/{self.network.prefixlen}',
+             'dev', 'eth0')
+        _run('ip', '-n', ns, 'link', 'set', 'eth0', 'up')
+        _run('ip', '-n', ns, 'link', 'set', 'lo', 'up')
+        _run('ip', '-n', ns, 'route', 'add', 'default', 'via', self.gateway)
+
+    def _start_sshd(self, host: NetnsHost, authorized_keys: list[str],
+                    rootfs: str | None) -> None:
+        d = host.state_dir
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d, mode=0o700)
+        _run('ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', f'{d}/host_key')
+        with open(f'{d}/authorized_keys', 'w') as f:
+            f.write(''.join(k.strip() + '\n' for k in authorized_keys))
+        with open(f'{d}/sshd_config', 'w') as f:
+            f.write(f'Port 22\nListenAddress {host.address}\nHostKey {d}/host_key\n'
+                    f'AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\n'
+                    'KbdInteractiveAuthentication no\n'
+                    f'PidFile {d}/sshd.pid\nStrictModes no\nUsePAM no\n'
+                    'PermitRootLogin prohibit-password\nUseDNS no\n'
+                    'MaxSessions 64\nMaxStartups 64\nAcceptEnv LANG LC_*\n'
+                    'Subsystem sftp internal-sftp\n')
+        os.makedirs('/run/sshd', exist_ok=True)
+        cmd = ['ip', 'netns', 'exec', host.namespace]
+        if rootfs:
+            # A node booted from an image: sshd runs chrooted in the image's
+            # root filesystem (the builder's uploads, see nodepool/builder).
+            cmd += ['chroot', rootfs]
+        # In the foreground (-D) so its pid is ours to reap; `ip netns exec`
+        # and chroot exec, so the child is sshd itself.
+        proc = subprocess.Popen([*cmd, '/usr/sbin/sshd', '-D', '-f', f'{d}/sshd_config',
+                                 '-E', f'{d}/sshd.log'], start_new_session=True,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        self._procs[host.name] = proc
+        host.sshd_pid = proc.pid
+        with open(f'{d}/host_key.pub') as f:
+            host.host_keys = [' '.join(f.read().split()[:2])]
+
+    def delete(self, host: NetnsHost | str) -> None:
+        """Remove a host; safe to call twice or on a half-built host."""
+        name = host if isinstance(host, str) else host.name
+        ns = f'np-{name}'
+        pids = _run('ip', 'netns', 'pids', ns, check=False).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+        state = os.path.join(self.base_dir, name)
+        proc = self._procs.pop(name, None)
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        if not isinstance(host, str) and host.veth:
+            _run('ip', 'link', 'del', host.veth, check=False)
+        _run('ip', 'netns', 'del', ns, check=False)
+        shutil.rmtree(state, ignore_errors=True)
+        self.allocator.release(name)
+
+    def list(self, prefix: str = '') -> list[str]:
+        """Names of existing hosts (namespaces np-<name>) with the prefix."""
+        out = _run('ip', 'netns', 'list', check=False).stdout
+        names = [line.split()[0][3:] for line in out.splitlines()
+                 if line.startswith('np-')]
+        return sorted(n for n in names if n.startswith(prefix))
+
+    def cleanup_all(self, prefix: str = '') -> int:
+        names = self.list(prefix)
+        for name in names:
+            self.delete(name)
+        return len(names)
+
+
+def wait_for_ssh(address: str, port: int, timeout: float) -> None:
+    """Until the server sends its SSH banner (bounded)."""
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((address, port), timeout=2) as s:
+                if s.recv(4).startswith(b'SSH-'):
+                    return
+        except OSError as e:
+            last = e
+        time.sleep(delay)
+        delay = min(delay * 2, 0.25)
+    raise NetnsError(f'sshd on {address}:{port} did not answer within {timeout}s: {last}')
+
+
+def scan_host_keys(address: str, port: int = 22, timeout: int = 10) -> list[str]:
+    """``ssh-keyscan`` the host: ["<type> <base64>", ...]."""
+    proc = _run('ssh-keyscan', '-T', str(timeout), '-p', str(port), address, check=False)
+    keys = []
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and not line.startswith('#'):
+            keys.append(f'{parts[1]} {parts[2]}')
+    return keys

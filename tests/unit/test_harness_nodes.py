@@ -62,8 +62,9 @@ def test_ansible_ping_two_nodes(two_nodes, ssh_keypair, tmp_path):
         pytest.skip('ansible not installed in the virtualenv')
     a, b = two_nodes
     inventory = tmp_path / 'inventory'
-    inventory.write_text(f'controller ansible_host={a.address} ansible_user=root ansible_python_interpreter=/usr/bin/python3\n'
-                         f'compute ansible_host={b.address} ansible_user=root ansible_python_interpreter=/usr/bin/python3\n')
+    py = 'ansible_python_interpreter=/usr/bin/python3'
+    inventory.write_text(f'controller ansible_host={a.address} ansible_user=root {py}\n'
+                         f'compute ansible_host={b.address} ansible_user=root {py}\n')
     known = tmp_path / 'known'
     known.write_text(f'{a.address} {a.host_keys[0]}\n{b.address} {b.host_keys[0]}\n')
     env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING='True',

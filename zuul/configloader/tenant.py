@@ -1,0 +1,242 @@
+"""main.yaml: tenants in the released v3 form (``source: <conn>:
+config-projects / untrusted-projects`` with per-project options and
+project groups) and the seed's form (``include: [files]``, ``source:
+<conn>: repos:``). Errors name the file, line, tenant and reason.
+"""
+
+from __future__ import annotations
+
+import os
+
+import voluptuous as vs
+
+from zuul.lib import yamlutil
+from zuul.model.errors import ConfigError
+from zuul.model.tenant import ALL_CLASSES, Tenant, TenantConfig, TenantProject
+
+_str_list = vs.Any(str, [str])
+_class_list = vs.Any(str, [str])
+
+PROJECT_OPTIONS = {
+    'include': _class_list, 'exclude': _class_list, 'shadow': _str_list,
+    'exclude-unprotected-branches': bool, 'include-branches': _str_list,
+    'exclude-branches': _str_list, 'extra-config-paths': _str_list,
+    'load-branch': str, 'implied-branch-matchers': bool,
+    'always-dynamic-branches': _str_list, 'allow-base-jobs': bool,
+    'include-provider-config': bool, 'configure-projects': _str_list,
+}
+
+_project_entry = vs.Any(str, vs.Schema({str: vs.Any(None, PROJECT_OPTIONS)}))
+_group = vs.Schema({vs.Required('projects'): [vs.Any(str, dict)],
+                    **{k: v for k, v in PROJECT_OPTIONS.items()}})
+_project_list = [vs.Any(str, dict)]
+
+SOURCE_SCHEMA = vs.Schema({str: {
+    'config-projects': _project_list,
+    'untrusted-projects': _project_list,
+    'repos': _project_list,   # seed 000
+}})
+
+TENANT_SCHEMA = vs.Schema({
+    vs.Required('name'): str,
+    'source': SOURCE_SCHEMA,
+    'include': _str_list,     # seed 000: files beside main.yaml
+    'max-nodes-per-job': int, 'max-job-timeout': int,
+    'exclude-unprotected-branches': bool, 'default-parent': str,
+    'default-ansible-version': vs.Any(str, int, float),
+    'allowed-triggers': _str_list, 'allowed-reporters': _str_list,
+    'allowed-labels': _str_list, 'disallowed-labels': _str_list,
+    'report-build-page': bool, 'web-root': str,
+    'admin-rules': _str_list, 'authentication-realm': str,
+    'use-nodepool': bool, 'semaphores': vs.Any(list, dict),
+    'access-rules': _str_list, 'max-dependencies': int,
+    'max-changes-per-pipeline': int, 'image-build-credentials': dict,
+})
+ADMIN_RULE_SCHEMA = vs.Schema({vs.Required('name'): str, 'conditions': vs.Any(list, dict)},
+                              extra=vs.ALLOW_EXTRA)
+
+
+class TenantConfigError(ValueError):
+    pass
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _load_classes(options: dict) -> frozenset:
+    include = options.get('include')
+    exclude = options.get('exclude')
+    classes = set(ALL_CLASSES) if include is None else set(_as_list(include))
+    classes -= set(_as_list(exclude))
+    return frozenset(classes)
+
+
+def _tenant_project(connection: str, name: str, trusted: bool, options: dict) -> TenantProject:
+    return TenantProject(
+        connection=connection, name=name, trusted=trusted,
+        load_classes=_load_classes(options),
+        shadow=tuple(_as_list(options.get('shadow'))),
+        exclude_unprotected_branches=options.get('exclude-unprotected-branches'),
+        include_branches=tuple(_as_list(options.get('include-branches'))),
+        exclude_branches=tuple(_as_list(options.get('exclude-branches'))),
+        extra_config_paths=tuple(_as_list(options.get('extra-config-paths'))),
+        load_branch=options.get('load-branch'),
+        implicit_branch_matcher=options.get('implied-branch-matchers'),
+        always_dynamic_branches=tuple(_as_list(options.get('always-dynamic-branches'))))
+
+
+def _projects_from_list(connection: str, entries, trusted: bool):
+    """Yield TenantProjects from a config-/untrusted-projects list with its
+    three spellings: a name, {name: {options}}, or a group
+    {projects: [...], <options>}."""
+    for entry in entries or ():
+        if isinstance(entry, str):
+            yield _tenant_project(connection, entry, trusted, {})
+        elif 'projects' in entry:
+            _group(dict(entry))
+            options = {k: v for k, v in entry.items() if k != 'projects'}
+            for sub in entry['projects']:
+                if isinstance(sub, str):
+                    yield _tenant_project(connection, sub, trusted, options)
+                else:
+                    for name, own in sub.items():
+                        yield _tenant_project(connection, name, trusted,
+                                              {**options, **(own or {})})
+        else:
+            _project_entry(dict(entry))
+            for name, options in entry.items():
+                yield _tenant_project(connection, name, trusted, options or {})
+
+
+def parse_tenant(conf: dict, connections=None) -> Tenant:
+    """One ``- tenant:`` mapping -> Tenant (raises vs.Invalid or
+    TenantConfigError)."""
+    TENANT_SCHEMA(dict(conf))
+    t = Tenant(name=conf['name'], source_line=getattr(conf, 'start_line', None))
+    simple = {'max-nodes-per-job': 'max_nodes_per_job', 'max-job-timeout': 'max_job_timeout',
+              'exclude-unprotected-branches': 'exclude_unprotected_branches',
+              'default-parent': 'default_parent', 'report-build-page': 'report_build_page',
+              'web-root': 'web_root', 'authentication-realm': 'authentication_realm',
+              'use-nodepool': 'use_nodepool'}
+    for key, attr in simple.items():
+        if key in conf:
+            setattr(t, attr, conf[key])
+    if 'default-ansible-version' in conf:
+        t.default_ansible_version = str(conf['default-ansible-version'])
+    for key in ('allowed-triggers', 'allowed-reporters', 'allowed-labels',
+                'disallowed-labels'):
+        if key in conf:
+            setattr(t, key.replace('-', '_'), _as_list(conf[key]))
+    t.admin_rules = _as_list(conf.get('admin-rules'))
+    t.include_files = _as_list(conf.get('include'))
+    for connection, lists in (conf.get('source') or {}).items():
+        if connections is not None and connection not in connections:
+            raise TenantConfigError(f'unknown connection "{connection}" in source '
+                                    '(not defined in zuul.conf)')
+        t.projects.extend(_projects_from_list(connection, lists.get('config-projects'), True))
+        t.projects.extend(_projects_from_list(
+            connection, lists.get('untrusted-projects'), False))
+        t.projects.extend(_projects_from_list(connection, lists.get('repos'), False))
+    seen = set()
+    for p in t.projects:
+        key = (p.connection, p.name)
+        if key in seen:
+            raise TenantConfigError(f'project {p.name} is listed twice')
+        seen.add(key)
+    return t
+
+
+def _error(path, obj, reason, tenant=None):
+    line = getattr(obj, 'start_line', None)
+    return ConfigError(reason, path=path, line=line, object_type='tenant' if tenant else '',
+                       object_name=tenant or '')
+
+
+def load_tenant_config(path: str, connections=None) -> TenantConfig:
+    """Parse main.yaml; errors are collected, valid tenants still load."""
+    result = TenantConfig()
+    try:
+        data = yamlutil.load_file(path)
+    except yamlutil.YAMLSyntaxError as e:
+        result.errors.append(ConfigError(e.reason, path=path, line=e.line))
+        return result
+    except OSError as e:
+        result.errors.append(ConfigError(f'cannot read tenant config: {e}', path=path))
+        return result
+    if not isinstance(data, list):
+        result.errors.append(ConfigError('the tenant config must be a list of objects',
+                                         path=path, line=1))
+        return result
+    for obj in data:
+        _load_object(path, obj, result, connections)
+    return result
+
+
+def _load_object(path, obj, result: TenantConfig, connections) -> None:
+    if not isinstance(obj, dict) or len(obj) != 1:
+        result.errors.append(_error(path, obj, 'each entry must be a single-key mapping '
+                                               '(tenant, admin-rule, ...)'))
+        return
+    kind, body = next(iter(obj.items()))
+    if kind in ('admin-rule', 'authorization-rule', 'api-root', 'global-semaphore',
+                'authorization-rule'):
+        try:
+            ADMIN_RULE_SCHEMA(dict(body or {})) if kind != 'api-root' else None
+            result.admin_rules[(body or {}).get('name', '')] = body
+        except vs.Invalid as e:
+            result.errors.append(_error(path, body, f'{kind}: {e}'))
+        return
+    if kind != 'tenant':
+        result.errors.append(_error(path, obj, f'unknown object type "{kind}"'))
+        return
+    name = (body or {}).get('name') if isinstance(body, dict) else None
+    try:
+        if not isinstance(body, dict):
+            raise TenantConfigError('a tenant must be a mapping')
+        tenant = parse_tenant(body, connections)
+    except vs.Invalid as e:
+        where = '.'.join(str(p) for p in e.path)
+        msg = 'unknown attribute' if e.msg == 'extra keys not allowed' else e.msg
+        reason = f'{msg} "{where}"' if where else msg
+        if e.msg == 'required key not provided':
+            reason = f'required attribute "{where}" missing'
+        result.errors.append(_error(path, body, reason, name or '<unnamed>'))
+        return
+    except TenantConfigError as e:
+        result.errors.append(_error(path, body, str(e), name))
+        return
+    if tenant.name in result.tenants:
+        result.errors.append(_error(path, body, f'tenant "{tenant.name}" defined twice',
+                                    tenant.name))
+        return
+    base = os.path.dirname(os.path.abspath(path))
+    tenant.include_files = [f if os.path.isabs(f) else os.path.join(base, f)
+                            for f in tenant.include_files]
+    result.tenants[tenant.name] = tenant
+
+
+def tenant_conf_check(zuul_conf_path: str, out=None) -> int:
+    """``zuul-admin tenant-conf-check``: load zuul.conf and its tenant
+    config; print each error as ``file:line: message``; 0 when clean."""
+    import sys
+
+    from zuul.configloader.zuulconf import ZuulConfError, load_zuul_conf
+    out = out or sys.stdout
+    try:
+        conf = load_zuul_conf(zuul_conf_path)
+    except ZuulConfError as e:
+        print(str(e), file=out)
+        return 1
+    if not conf.scheduler.tenant_config:
+        print(f'{zuul_conf_path}: [scheduler] tenant_config is not set', file=out)
+        return 1
+    result = load_tenant_config(conf.scheduler.tenant_config, set(conf.connections))
+    for error in result.errors:
+        print(str(error), file=out)
+    if result.errors:
+        return 1
+    print(f'{conf.scheduler.tenant_config}: {len(result.tenants)} tenant(s) OK', file=out)
+    return 0

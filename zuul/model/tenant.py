@@ -1,0 +1,73 @@
+"""Tenants, as main.yaml defines them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ALL_CLASSES = frozenset({'pipeline', 'job', 'semaphore', 'project', 'project-template',
+                         'nodeset', 'secret', 'queue', 'pragma', 'image', 'flavor',
+                         'label', 'section', 'provider'})
+
+
+@dataclass
+class TenantProject:
+    """One project in a tenant: where it lives, whether it is trusted,
+    which object types its config may define."""
+
+    connection: str
+    name: str
+    trusted: bool
+    load_classes: frozenset = ALL_CLASSES
+    shadow: tuple = ()
+    exclude_unprotected_branches: bool | None = None
+    include_branches: tuple = ()
+    exclude_branches: tuple = ()
+    extra_config_paths: tuple = ()
+    load_branch: str | None = None
+    implicit_branch_matcher: bool | None = None
+    always_dynamic_branches: tuple = ()
+
+
+@dataclass
+class Tenant:
+    name: str
+    projects: list[TenantProject] = field(default_factory=list)
+    include_files: list[str] = field(default_factory=list)   # the seed's form
+    max_nodes_per_job: int = 5
+    max_job_timeout: int = 10800
+    exclude_unprotected_branches: bool = False
+    default_parent: str = 'base'
+    default_ansible_version: str | None = None
+    allowed_triggers: list | None = None
+    allowed_reporters: list | None = None
+    allowed_labels: list | None = None
+    disallowed_labels: list | None = None
+    report_build_page: bool = False
+    web_root: str | None = None
+    admin_rules: list = field(default_factory=list)
+    authentication_realm: str | None = None
+    use_nodepool: bool = True
+    source_line: int | None = None
+
+    @property
+    def config_projects(self) -> list[TenantProject]:
+        return [p for p in self.projects if p.trusted]
+
+    @property
+    def untrusted_projects(self) -> list[TenantProject]:
+        return [p for p in self.projects if not p.trusted]
+
+    def get_project(self, name: str) -> TenantProject | None:
+        for p in self.projects:
+            if p.name == name or p.name.endswith('/' + name):
+                return p
+        return None
+
+
+@dataclass
+class TenantConfig:
+    """Everything main.yaml defines."""
+
+    tenants: dict[str, Tenant] = field(default_factory=dict)
+    admin_rules: dict[str, dict] = field(default_factory=dict)
+    errors: list = field(default_factory=list)

@@ -5,4 +5,5 @@ pytest_plugins = [
     'tests.harness.gearman',
     'tests.fakes.gerrit',
     'tests.harness.nodes',
+    'tests.fakes.scheduler_rpc',
 ]

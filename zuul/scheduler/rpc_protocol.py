@@ -12,20 +12,83 @@ from dataclasses import dataclass, field
 
 RPC_VERSION = 1
 
+# Every function below takes an RPCRequest (only the fields named are
+# read; the rest keep their defaults) and answers an RPCResponse whose
+# ``result`` has the JSON shape given. Errors are ``ok=False`` with a
+# sentence in ``error``; sentences for a name that does not exist start
+# with "Unknown ..." or contain "not found" (zuul-web turns those into
+# 404, anything else into 400). Names are checked in this order, so the
+# first unknown one is reported: tenant, pipeline, project, job, change.
+#
+# source_context (used below) = {"project": str, "branch": str, "path": str}
+# job variant dict (JOB_GET, PROJECT_GET) = {"name": str, "parent": str|null,
+#   "description": str|null, "branches": [str], "source_context": {...},
+#   "abstract": bool, "final": bool, "protected": bool, "voting": bool,
+#   "timeout": int|null, "attempts": int, "nodeset": {"nodes": [{"name": str,
+#   "label": str}], "groups": [...]}|str|null, "run": [str], "pre_run": [str],
+#   "post_run": [str], "roles": [...], "required_projects": [str],
+#   "dependencies": [str], "variables": {...}, "secrets": [str] (names only,
+#   never values), "tags": [str], "files": [str], "irrelevant_files": [str]}
+
+# tenant, pipeline, project, change ("N,P"; the project must own it).
+# -> {"tenant": str, "pipeline": str, "project": str, "change": "N,P"}
 ENQUEUE = 'zuul:enqueue'
+# tenant, pipeline, project, ref (e.g. "refs/heads/master" or "refs/tags/v1"),
+# oldrev, newrev (40 hex; oldrev defaults to 40 zeros, newrev to the ref's
+# current head when omitted). -> {"tenant", "pipeline", "project", "ref"}
 ENQUEUE_REF = 'zuul:enqueue_ref'
+# tenant, pipeline, project, change "N,P" or ref. -> {"tenant", "pipeline",
+# "project", "dequeued": "N,P"|ref}. Error "Change N,P not found in pipeline X"
+# when the item is not in the pipeline.
 DEQUEUE = 'zuul:dequeue'
+# tenant, pipeline, changes ["N,P", ...] (all in one shared queue of the
+# pipeline, moved to its head in the given order).
+# -> {"tenant", "pipeline", "promoted": ["N,P", ...]}
 PROMOTE = 'zuul:promote'
+# tenant, project, job, change "N,P" (optional: hold only for that change)
+# or ref (optional regex on the build's ref), reason, count,
+# node_hold_expiration (seconds; 0 = forever). Holds the nodes of the next
+# ``count`` failing builds of ``job`` (nodes go to state "hold" with
+# hold_job set, so ``nodepool list`` shows them held).
+# -> {"id": str, "tenant", "project", "job", "ref_filter": str, "count": int}
 AUTOHOLD = 'zuul:autohold'
+# tenant. -> [{"id": str, "tenant": str, "project": str, "job": str,
+#   "ref_filter": str, "reason": str, "max_count": int, "current_count": int,
+#   "node_hold_expiration": int, "nodes": [{"build": str, "nodes": [str]}]}]
 AUTOHOLD_LIST = 'zuul:autohold_list'
+# tenant. -> the status JSON of zuul/scheduler/status.py tenant_status().
 STATUS_GET = 'zuul:status_get'
+# (no fields). -> [{"name": str, "projects": int (projects in the tenant),
+#   "queue": int (items in all its pipelines)}], sorted by name.
 TENANT_LIST = 'zuul:tenant_list'
+# tenant, project (name or canonical name; must be in the tenant).
+# -> str: the project's secrets public key, PEM ("-----BEGIN PUBLIC KEY-----").
 KEY_GET = 'zuul:key_get'
+# tenant. -> [{"name": str, "description": str|null, "tags": [str],
+#   "variants": [{"parent": str|null, "branches": [str],
+#   "source_context": {...}}]}], sorted by name.
 JOB_LIST = 'zuul:job_list'
+# tenant, job; optional project, branch, pipeline.
+# Without project -> [job variant dict, ...] in definition order.
+# With project (branch defaults to the project's default branch; pipeline
+# optional: when given, the project-pipeline variant is applied too)
+# -> {"job": str, "project": str, "branch": str, "pipeline": str|null,
+#     "inheritance_path": [str] (one line per variant/parent applied, in
+#     order, e.g. "base (config/zuul.d/jobs.yaml@master:3)"),
+#     "frozen": job variant dict of the frozen result}
 JOB_GET = 'zuul:job_get'
+# tenant. -> [{"name": str, "canonical_name": str, "connection_name": str,
+#   "type": "config"|"untrusted"}], sorted by name.
 PROJECT_LIST = 'zuul:project_list'
+# tenant, project. -> {"name", "canonical_name", "connection_name", "type",
+#   "configs": [{"source_context": {...}, "templates": [str],
+#     "default_branch": str, "merge_mode": str, "pipelines": [{"name": str,
+#       "queue_name": str|null, "jobs": [[job variant dict, ...], ...]}]}]}
 PROJECT_GET = 'zuul:project_get'
+# tenant. -> [{"source_context": {...}|null, "line": int|null,
+#   "error": str, "short_error": str}]
 CONFIG_ERRORS = 'zuul:config_errors_list'
+# tenant (optional: only that tenant). -> {"reconfigured": [tenant names]}
 RECONFIGURE = 'zuul:reconfigure'
 
 ALL_FUNCTIONS = (ENQUEUE, ENQUEUE_REF, DEQUEUE, PROMOTE, AUTOHOLD, AUTOHOLD_LIST, STATUS_GET,

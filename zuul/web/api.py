@@ -2,7 +2,9 @@
 
 Status and configuration come from the scheduler over Gearman RPC; build
 history from the SQL database. Every tenant-scoped URL only ever shows
-that tenant's data. Errors are JSON with a 4xx status and a message.
+that tenant's data: the tenant is checked first, and every query below
+it is filtered by it. Errors are JSON ``{"error": message}`` with a 4xx
+status (5xx only when the scheduler cannot be reached).
 """
 
 from __future__ import annotations
@@ -14,11 +16,18 @@ import re
 import cherrypy
 
 from zuul.scheduler import rpc_protocol as p
+from zuul.web import console, openapi
 
 log = logging.getLogger('zuul.web')
 
 _CHANGE_RE = re.compile(r'^\d+$')
+_CHANGE_PS_RE = re.compile(r'^\d+,\d+$')
 _RESULT_RE = re.compile(r'^[A-Z_]+$')
+_NAME_RE = re.compile(r'^[^\x00-\x1f]+$')
+
+BUILD_FILTERS = ('project', 'pipeline', 'job_name', 'change', 'patchset', 'result',
+                 'uuid', 'branch')
+BUILDSET_FILTERS = ('project', 'pipeline', 'change', 'result', 'uuid', 'branch')
 
 
 class HTTPError(Exception):
@@ -28,28 +37,42 @@ class HTTPError(Exception):
         self.message = message
 
 
+class TextResult(str):
+    """A handler result served as text/plain instead of JSON."""
+
+
 def _int_param(kw, name, default, low=0, high=1000):
     value = kw.get(name)
-    if value is None:
+    if value is None or value == '':
         return default
     try:
         number = int(value)
     except ValueError:
-        raise HTTPError(400, f'{name} must be an integer') from None
+        raise HTTPError(400, f'{name} must be an integer, not "{value}"') from None
     if not low <= number <= high:
         raise HTTPError(400, f'{name} must be between {low} and {high}')
     return number
 
 
-class ZuulWebAPI:
-    """Routes /api/... paths to handlers. ``rpc`` is an RPCClient-like
-    object with ``call(function, request)``; ``history`` a BuildHistory or
-    None."""
+def _rpc_status(message: str) -> int:
+    lower = message.lower()
+    if lower.startswith(('unknown', 'no such')) or 'not found' in lower:
+        return 404
+    if 'is zuul-scheduler running' in lower:
+        return 503
+    return 400
 
-    def __init__(self, rpc, history=None, keys=None):
+
+class ZuulWebAPI:
+    """Routes /api/... paths to handlers.
+
+    ``rpc`` is an RPCClient-like object with ``call(function, request)``;
+    ``history`` a BuildHistory or None (history endpoints then answer 404).
+    """
+
+    def __init__(self, rpc, history=None):
         self.rpc = rpc
         self.history = history
-        self.keys = keys
 
     # -- routing -------------------------------------------------------------
 
@@ -58,19 +81,29 @@ class ZuulWebAPI:
             return self.tenants()
         if parts == ['info']:
             return {'info': {'capabilities': {'job_history': self.history is not None}}}
+        if parts == ['openapi.yaml']:
+            return TextResult(openapi.spec_text())
         if len(parts) >= 3 and parts[0] == 'tenant':
             tenant, what, rest = parts[1], parts[2], parts[3:]
+            if not _NAME_RE.match(tenant):
+                raise HTTPError(400, 'invalid tenant name')
             return self._tenant_route(tenant, what, rest, kw)
         raise HTTPError(404, f'no such endpoint: /api/{"/".join(parts)}')
 
     def _tenant_route(self, tenant, what, rest, kw):
-        simple = {'status': self.status, 'jobs': self.jobs, 'projects': self.projects,
-                  'config-errors': self.config_errors, 'builds': self.builds,
-                  'buildsets': self.buildsets}
-        if what in simple and not rest:
-            return simple[what](tenant, **kw) if what in ('builds', 'buildsets') \
-                else simple[what](tenant)
-        if what == 'job' and len(rest) == 1:
+        no_args = {'status': self.status, 'jobs': self.jobs, 'projects': self.projects,
+                   'pipelines': self.pipelines, 'config-errors': self.config_errors,
+                   'autohold': self.autoholds}
+        if what in no_args and not rest:
+            self._no_params(kw)
+            return no_args[what](tenant)
+        with_args = {'builds': self.builds, 'buildsets': self.buildsets,
+                     'console-stream': self.console_stream}
+        if what in with_args and not rest:
+            return with_args[what](tenant, kw)
+        if what == 'status' and len(rest) == 2 and rest[0] == 'change':
+            return self.status_change(tenant, rest[1])
+        if what == 'job' and len(rest) == 1 and rest[0]:
             return self.job(tenant, rest[0], kw)
         if what == 'project' and rest:
             return self.project(tenant, '/'.join(rest))
@@ -80,7 +113,12 @@ class ZuulWebAPI:
             return self.build(tenant, rest[0])
         if what == 'buildset' and len(rest) == 1:
             return self.buildset(tenant, rest[0])
-        raise HTTPError(404, f'no such endpoint: /api/tenant/{tenant}/{what}')
+        raise HTTPError(404, f'no such endpoint: /api/tenant/{tenant}/{"/".join([what] + rest)}')
+
+    @staticmethod
+    def _no_params(kw):
+        if kw:
+            raise HTTPError(400, f'unexpected parameter(s): {", ".join(sorted(kw))}')
 
     # -- RPC-backed ------------------------------------------------------------
 
@@ -89,22 +127,43 @@ class ZuulWebAPI:
             return self.rpc.call(function, p.RPCRequest(**fields))
         except p.RPCError as e:
             message = str(e)
-            status = 404 if message.lower().startswith(('unknown', 'no such')) or \
-                'not found' in message.lower() else 400
-            raise HTTPError(status, message) from None
+            raise HTTPError(_rpc_status(message), message) from None
+        except TimeoutError as e:
+            raise HTTPError(503, str(e)) from None
 
     def tenants(self):
         return self._call(p.TENANT_LIST)
 
+    def _check_tenant(self, tenant):
+        names = [t['name'] for t in self.tenants()]
+        if tenant not in names:
+            raise HTTPError(404, f'Unknown tenant {tenant}')
+
     def status(self, tenant):
         return self._call(p.STATUS_GET, tenant=tenant)
+
+    def status_change(self, tenant, change):
+        if not _CHANGE_PS_RE.match(change):
+            raise HTTPError(400, f'change must look like NUMBER,PATCHSET, not "{change}"')
+        status = self.status(tenant)
+        return [item for item in _status_items(status) if item.get('id') == change]
+
+    def pipelines(self, tenant):
+        status = self.status(tenant)
+        return [{'name': pl['name'], 'manager': pl.get('manager')}
+                for pl in status.get('pipelines', [])]
 
     def jobs(self, tenant):
         return self._call(p.JOB_LIST, tenant=tenant)
 
     def job(self, tenant, name, kw):
-        return self._call(p.JOB_GET, tenant=tenant, job=name, project=kw.get('project'),
-                          branch=kw.get('branch'), pipeline=kw.get('pipeline'))
+        unknown = set(kw) - {'project', 'branch', 'pipeline'}
+        if unknown:
+            raise HTTPError(400, f'unexpected parameter(s): {", ".join(sorted(unknown))}')
+        if (kw.get('branch') or kw.get('pipeline')) and not kw.get('project'):
+            raise HTTPError(400, 'branch and pipeline need a project to freeze the job for')
+        return self._call(p.JOB_GET, tenant=tenant, job=name, project=kw.get('project') or None,
+                          branch=kw.get('branch') or None, pipeline=kw.get('pipeline') or None)
 
     def projects(self, tenant):
         return self._call(p.PROJECT_LIST, tenant=tenant)
@@ -115,17 +174,42 @@ class ZuulWebAPI:
     def config_errors(self, tenant):
         return self._call(p.CONFIG_ERRORS, tenant=tenant)
 
+    def autoholds(self, tenant):
+        return self._call(p.AUTOHOLD_LIST, tenant=tenant)
+
     def key(self, tenant, project):
-        return ('text/plain', self._call(p.KEY_GET, tenant=tenant, project=project))
+        if not project:
+            raise HTTPError(404, 'no project named')
+        return TextResult(self._call(p.KEY_GET, tenant=tenant, project=project))
+
+    def console_stream(self, tenant, kw):
+        uuid = kw.get('uuid', '')
+        unknown = set(kw) - {'uuid'}
+        if unknown:
+            raise HTTPError(400, f'unexpected parameter(s): {", ".join(sorted(unknown))}')
+        if not console.UUID_RE.match(uuid):
+            raise HTTPError(400, f'uuid must be a build uuid, not "{uuid}"')
+        status = self.status(tenant)
+        url = console.find_build_url(status, uuid)
+        if url is None:
+            raise HTTPError(404, f'no running build {uuid} in tenant {tenant}')
+        try:
+            return console.open_stream(url)
+        except console.StreamUnavailableError as e:
+            raise HTTPError(404, str(e)) from None
 
     # -- history-backed ----------------------------------------------------------
 
     def _require_history(self, tenant):
         if self.history is None:
             raise HTTPError(404, 'build history is not configured ([database] dburi)')
-        self._call(p.STATUS_GET, tenant=tenant)  # 404 for an unknown tenant
+        self._check_tenant(tenant)
 
-    def _filters(self, kw, allowed):
+    @staticmethod
+    def _filters(kw, allowed):
+        kw = dict(kw)
+        if 'job' in kw:  # the short name the issue and CLI use
+            kw.setdefault('job_name', kw.pop('job'))
         unknown = set(kw) - set(allowed) - {'limit', 'skip'}
         if unknown:
             raise HTTPError(400, f'unknown filter(s): {", ".join(sorted(unknown))}')
@@ -138,16 +222,15 @@ class ZuulWebAPI:
             raise HTTPError(400, f'invalid result "{f["result"]}"')
         return f
 
-    def builds(self, tenant, **kw):
+    def builds(self, tenant, kw):
         self._require_history(tenant)
-        f = self._filters(kw, ('project', 'pipeline', 'job_name', 'change', 'patchset',
-                               'result', 'uuid', 'branch'))
+        f = self._filters(kw, BUILD_FILTERS)
         return self.history.get_builds(tenant, limit=_int_param(kw, 'limit', 50, 1),
                                        offset=_int_param(kw, 'skip', 0, 0, 10 ** 7), **f)
 
-    def buildsets(self, tenant, **kw):
+    def buildsets(self, tenant, kw):
         self._require_history(tenant)
-        f = self._filters(kw, ('project', 'pipeline', 'change', 'result', 'uuid', 'branch'))
+        f = self._filters(kw, BUILDSET_FILTERS)
         return self.history.get_buildsets(tenant, limit=_int_param(kw, 'limit', 50, 1),
                                           offset=_int_param(kw, 'skip', 0, 0, 10 ** 7), **f)
 
@@ -165,7 +248,19 @@ class ZuulWebAPI:
         rows = self.history.get_buildsets(tenant, uuid=uuid, limit=1)
         if not rows:
             raise HTTPError(404, f'no buildset {uuid} in tenant {tenant}')
-        return rows[0]
+        buildset = rows[0]
+        # BuildHistory has no buildset filter; narrow by project and pipeline.
+        candidates = self.history.get_builds(tenant, project=buildset['project'],
+                                             pipeline=buildset['pipeline'], limit=1000)
+        buildset['builds'] = [b for b in candidates if b['buildset']['uuid'] == uuid]
+        return buildset
+
+
+def _status_items(status: dict):
+    for pipeline in status.get('pipelines', []):
+        for queue in pipeline.get('change_queues', []):
+            for head in queue.get('heads', []):
+                yield from head
 
 
 class APIRoot:
@@ -176,20 +271,30 @@ class APIRoot:
 
     @cherrypy.expose
     def default(self, *parts, **kw):
-        cherrypy.response.headers['Access-Control-Allow-Origin'] = '*'
+        response = cherrypy.response
+        response.headers['Access-Control-Allow-Origin'] = '*'
         try:
             result = self.api.dispatch(list(parts), kw)
         except HTTPError as e:
-            cherrypy.response.status = e.status
-            cherrypy.response.headers['Content-Type'] = 'application/json'
-            return json.dumps({'error': e.message}).encode()
+            return _json_error(e.status, e.message)
         except Exception as e:  # never leak a traceback page
             log.exception('API error on /api/%s', '/'.join(parts))
-            cherrypy.response.status = 500
-            cherrypy.response.headers['Content-Type'] = 'application/json'
-            return json.dumps({'error': f'internal error: {e}'}).encode()
-        if isinstance(result, tuple) and result and result[0] == 'text/plain':
-            cherrypy.response.headers['Content-Type'] = 'text/plain'
-            return str(result[1]).encode()
-        cherrypy.response.headers['Content-Type'] = 'application/json'
+            return _json_error(500, f'internal error: {e}')
+        if isinstance(result, console.LogStream):
+            response.headers['Content-Type'] = 'text/plain; charset=utf-8'
+            response.headers['Cache-Control'] = 'no-cache'
+            response.stream = True
+            return result.chunks()
+        if isinstance(result, TextResult):
+            response.headers['Content-Type'] = 'text/plain; charset=utf-8'
+            return str(result).encode()
+        response.headers['Content-Type'] = 'application/json'
         return json.dumps(result, default=str).encode()
+
+    default._cp_config = {'response.stream': True}
+
+
+def _json_error(status: int, message: str) -> bytes:
+    cherrypy.response.status = status
+    cherrypy.response.headers['Content-Type'] = 'application/json'
+    return json.dumps({'error': message}).encode()

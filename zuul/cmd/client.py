@@ -1,0 +1,349 @@
+"""The ``zuul`` command line client.
+
+    zuul [-c zuul.conf] enqueue --tenant T --pipeline P --project PR --change N,P
+    zuul enqueue-ref --tenant T --pipeline P --project PR --ref REF [--oldrev] [--newrev]
+    zuul dequeue --tenant T --pipeline P --project PR (--change N,P | --ref REF)
+    zuul promote --tenant T --pipeline P --changes N,P [N,P ...]
+    zuul autohold --tenant T --project PR --job J [--change N,P | --ref RE] --reason R
+                  [--count N] [--node-hold-expiration SECONDS]
+    zuul autohold-list --tenant T
+    zuul encrypt --tenant T --project PR [--infile F] [--outfile F]
+                 [--secret-name N] [--field-name F] [--public-key FILE]
+    zuul show [queues|running-jobs] --tenant T [--pipeline P]
+
+Commands other than ``encrypt`` talk to the scheduler over Gearman RPC
+([gearman] in zuul.conf, or --gearman-server). ``encrypt`` fetches the
+project's public key from zuul-web (--zuul-url, or [web] root / [webclient]
+url in zuul.conf) unless --public-key names a PEM file. Errors print one
+line on stderr and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import json
+import re
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from zuul.scheduler import rpc_protocol as p
+
+_CHANGE_RE = re.compile(r'^\d+,\d+$')
+_REV_RE = re.compile(r'^[0-9a-f]{40}$')
+
+
+class CLIError(Exception):
+    pass
+
+
+def change_id(value: str) -> str:
+    if not _CHANGE_RE.match(value):
+        raise argparse.ArgumentTypeError(
+            f'malformed change "{value}": expected NUMBER,PATCHSET (e.g. 1234,2)')
+    return value
+
+
+def revision(value: str) -> str:
+    if not _REV_RE.match(value):
+        raise argparse.ArgumentTypeError(f'malformed revision "{value}": expected 40 hex digits')
+    return value
+
+
+def ref_name(value: str) -> str:
+    if not value.startswith('refs/'):
+        raise argparse.ArgumentTypeError(f'malformed ref "{value}": expected refs/...')
+    return value
+
+
+# -- argument parsing --------------------------------------------------------------
+
+
+def _req(sub, *names):
+    for name in names:
+        sub.add_argument(f'--{name}', required=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog='zuul', description='Zuul command line client.')
+    parser.add_argument('-c', dest='config', help='zuul.conf (default /etc/zuul/zuul.conf)')
+    parser.add_argument('--gearman-server', help='HOST[:PORT] of the Gearman server')
+    parser.add_argument('--zuul-url', help='zuul-web base URL (encrypt)')
+    parser.add_argument('--timeout', type=float, default=300.0,
+                        help='seconds to wait for the scheduler')
+    subs = parser.add_subparsers(dest='command', required=True, metavar='COMMAND')
+
+    sub = subs.add_parser('enqueue', help='enqueue a change into a pipeline')
+    _req(sub, 'tenant', 'pipeline', 'project')
+    sub.add_argument('--change', required=True, type=change_id)
+
+    sub = subs.add_parser('enqueue-ref', help='enqueue a ref (branch or tag) into a pipeline')
+    _req(sub, 'tenant', 'pipeline', 'project')
+    sub.add_argument('--ref', required=True, type=ref_name)
+    sub.add_argument('--oldrev', type=revision)
+    sub.add_argument('--newrev', type=revision)
+
+    sub = subs.add_parser('dequeue', help='remove a change or ref from a pipeline')
+    _req(sub, 'tenant', 'pipeline', 'project')
+    target = sub.add_mutually_exclusive_group(required=True)
+    target.add_argument('--change', type=change_id)
+    target.add_argument('--ref', type=ref_name)
+
+    sub = subs.add_parser('promote', help='move changes to the head of their shared queue')
+    _req(sub, 'tenant', 'pipeline')
+    sub.add_argument('--changes', required=True, nargs='+', type=change_id)
+
+    sub = subs.add_parser('autohold', help="keep the nodes of a job's next failing build")
+    _req(sub, 'tenant', 'project', 'job', 'reason')
+    target = sub.add_mutually_exclusive_group()
+    target.add_argument('--change', type=change_id)
+    target.add_argument('--ref', help='regex matched against the build ref')
+    sub.add_argument('--count', type=int, default=1)
+    sub.add_argument('--node-hold-expiration', type=int, default=86400,
+                     help='seconds to keep the nodes (0: until deleted)')
+
+    sub = subs.add_parser('autohold-list', help='list autohold requests')
+    _req(sub, 'tenant')
+
+    sub = subs.add_parser('encrypt', help='encrypt a secret for a project')
+    _req(sub, 'tenant', 'project')
+    sub.add_argument('--infile', help='read the secret from this file (default stdin)')
+    sub.add_argument('--outfile', help='write the stanza here (default stdout)')
+    sub.add_argument('--secret-name', default='secret_name')
+    sub.add_argument('--field-name', default='secret')
+    sub.add_argument('--public-key', help='PEM file to use instead of asking zuul-web')
+
+    sub = subs.add_parser('show', help='show queues or running jobs')
+    sub.add_argument('what', nargs='?', default='queues', choices=('queues', 'running-jobs'))
+    _req(sub, 'tenant')
+    sub.add_argument('--pipeline')
+    return parser
+
+
+def read_config(path: str | None) -> configparser.ConfigParser:
+    config = configparser.ConfigParser()
+    if path and not config.read(path):
+        raise CLIError(f'cannot read {path}')
+    if not path:
+        config.read('/etc/zuul/zuul.conf')
+    return config
+
+
+def gearman_address(args, config) -> tuple[str, int]:
+    if args.gearman_server:
+        host, _, port = args.gearman_server.partition(':')
+        return host, int(port or 4730)
+    if not config.has_section('gearman'):
+        raise CLIError('no Gearman server: give -c zuul.conf or --gearman-server')
+    return (config.get('gearman', 'server', fallback='127.0.0.1'),
+            config.getint('gearman', 'port', fallback=4730))
+
+
+def web_url(args, config) -> str:
+    url = args.zuul_url or config.get('webclient', 'url', fallback=None) or \
+        config.get('web', 'root', fallback=None)
+    if not url:
+        raise CLIError('no zuul-web URL: give --zuul-url or [web] root in zuul.conf')
+    return url.rstrip('/')
+
+
+# -- RPC commands --------------------------------------------------------------------
+
+
+def rpc_call(args, config, function, **fields):
+    from zuul.scheduler.rpc import RPCClient
+    host, port = gearman_address(args, config)
+    try:
+        client = RPCClient(host, port, timeout=args.timeout)
+    except Exception as e:
+        raise CLIError(f'cannot reach the Gearman server at {host}:{port}: {e}') from None
+    try:
+        return client.call(function, p.RPCRequest(**fields))
+    except (p.RPCError, TimeoutError) as e:
+        raise CLIError(str(e)) from None
+    finally:
+        client.shutdown()
+
+
+def cmd_enqueue(args, config, out):
+    rpc_call(args, config, p.ENQUEUE, tenant=args.tenant, pipeline=args.pipeline,
+             project=args.project, change=args.change)
+    print(f'Enqueued {args.change} of {args.project} into {args.pipeline}', file=out)
+
+
+def cmd_enqueue_ref(args, config, out):
+    rpc_call(args, config, p.ENQUEUE_REF, tenant=args.tenant, pipeline=args.pipeline,
+             project=args.project, ref=args.ref, oldrev=args.oldrev, newrev=args.newrev)
+    print(f'Enqueued {args.ref} of {args.project} into {args.pipeline}', file=out)
+
+
+def cmd_dequeue(args, config, out):
+    rpc_call(args, config, p.DEQUEUE, tenant=args.tenant, pipeline=args.pipeline,
+             project=args.project, change=args.change, ref=args.ref)
+    print(f'Dequeued {args.change or args.ref} from {args.pipeline}', file=out)
+
+
+def cmd_promote(args, config, out):
+    rpc_call(args, config, p.PROMOTE, tenant=args.tenant, pipeline=args.pipeline,
+             changes=args.changes)
+    print(f'Promoted {" ".join(args.changes)} in {args.pipeline}', file=out)
+
+
+def cmd_autohold(args, config, out):
+    if args.count < 1:
+        raise CLIError('--count must be at least 1')
+    if args.node_hold_expiration < 0:
+        raise CLIError('--node-hold-expiration must not be negative')
+    if args.ref:
+        try:
+            re.compile(args.ref)
+        except re.error as e:
+            raise CLIError(f'--ref is not a valid regular expression: {e}') from None
+    result = rpc_call(args, config, p.AUTOHOLD, tenant=args.tenant, project=args.project,
+                      job=args.job, change=args.change, ref=args.ref, reason=args.reason,
+                      count=args.count, node_hold_expiration=args.node_hold_expiration)
+    print(f'Autohold request {result["id"]}: nodes of the next {args.count} failing '
+          f'build(s) of {args.job} on {args.project} ({result["ref_filter"]}) will be held',
+          file=out)
+
+
+def cmd_autohold_list(args, config, out):
+    holds = rpc_call(args, config, p.AUTOHOLD_LIST, tenant=args.tenant)
+    rows = [(h['id'], h['project'], h['job'], h['ref_filter'],
+             f'{h["current_count"]}/{h["max_count"]}', h.get('reason', '')) for h in holds]
+    print_table(('ID', 'Project', 'Job', 'Ref filter', 'Count', 'Reason'), rows, out)
+
+
+# -- show ----------------------------------------------------------------------------------
+
+
+def print_table(headers, rows, out):
+    rows = [tuple('' if c is None else str(c) for c in row) for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    for row in [tuple(headers)] + rows:
+        print('  '.join(c.ljust(w) for c, w in zip(row, widths)).rstrip(), file=out)
+
+
+def _age(ms):
+    if not ms:
+        return ''
+    seconds = int(time.time() - ms / 1000)
+    return f'{seconds // 3600}h{seconds // 60 % 60:02d}m' if seconds >= 3600 else \
+        f'{seconds // 60}m{seconds % 60:02d}s'
+
+
+def _walk(status, pipeline_filter):
+    for pl in status['pipelines']:
+        if pipeline_filter and pl['name'] != pipeline_filter:
+            continue
+        for queue in pl['change_queues']:
+            for head in queue['heads']:
+                position = 0
+                for item in head:
+                    position += 1 if item.get('live', True) else 0
+                    yield pl, queue, position, item
+
+
+def cmd_show(args, config, out):
+    status = rpc_call(args, config, p.STATUS_GET, tenant=args.tenant)
+    names = [pl['name'] for pl in status['pipelines']]
+    if args.pipeline and args.pipeline not in names:
+        raise CLIError(f'Unknown pipeline {args.pipeline} in tenant {args.tenant}')
+    if args.what == 'queues':
+        rows = [(pl['name'], q['name'], pos if item.get('live', True) else '-', item['id'],
+                 item['project'], _age(item.get('enqueue_time')),
+                 sum(1 for j in item['jobs'] if j.get('result')), len(item['jobs']))
+                for pl, q, pos, item in _walk(status, args.pipeline)]
+        rows = [r[:6] + (f'{r[6]}/{r[7]}',) for r in rows]
+        print_table(('Pipeline', 'Queue', 'Pos', 'Change', 'Project', 'Age', 'Jobs done'),
+                    rows, out)
+        return
+    rows = []
+    for pl, _, _, item in _walk(status, args.pipeline):
+        for job in item['jobs']:
+            if job.get('start_time') and not job.get('result'):
+                rows.append((pl['name'], item['id'], item['project'], job['name'],
+                             job.get('uuid'), _age(job['start_time']), job.get('url')))
+    print_table(('Pipeline', 'Change', 'Project', 'Job', 'Build', 'Elapsed', 'Live log'),
+                rows, out)
+
+
+# -- encrypt -------------------------------------------------------------------------------
+
+
+def fetch_public_key(args, config) -> bytes:
+    if args.public_key:
+        with open(args.public_key, 'rb') as f:
+            return f.read()
+    base = web_url(args, config)
+    url = (f'{base}/api/tenant/{urllib.parse.quote(args.tenant, safe="")}/key/'
+           f'{urllib.parse.quote(args.project, safe="/")}.pub')
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310
+            return response.read()
+    except urllib.error.HTTPError as e:
+        try:
+            message = json.loads(e.read()).get('error', e.reason)
+        except ValueError:
+            message = e.reason
+        raise CLIError(f'cannot get the public key of {args.project}: {message}') from None
+    except OSError as e:
+        raise CLIError(f'cannot reach zuul-web at {base}: {e}') from None
+
+
+def encrypt_chunks(public_pem: bytes, plaintext: bytes) -> list[str]:
+    """RSA-OAEP chunks (base64) of ``plaintext`` for the PEM public key."""
+    from zuul.lib import encryption
+    try:
+        key = encryption.deserialize_public_key(public_pem)
+    except ValueError as e:
+        raise CLIError(f'not a PEM public key: {e}') from None
+    return encryption.encrypt_chunks(plaintext, key)
+
+
+def secret_stanza(name: str, field: str, chunks: list[str]) -> str:
+    lines = ['- secret:', f'    name: {name}', '    data:',
+             f'      {field}: !encrypted/pkcs1-oaep']
+    lines += [f'        - {chunk}' for chunk in chunks]
+    return '\n'.join(lines) + '\n'
+
+
+def cmd_encrypt(args, config, out):
+    pem = fetch_public_key(args, config)
+    if args.infile:
+        with open(args.infile, 'rb') as f:
+            plaintext = f.read()
+    else:
+        plaintext = sys.stdin.buffer.read()
+    stanza = secret_stanza(args.secret_name, args.field_name, encrypt_chunks(pem, plaintext))
+    if args.outfile:
+        with open(args.outfile, 'w', encoding='utf-8') as f:
+            f.write(stanza)
+    else:
+        out.write(stanza)
+
+
+COMMANDS = {
+    'enqueue': cmd_enqueue, 'enqueue-ref': cmd_enqueue_ref, 'dequeue': cmd_dequeue,
+    'promote': cmd_promote, 'autohold': cmd_autohold, 'autohold-list': cmd_autohold_list,
+    'show': cmd_show, 'encrypt': cmd_encrypt,
+}
+
+
+def main(argv=None, out=None) -> int:
+    out = out or sys.stdout
+    args = build_parser().parse_args(argv)
+    try:
+        config = read_config(args.config)
+        COMMANDS[args.command](args, config, out)
+    except CLIError as e:
+        print(f'zuul: error: {e}', file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""zuul-web: argv, config, logging, signals and wiring.
+
+    zuul-web -c /etc/zuul/zuul.conf [-d]
+
+Reads [gearman] (where the scheduler's RPC is), [web] listen_address and
+port, and [database] dburi (build history; none means the history
+endpoints answer 404). SIGTERM/SIGINT stop the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+
+
+@dataclass
+class WebSettings:
+    gearman_server: str = '127.0.0.1'
+    gearman_port: int = 4730
+    listen_address: str = '127.0.0.1'
+    port: int = 9000
+    dburi: str | None = None
+    table_prefix: str = ''
+
+    @classmethod
+    def from_config(cls, config: configparser.ConfigParser) -> WebSettings:
+        return cls(
+            gearman_server=config.get('gearman', 'server', fallback='127.0.0.1'),
+            gearman_port=config.getint('gearman', 'port', fallback=4730),
+            listen_address=config.get('web', 'listen_address', fallback='127.0.0.1'),
+            port=config.getint('web', 'port', fallback=9000),
+            dburi=config.get('database', 'dburi', fallback=None),
+            table_prefix=config.get('database', 'table_prefix', fallback=''))
+
+
+def build_web(settings: WebSettings):
+    """The ZuulWeb for ``settings`` (not started); migrates the history
+    schema first so the web never reads an old one."""
+    from zuul.scheduler.rpc import RPCClient
+    from zuul.web.server import ZuulWeb
+    history = None
+    if settings.dburi:
+        from zuul.driver.sql.history import BuildHistory
+        history = BuildHistory(settings.dburi, settings.table_prefix)
+        history.migrate()
+    rpc = RPCClient(settings.gearman_server, settings.gearman_port, timeout=60,
+                    name='zuul-web')
+    return ZuulWeb(settings.listen_address, settings.port, rpc, history), rpc
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog='zuul-web', description=__doc__)
+    parser.add_argument('-c', dest='config', default='/etc/zuul/zuul.conf')
+    parser.add_argument('-d', dest='debug', action='store_true')
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
+                        format='%(asctime)s %(levelname)s %(name)s: %(message)s')
+    config = configparser.ConfigParser()
+    if not config.read(args.config):
+        parser.error(f'cannot read {args.config}')
+    web, rpc = build_web(WebSettings.from_config(config))
+    done = threading.Event()
+
+    def on_signal(signum, frame):
+        done.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    web.start()
+    done.wait()
+    web.stop()
+    rpc.shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

@@ -1,0 +1,122 @@
+"""zuul-web: the cherrypy application and the HTTP server that serves it.
+
+    /api/...                  JSON API (zuul/web/api.py)
+    /t/<tenant>/status        the self-refreshing status page
+    /t/<tenant>/builds        build history
+    /t/<tenant>/build/<uuid>  one build
+    /static/...               the pages' JS and CSS (zuul/web/static/)
+    /                         the tenant list
+
+The application is served by cheroot directly rather than through
+cherrypy's process-wide engine, so one process (a test) can run several
+independent servers.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import os
+import threading
+
+import cherrypy
+from cheroot import wsgi
+
+from zuul.web.api import APIRoot, HTTPError, ZuulWebAPI
+
+log = logging.getLogger('zuul.web.server')
+
+STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'static')
+
+PAGES = {
+    # page name -> (title, script)
+    'status': ('Status', 'status.js'),
+    'builds': ('Builds', 'builds.js'),
+    'build': ('Build', 'build.js'),
+    'tenants': ('Tenants', 'tenants.js'),
+}
+
+
+def render_page(page: str, tenant: str = '', arg: str = '') -> str:
+    title, script = PAGES[page]
+    with open(os.path.join(STATIC_DIR, 'page.html'), encoding='utf-8') as f:
+        template = f.read()
+    values = {'title': html.escape(f'{title} - {tenant}' if tenant else title),
+              'tenant': html.escape(tenant), 'arg': html.escape(arg),
+              'page': page, 'script': script}
+    for key, value in values.items():
+        template = template.replace('{{' + key + '}}', value)
+    return template
+
+
+class PageRoot:
+    """The HTML pages; the data comes from /api through the page's script."""
+
+    def __init__(self, web_api: ZuulWebAPI):
+        self.web_api = web_api
+        self.api = APIRoot(web_api)  # /api
+
+    @cherrypy.expose
+    def index(self):
+        return render_page('tenants')
+
+    @cherrypy.expose
+    def t(self, tenant=None, page=None, *rest, **kw):
+        if not tenant or not page:
+            raise cherrypy.HTTPError(404, 'no such page')
+        if page == 'build' and len(rest) == 1:
+            self._check_tenant(tenant)
+            return render_page('build', tenant, rest[0])
+        if page in ('status', 'builds') and not rest:
+            self._check_tenant(tenant)
+            return render_page(page, tenant)
+        raise cherrypy.HTTPError(404, 'no such page')
+
+    def _check_tenant(self, tenant: str) -> None:
+        try:
+            names = [t['name'] for t in self.web_api.tenants()]
+        except HTTPError:
+            return  # scheduler unreachable: the page's script reports it
+        if tenant not in names:
+            raise cherrypy.HTTPError(404, f'Unknown tenant {tenant}')
+
+
+def build_app(api: ZuulWebAPI) -> cherrypy.Application:
+    root = PageRoot(api)
+    config = {
+        '/': {'tools.encode.on': True, 'tools.encode.encoding': 'utf-8'},
+        '/static': {'tools.staticdir.on': True, 'tools.staticdir.dir': STATIC_DIR},
+    }
+    return cherrypy.Application(root, '', config)
+
+
+class ZuulWeb:
+    """The zuul-web HTTP server. ``port=0`` picks a free port (see ``.port``)."""
+
+    def __init__(self, listen_address: str, port: int, rpc, history=None):
+        cherrypy.config.update({'environment': 'embedded', 'log.screen': False,
+                                'engine.autoreload.on': False})
+        self.api = ZuulWebAPI(rpc, history)
+        self.app = build_app(self.api)
+        self.server = wsgi.Server((listen_address, port), self.app, numthreads=10,
+                                  server_name='zuul-web')
+        # cheroot's selector loop wakes this often; stop() waits for it
+        # (0.5 s by default, which dominated test teardown).
+        self.server.expiration_interval = 0.1
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.bind_addr[1]
+
+    def start(self) -> None:
+        self.server.prepare()
+        self._thread = threading.Thread(target=self.server.serve, name='zuul-web',
+                                        daemon=True)
+        self._thread.start()
+        log.info('zuul-web listening on %s:%s', *self.server.bind_addr[:2])
+
+    def stop(self) -> None:
+        self.server.stop()
+        if self._thread is not None:
+            self._thread.join(10)

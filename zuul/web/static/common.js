@@ -1,0 +1,55 @@
+// Shared helpers for the zuul-web pages (plain JS, no build step).
+'use strict';
+
+const zuul = {
+  tenant: document.body.dataset.tenant,
+  arg: document.body.dataset.arg,
+
+  // Build a DOM element: el('div', {class: 'x'}, child, 'text', ...).
+  el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === 'class') node.className = value;
+      else if (key === 'style') node.setAttribute('style', value);
+      else node.setAttribute(key, value);
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  },
+
+  async getJSON(path) {
+    const response = await fetch(path, {cache: 'no-store'});
+    const body = await response.json();
+    if (!response.ok) throw new Error(body.error || response.statusText);
+    return body;
+  },
+
+  api(path) {
+    return '/api/tenant/' + encodeURIComponent(zuul.tenant) + '/' + path;
+  },
+
+  // "1h 02m", "3m 05s", "12s" from milliseconds.
+  duration(ms) {
+    if (ms === null || ms === undefined) return '';
+    let s = Math.max(0, Math.round(ms / 1000));
+    const h = Math.floor(s / 3600); s -= h * 3600;
+    const m = Math.floor(s / 60); s -= m * 60;
+    const pad = (n) => String(n).padStart(2, '0');
+    if (h) return `${h}h ${pad(m)}m`;
+    if (m) return `${m}m ${pad(s)}s`;
+    return `${s}s`;
+  },
+
+  show(...nodes) {
+    const main = document.getElementById('main');
+    main.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined));
+  },
+
+  error(message) {
+    return zuul.el('p', {class: 'error', id: 'error'}, message);
+  },
+};

@@ -45,12 +45,5 @@ class DriverRegistry:
 
 def default_registry() -> DriverRegistry:
     """Every driver this system ships, registered explicitly."""
-    # Imports are local so that importing the registry stays cheap and
-    # a driver's optional dependencies are only loaded when used.
-    drivers = []
-    try:
-        from zuul.driver import builtin
-    except ImportError:  # pragma: no cover - during bootstrap
-        return DriverRegistry()
-    drivers.extend(builtin.all_drivers())
-    return DriverRegistry(drivers)
+    from zuul.driver import builtin
+    return DriverRegistry(builtin.all_drivers())

@@ -19,8 +19,24 @@ def _as_list(value) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
+class _Regex:
+    """An RE2 filter; ``{regex: ..., negate: true}`` matches what the
+    regex does not."""
+
+    def __init__(self, spec):
+        if isinstance(spec, dict):
+            self.regex = re2.compile(spec['regex'])
+            self.negate = bool(spec.get('negate', False))
+        else:
+            self.regex = re2.compile(spec)
+            self.negate = False
+
+    def search(self, text) -> bool:
+        return (self.regex.search(text or '') is not None) != self.negate
+
+
 def _compile_all(values) -> list:
-    return [re2.compile(v) for v in _as_list(values)]
+    return [_Regex(v) for v in _as_list(values)]
 
 
 def _age_seconds(text) -> int:
@@ -79,7 +95,7 @@ class GerritEventFilter:
 
     def __init__(self, conf: dict, connection: str = ''):
         self.connection = connection
-        self.types = [re2.compile(f'^(?:{t})$') for t in _as_list(conf.get('event'))]
+        self.types = [_Regex(f'^(?:{t})$') for t in _as_list(conf.get('event'))]
         self.branches = _compile_all(conf.get('branch'))
         self.refs = _compile_all(conf.get('ref'))
         self.ignore_deletes = conf.get('ignore-deletes', True)

@@ -19,7 +19,7 @@ DEFAULT_MESSAGES = {
         'the change and upload a new patchset.'),
     'config-error': 'Zuul encountered a syntax error while parsing its configuration in '
                     'the repo {project} on branch {branch}.',
-    'start': 'Starting {pipeline} jobs.',
+    'start': 'Starting {pipeline.name} jobs.',
     'enqueue': '',
     'dequeue': 'Build canceled.',
     'no-jobs': '',
@@ -53,7 +53,7 @@ def pipeline_message(pipeline, action: str, item: m.QueueItem) -> str:
         text = DEFAULT_MESSAGES.get(action, '')
     change = item.change
     try:
-        return text.format(pipeline=pipeline.name, project=change.project,
+        return text.format(pipeline=pipeline, project=change.project,
                            branch=getattr(change, 'branch', '') or '',
                            change=change)
     except (KeyError, IndexError, AttributeError, ValueError):

@@ -94,6 +94,14 @@ def test_approval_age():
 
 
 def test_invalid_regex_is_an_error():
-    import re2
-    with pytest.raises(re2.error):
+    from zuul.lib.regex import RegexError
+    with pytest.raises(RegexError, match='unclosed'):
         GerritEventFilter({'event': 'comment-added', 'comment': '(unclosed'})
+
+
+def test_released_lookahead_username_filter():
+    # project-config's "^(?!^zuul$)\S+$": RE2 lacks lookahead; pipelines are
+    # trusted, so the released behaviour (Python's re) applies.
+    f = GerritEventFilter({'event': 'comment-added', 'username': r'^(?!^zuul$)\S+$'})
+    assert f.usernames[0].search('alice')
+    assert not f.usernames[0].search('zuul')

@@ -10,6 +10,7 @@ import re2
 import voluptuous as vs
 
 from zuul.lib import yamlutil
+from zuul.lib.regex import RegexError, compile_regex
 from zuul.model.errors import ConfigurationError, SourceContext
 from zuul.model.job import (
     FLAG_ATTRIBUTES,
@@ -52,6 +53,7 @@ _required_project = vs.Any(str, {vs.Required('name'): str, 'override-checkout': 
 _dependency = vs.Any(str, {vs.Required('name'): str, 'soft': bool})
 _nodeset_inline = vs.Any(str, dict, [vs.Any(str, dict)])
 _vars = vs.Any(dict, yamlutil.Override, yamlutil.Inherit)
+_regex = vs.Any(str, {vs.Required('regex'): str, 'negate': bool})
 
 JOB_ATTRIBUTES = {
     'parent': vs.Any(str, None),
@@ -82,9 +84,9 @@ JOB_ATTRIBUTES = {
     'dependencies': _scalar_or_list(_dependency),
     'allowed-projects': _scalar_or_list(str),
     'post-review': bool,
-    'branches': _scalar_or_list(str),
-    'files': _str_or_wrapped(_scalar_or_list(str)),
-    'irrelevant-files': _str_or_wrapped(_scalar_or_list(str)),
+    'branches': _scalar_or_list(_regex),
+    'files': _str_or_wrapped(_scalar_or_list(_regex)),
+    'irrelevant-files': _str_or_wrapped(_scalar_or_list(_regex)),
     'match-on-config-updates': bool,
     'override-checkout': str, 'override-branch': str,
     'workspace-scheme': vs.Any('golang', 'flat', 'unique'),
@@ -115,15 +117,26 @@ _SIMPLE = {
 }
 
 
-def compile_regexes(values, what: str) -> tuple:
+def compile_regexes(values, what: str, trusted: bool = False, warnings=None) -> tuple:
+    """Compile patterns (strings or ``{regex, negate}``) with RE2 (see
+    zuul/lib/regex.py); a fallback's warning is appended to ``warnings``."""
     out = []
     for value in values:
         try:
-            out.append(re2.compile(value))
-        except re2.error as e:
-            raise ConfigurationError(f'invalid regular expression in {what}: '
-                                     f'"{value}": {e}') from None
+            regex, warning = compile_regex(value, trusted=trusted)
+        except RegexError as e:
+            raise ConfigurationError(f'{what}: {e}') from None
+        if warning and warnings is not None:
+            warnings.append(f'{what}: {warning}')
+        out.append(regex)
     return tuple(out)
+
+
+def pattern_text(value) -> str:
+    if isinstance(value, dict):
+        prefix = 'not ' if value.get('negate') else ''
+        return prefix + str(value.get('regex'))
+    return value
 
 
 def _listify(value) -> list:
@@ -216,21 +229,28 @@ class JobParser:
         if 'attempts' in conf and conf['attempts'] < 1:
             raise ConfigurationError('attempts must be at least 1')
 
+    def _compile(self, values, what: str, sc: SourceContext) -> tuple:
+        return compile_regexes(values, what, trusted=sc.trusted,
+                               warnings=getattr(self.context, 'warnings', None))
+
     def _matchers(self, job: Job, conf, sc: SourceContext) -> None:
         if 'branches' in conf:
             patterns = _listify(conf['branches'])
-            job.branch_patterns = tuple(patterns)
-            job.branch_matchers = compile_regexes(patterns, 'branches')
+            job.branch_patterns = tuple(pattern_text(p) for p in patterns)
+            job.branch_matchers = self._compile(patterns, 'branches', sc)
+        elif sc.implied_branches:
+            job.branch_patterns = tuple(sc.implied_branches)
+            job.branch_matchers = self._compile(sc.implied_branches, 'implied-branches', sc)
         elif sc.implicit_branch_matcher and sc.branch:
             job.branch_patterns = (sc.branch,)
             job.branch_matchers = (re2.compile(re2.escape(sc.branch) + '$'),)
-        if 'files' in conf:
-            job.attributes['files'] = tuple(_listify(conf['files']))
-            job.file_matchers = compile_regexes(_listify(conf['files']), 'files')
-        if 'irrelevant-files' in conf:
-            job.attributes['irrelevant_files'] = tuple(_listify(conf['irrelevant-files']))
-            job.irrelevant_file_matchers = compile_regexes(
-                _listify(conf['irrelevant-files']), 'irrelevant-files')
+        for key, attr, matchers in (('files', 'files', 'file_matchers'),
+                                    ('irrelevant-files', 'irrelevant_files',
+                                     'irrelevant_file_matchers')):
+            if key in conf:
+                patterns = _listify(conf[key])
+                job.attributes[attr] = tuple(pattern_text(p) for p in patterns)
+                setattr(job, matchers, self._compile(patterns, key, sc))
 
     def _playbooks(self, job: Job, conf, sc: SourceContext) -> None:
         roles = tuple(self._roles(conf))

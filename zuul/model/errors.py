@@ -20,6 +20,9 @@ class SourceContext:
     # several branches, unless a pragma or tenant option turns it off).
     implicit_branch_matcher: bool = False
     canonical_hostname: str = ''
+    # From a ``pragma: implied-branches``: the branch patterns jobs and
+    # project-pipelines here match when they name none themselves.
+    implied_branches: tuple = ()
 
     def __str__(self) -> str:
         where = self.path

@@ -1,15 +1,14 @@
 """Gerrit trigger filters and pipeline requirements.
 
 Built from already-validated config (the schemas live in trigger.py and
-source.py); regexes come from untrusted config, so they are RE2.
+source.py); regexes are compiled by zuul/lib/regex.py.
 """
 
 from __future__ import annotations
 
 import time
 
-import re2
-
+from zuul.lib.regex import compile_regex
 from zuul.model.events import TriggerEvent
 
 
@@ -20,19 +19,15 @@ def _as_list(value) -> list:
 
 
 class _Regex:
-    """An RE2 filter; ``{regex: ..., negate: true}`` matches what the
-    regex does not."""
+    """A filter pattern (zuul/lib/regex.py: RE2, ``{regex, negate}``, and
+    a leading negative lookahead). Pipelines are trusted config, so other
+    patterns RE2 refuses fall back to Python's re."""
 
     def __init__(self, spec):
-        if isinstance(spec, dict):
-            self.regex = re2.compile(spec['regex'])
-            self.negate = bool(spec.get('negate', False))
-        else:
-            self.regex = re2.compile(spec)
-            self.negate = False
+        self.regex, _ = compile_regex(spec, trusted=True)
 
     def search(self, text) -> bool:
-        return (self.regex.search(text or '') is not None) != self.negate
+        return self.regex.search(text or '')
 
 
 def _compile_all(values) -> list:

@@ -133,6 +133,7 @@ class LayoutLoader:
         layout = Layout(tenant.name)
         layout.default_parent = tenant.default_parent
         context = self._context(tenant)
+        layout.project_names = dict(context.known_projects or {})
         for project, branch, path, reason in file_errors:
             layout.errors.add(ConfigError(reason, path=path, project=_pname(project),
                                           branch=branch))
@@ -228,8 +229,9 @@ class LayoutLoader:
         load_classes = cf.project.load_classes if cf.project is not None else None
         pragma = Pragma()
         entries = []
-        for element in data:
-            line = line_of(element)
+        item_lines = getattr(data, 'item_lines', ())
+        for index, element in enumerate(data):
+            line = item_lines[index] if index < len(item_lines) else line_of(element)
             if not isinstance(element, dict) or len(element) != 1:
                 layout.errors.add(_error(sc, line, 'each configuration object must be a '
                                          'mapping with one key naming its type'))
@@ -244,6 +246,8 @@ class LayoutLoader:
             if not isinstance(conf, dict):
                 layout.errors.add(_error(sc, line, f'a {kind} must be a mapping', kind))
                 continue
+            if isinstance(conf, yamlutil.MarkedDict) and line:
+                conf.start_line = line    # objects are located by their "- kind:" line
             if kind == 'pragma':
                 try:
                     PragmaParser().parse(conf, pragma)
@@ -305,12 +309,13 @@ class LayoutLoader:
     @staticmethod
     def _shadowed(job, sc: SourceContext, owners: dict, shadows: dict) -> bool:
         """Released rule: a job is defined by one project; another
-        project defining a job of that name is an error unless it is
-        shadowed (main.yaml ``shadow:``), when it is silently ignored."""
+        project defining a job of that name is an error, unless that
+        project lists the first in ``shadow:``, when its definition is
+        silently ignored."""
         owner = owners.setdefault(job.name, sc.project)
         if owner == sc.project:
             return False
-        if sc.project in shadows.get(owner, ()):
+        if owner in shadows.get(sc.project, ()):
             return True
         raise ConfigurationError(f'job "{job.name}" in {sc.project or "<include>"} is not '
                                  f'permitted to shadow job "{job.name}" in '
@@ -388,12 +393,10 @@ def _label_problem(tenant: Tenant, label: str) -> str | None:
 
 
 def _shadow_map(tenant) -> dict:
-    """project -> the projects allowed to shadow its jobs."""
-    out: dict[str, set] = {}
-    for tp in getattr(tenant, 'projects', ()) or ():
-        for shadowed in tp.shadow:
-            out.setdefault(shadowed, set()).add(tp.name)
-    return out
+    """project -> the projects it shadows: where both define a job, the
+    shadowed (earlier) project's definition is used and this project's is
+    ignored (main.yaml ``shadow:``)."""
+    return {tp.name: set(tp.shadow) for tp in getattr(tenant, 'projects', ()) or ()}
 
 
 def _pname(project) -> str:

@@ -34,13 +34,16 @@ class MarkedDict(dict):
 
 
 class MarkedList(list):
-    __slots__ = ('start_line', 'end_line', 'path')
+    """A sequence that remembers where it and each of its items were."""
+
+    __slots__ = ('start_line', 'end_line', 'path', 'item_lines')
 
     def __init__(self, *args):
         super().__init__(*args)
         self.start_line = None
         self.end_line = None
         self.path = None
+        self.item_lines = ()
 
 
 class EncryptedPKCS1OAEP:
@@ -128,6 +131,7 @@ def _construct_marked_seq(loader, node):
     data.start_line = node.start_mark.line + 1
     data.end_line = node.end_mark.line + 1
     data.path = loader.zuul_path
+    data.item_lines = tuple(n.start_mark.line + 1 for n in node.value)
     yield data
     data.extend(loader.construct_sequence(node))
 

@@ -39,6 +39,9 @@ class Layout:
         self.project_regexes: list[tuple] = []    # (compiled, ProjectConfig)
         self.errors = ConfigErrorList()
         self.default_parent = 'base'
+        # Every accepted project name (short and canonical) -> the name
+        # its stanzas are stored under; set by the loader for a tenant.
+        self.project_names: dict[str, str] = {}
 
     # -- adding -------------------------------------------------------------
 
@@ -76,20 +79,30 @@ class Layout:
     # -- queries ------------------------------------------------------------
 
     def get_project_configs(self, project_name: str) -> list[ProjectConfig]:
-        """Every stanza for the project (canonical or short name), regex
+        """Every stanza for the project (by any of its names), regex
         stanzas first, then by name, each in load order."""
-        names = {project_name, short_name(project_name)}
+        stored = self.project_names.get(project_name, project_name)
+        names = {stored, short_name(stored)} | self._aliases().get(stored, set())
         out = [cfg for rx, cfg in self.project_regexes
                if any(rx.match(n) for n in names)]
         for name in names:
             out.extend(self.project_configs.get(name, ()))
-        if project_name == short_name(project_name):
-            # A short name may have been configured by its canonical name.
-            suffix = '/' + project_name
+        if not self.project_names and stored == short_name(stored):
+            # Without a tenant: a short name may have been configured by
+            # its canonical name.
+            suffix = '/' + stored
             for name, configs in self.project_configs.items():
-                if name.endswith(suffix) and short_name(name) == project_name:
+                if name.endswith(suffix) and short_name(name) == stored:
                     out.extend(configs)
         return out
+
+    def _aliases(self) -> dict[str, set]:
+        if getattr(self, '_alias_index', None) is None:
+            index: dict[str, set] = {}
+            for alias, stored in self.project_names.items():
+                index.setdefault(stored, set()).add(alias)
+            self._alias_index = index
+        return self._alias_index
 
     def get_project_pipeline_config(self, project_name: str, pipeline_name: str,
                                     branch: str | None) -> ProjectPipelineConfig | None:

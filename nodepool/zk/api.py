@@ -1,0 +1,317 @@
+"""The one API over ZooKeeper for Nodepool records.
+
+``NodepoolZooKeeper`` wraps a started ``KazooClient``.  It reads and
+writes the typed records of ``nodepool.zk.records`` at the paths of
+``nodepool.zk.paths`` and takes the locks there (kazoo's Lock recipe).
+The launcher, the ``nodepool`` CLI and Zuul's node-request client all go
+through it; nothing else in Nodepool touches ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    KazooException,
+    LockTimeout,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
+from kazoo.recipe.lock import Lock
+
+from nodepool.zk import paths
+from nodepool.zk.records import LauncherRecord, Node, NodeRequest, request_sort_key
+
+log = logging.getLogger('nodepool.zk')
+
+
+class ZooKeeperError(RuntimeError):
+    pass
+
+
+class RecordGoneError(ZooKeeperError):
+    """The znode was deleted under us (a cancelled request, a deleted node)."""
+
+
+def connect(hosts: str, timeout: float = 10.0, tls: dict | None = None,
+            read_only: bool = False, start_timeout: float = 30.0) -> KazooClient:
+    """A started KazooClient.  ``tls``: {'cert', 'key', 'ca'} file paths."""
+    kw = {}
+    if tls:
+        kw.update(use_ssl=True, certfile=tls.get('cert'), keyfile=tls.get('key'),
+                  ca=tls.get('ca'))
+    client = KazooClient(hosts, timeout=timeout, read_only=read_only, **kw)
+    client.start(timeout=start_timeout)
+    return client
+
+
+def hosts_string(servers: list[dict] | list, chroot: str | None = None) -> str:
+    """``host:port,host:port/chroot`` from nodepool.yaml zookeeper-servers."""
+    parts = []
+    for s in servers:
+        host = s['host'] if isinstance(s, dict) else s.host
+        port = (s.get('port') if isinstance(s, dict) else s.port) or 2181
+        parts.append(f'{host}:{port}')
+        c = s.get('chroot') if isinstance(s, dict) else getattr(s, 'chroot', None)
+        chroot = chroot or c
+    hosts = ','.join(parts)
+    if chroot:
+        hosts += '/' + chroot.strip('/')
+    return hosts
+
+
+class NodepoolZooKeeper:
+    """Typed access to requests, nodes, launchers and their locks."""
+
+    def __init__(self, client: KazooClient, owns_client: bool = False):
+        self.client = client
+        self._owns_client = owns_client
+        for path in (paths.REQUEST_ROOT, paths.REQUEST_LOCK_ROOT, paths.NODE_ROOT,
+                     paths.LAUNCHER_ROOT):
+            client.ensure_path(path)
+
+    @classmethod
+    def from_hosts(cls, hosts: str, timeout: float = 10.0, tls: dict | None = None):
+        return cls(connect(hosts, timeout=timeout, tls=tls), owns_client=True)
+
+    def close(self) -> None:
+        if self._owns_client:
+            try:
+                self.client.stop()
+            finally:
+                self.client.close()
+
+    @property
+    def session_id(self) -> int | None:
+        cid = self.client.client_id
+        return cid[0] if cid else None
+
+    # -- requests -----------------------------------------------------------
+
+    def submit_request(self, request: NodeRequest, priority: str | int = '100',
+                       ephemeral: bool = True) -> str:
+        """Create the request znode; sets and returns ``request.id``.
+
+        Requests are ephemeral by default (seed 000): when the requestor's
+        session ends, its requests end with it.
+        """
+        now = time.time()
+        request.created_time = request.created_time or now
+        request.state_time = now
+        path = self.client.create(f'{paths.REQUEST_ROOT}/{int(priority):03d}-',
+                                  request.serialize(), ephemeral=ephemeral,
+                                  sequence=True, makepath=True)
+        request.id = path.rsplit('/', 1)[1]
+        return request.id
+
+    def get_request(self, request_id: str, watch=None) -> NodeRequest | None:
+        try:
+            raw, stat = self.client.get(paths.request_path(request_id), watch=watch)
+        except NoNodeError:
+            return None
+        if not raw:
+            return None
+        return NodeRequest.deserialize(raw, id=request_id, stat=stat)
+
+    def get_request_ids(self) -> list[str]:
+        try:
+            ids = self.client.get_children(paths.REQUEST_ROOT)
+        except NoNodeError:
+            return []
+        return sorted(ids, key=request_sort_key)
+
+    def get_requests(self) -> list[NodeRequest]:
+        """All requests in processing order (one batch of reads)."""
+        return [r for r in self._get_many(self.get_request_ids(), paths.request_path,
+                                          NodeRequest) if r is not None]
+
+    def store_request(self, request: NodeRequest) -> None:
+        """Write ``request`` back; RecordGoneError if it was deleted."""
+        try:
+            stat = self.client.set(paths.request_path(request.id), request.serialize())
+        except NoNodeError:
+            raise RecordGoneError(f'request {request.id} no longer exists') from None
+        request.stat = stat
+
+    def delete_request(self, request: NodeRequest | str) -> None:
+        request_id = request if isinstance(request, str) else request.id
+        try:
+            self.client.delete(paths.request_path(request_id))
+        except NoNodeError:
+            pass
+        self.delete_request_lock_dir(request_id)
+
+    def delete_request_lock_dir(self, request_id: str) -> bool:
+        """Remove the (unused) lock directory of a finished request."""
+        try:
+            self.client.delete(paths.request_lock_path(request_id))
+        except (NoNodeError, NotEmptyError):
+            return False
+        return True
+
+    def get_request_lock_ids(self) -> list[str]:
+        try:
+            return self.client.get_children(paths.REQUEST_LOCK_ROOT)
+        except NoNodeError:
+            return []
+
+    def lock_request(self, request: NodeRequest, blocking: bool = True,
+                     timeout: float | None = None, identifier: str = '') -> bool:
+        """Take ``/nodepool/requests-lock/<id>``; the lock object is kept
+        on the request (``request.lock``)."""
+        lock = Lock(self.client, paths.request_lock_path(request.id), identifier)
+        if not self._acquire(lock, blocking, timeout):
+            return False
+        request.lock = lock
+        return True
+
+    def unlock_request(self, request: NodeRequest) -> None:
+        self._release(getattr(request, 'lock', None))
+        request.lock = None
+
+    def is_request_locked(self, request_id: str) -> bool:
+        return self._has_contenders(paths.request_lock_path(request_id))
+
+    # -- launchers ----------------------------------------------------------
+
+    def register_launcher(self, launcher: LauncherRecord) -> None:
+        path = paths.launcher_path(launcher.id)
+        try:
+            self.client.create(path, launcher.serialize(), ephemeral=True, makepath=True)
+        except NodeExistsError:
+            # Ours from this session (a re-registration): refresh it.
+            self.client.set(path, launcher.serialize())
+
+    def unregister_launcher(self, launcher_id: str) -> None:
+        try:
+            self.client.delete(paths.launcher_path(launcher_id))
+        except NoNodeError:
+            pass
+
+    def get_launcher_ids(self) -> list[str]:
+        try:
+            return sorted(self.client.get_children(paths.LAUNCHER_ROOT))
+        except NoNodeError:
+            return []
+
+    def get_launchers(self) -> list[LauncherRecord]:
+        return [r for r in self._get_many(self.get_launcher_ids(), paths.launcher_path,
+                                          LauncherRecord) if r is not None]
+
+    # -- nodes --------------------------------------------------------------
+
+    def store_node(self, node: Node) -> str:
+        """Create (no ``id`` yet: a sequential 10-digit id) or update."""
+        now = time.time()
+        node.updated_time = now
+        if node.id is None:
+            node.created_time = node.created_time or now
+            node.state_time = node.state_time or now
+            path = self.client.create(f'{paths.NODE_ROOT}/', node.serialize(),
+                                      sequence=True, makepath=True)
+            node.id = path.rsplit('/', 1)[1]
+            # The lock directory exists from the start: lockers never
+            # create it, so locking a deleted node cannot resurrect it.
+            self.client.ensure_path(paths.node_lock_path(node.id))
+            return node.id
+        try:
+            node.stat = self.client.set(paths.node_path(node.id), node.serialize())
+        except NoNodeError:
+            raise RecordGoneError(f'node {node.id} no longer exists') from None
+        return node.id
+
+    def get_node(self, node_id: str, watch=None) -> Node | None:
+        try:
+            raw, stat = self.client.get(paths.node_path(node_id), watch=watch)
+        except NoNodeError:
+            return None
+        if not raw:
+            return None
+        return Node.deserialize(raw, id=node_id, stat=stat)
+
+    def get_node_ids(self) -> list[str]:
+        try:
+            return sorted(self.client.get_children(paths.NODE_ROOT))
+        except NoNodeError:
+            return []
+
+    def get_nodes(self) -> list[Node]:
+        return [n for n in self._get_many(self.get_node_ids(), paths.node_path, Node)
+                if n is not None]
+
+    def lock_node(self, node: Node, blocking: bool = True, timeout: float | None = None,
+                  identifier: str = '') -> bool:
+        """Take ``/nodepool/nodes/<id>/lock``; False if the node is locked
+        by someone else (non-blocking) or no longer exists."""
+        lock = Lock(self.client, paths.node_lock_path(node.id), identifier)
+        lock.assured_path = True  # see store_node
+        if not self._acquire(lock, blocking, timeout):
+            return False
+        node.lock = lock
+        return True
+
+    def unlock_node(self, node: Node) -> None:
+        self._release(getattr(node, 'lock', None))
+        node.lock = None
+
+    def is_node_locked(self, node_id: str) -> bool:
+        return self._has_contenders(paths.node_lock_path(node_id))
+
+    def delete_node(self, node: Node | str) -> None:
+        """Remove the record and its lock directory (the caller holds the
+        lock, which goes with it)."""
+        node_id = node if isinstance(node, str) else node.id
+        try:
+            self.client.delete(paths.node_path(node_id), recursive=True)
+        except NoNodeError:
+            pass
+        if not isinstance(node, str):
+            lock = getattr(node, 'lock', None)
+            if lock is not None:
+                lock.is_acquired = False
+                node.lock = None
+
+    # -- helpers ------------------------------------------------------------
+
+    def _acquire(self, lock: Lock, blocking: bool, timeout: float | None) -> bool:
+        try:
+            return lock.acquire(blocking=blocking, timeout=timeout)
+        except NoNodeError:
+            return False
+        except LockTimeout:
+            return False
+
+    def _release(self, lock: Lock | None) -> None:
+        if lock is None or not lock.is_acquired:
+            return
+        try:
+            lock.release()
+        except NoNodeError:
+            pass
+        except KazooException:
+            log.exception('Could not release lock %s', lock.path)
+
+    def _has_contenders(self, path: str) -> bool:
+        try:
+            return bool(self.client.get_children(path))
+        except NoNodeError:
+            return False
+
+    def _get_many(self, ids, path_of, cls):
+        pending = [(i, self.client.get_async(path_of(i))) for i in ids]
+        out = []
+        for record_id, result in pending:
+            try:
+                raw, stat = result.get()
+            except NoNodeError:
+                continue
+            if not raw:
+                continue
+            try:
+                out.append(cls.deserialize(raw, id=record_id, stat=stat))
+            except ValueError:
+                log.exception('Unreadable %s record %s', cls._kind, record_id)
+        return out

@@ -1,0 +1,227 @@
+"""``zuul-admin``: offline administration commands.
+
+- ``tenant-conf-check``: validate zuul.conf and the tenant file it names.
+- ``config-check``: load in-repo configuration from local checkouts the
+  way the scheduler would, and print every error with file, line, object
+  and reason (exit status 1 when there are errors). With ``--tenant`` the
+  tenant's main.yaml rules apply (trusted/untrusted, include/exclude,
+  shadow, limits) and each project's checkout is found under
+  ``--src-root`` (``<root>/<project name>``) or named by ``NAME=DIR``;
+  without it, every ``[NAME=]DIR`` is loaded as a config project.
+- ``show-job``: freeze a job for a project and branch from the same
+  checkouts and print the result and its inheritance path (seed 003).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import urllib.parse
+
+from zuul.cmd import DEFAULT_CONFIG
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog='zuul-admin', description=__doc__.split('\n')[0])
+    parser.add_argument('-c', dest='config', default=None,
+                        help=f'zuul.conf (default {DEFAULT_CONFIG} for tenant-conf-check)')
+    sub = parser.add_subparsers(dest='command', required=True)
+    sub.add_parser('tenant-conf-check', help='validate the tenant configuration file')
+
+    def repo_options(p, job=False):
+        if job:
+            # One positional list (argparse cannot split JOB from the
+            # checkouts when options come between them).
+            p.add_argument('repos', nargs='+', metavar='JOB [NAME=]DIR',
+                           help='the job, then checkouts of projects')
+        else:
+            p.add_argument('repos', nargs='*', metavar='[NAME=]DIR',
+                           help='a checkout of a project (NAME defaults to the directory '
+                           'name)')
+        p.add_argument('--tenant', help='load as this tenant of main.yaml (needs -c or '
+                       '--tenant-config)')
+        p.add_argument('--tenant-config', help='main.yaml (default: from zuul.conf)')
+        p.add_argument('--src-root', help='directory holding checkouts as <root>/<project>')
+        p.add_argument('--branch', default='master', help='branch the checkouts are on')
+
+    check = sub.add_parser('config-check', help='load in-repo configuration and report '
+                           'errors')
+    repo_options(check)
+    check.add_argument('--warnings', action='store_true', help='print warnings too')
+
+    show = sub.add_parser('show-job', help='freeze a job for a project and print it')
+    show.add_argument('--project', required=True)
+    show.add_argument('--pipeline', help='apply this pipeline\'s project-pipeline '
+                      'variants')
+    repo_options(show, job=True)
+    return parser
+
+
+def main(argv=None, out=None) -> int:
+    out = out or sys.stdout
+    args = _parser().parse_args(argv)
+    if args.command == 'show-job':
+        args.job, args.repos = args.repos[0], args.repos[1:]
+    if args.command == 'tenant-conf-check':
+        from zuul.configloader.tenant import tenant_conf_check
+        return tenant_conf_check(args.config or DEFAULT_CONFIG, out=out)
+    try:
+        layout, tenant = _load(args, out)
+    except _UsageError as e:
+        print(f'zuul-admin {args.command}: {e}', file=sys.stderr)
+        return 2
+    if args.command == 'config-check':
+        return _report(layout, args.warnings, out)
+    return _show_job(layout, tenant, args, out)
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _connections(args):
+    """(connection -> driver, connection -> canonical hostname, zuul conf)."""
+    if not args.config:
+        return None, {}, None
+    from zuul.configloader.zuulconf import ZuulConfError, load_zuul_conf
+    try:
+        conf = load_zuul_conf(args.config)
+    except ZuulConfError as e:
+        raise _UsageError(str(e)) from None
+    drivers, hostnames = {}, {}
+    for name, connection in conf.connections.items():
+        drivers[name] = connection.driver
+        options = connection.options
+        host = options.get('canonical_hostname') or options.get('server')
+        if not host and options.get('baseurl'):
+            host = urllib.parse.urlparse(options['baseurl']).hostname
+        if host:
+            hostnames[name] = host
+    return drivers, hostnames, conf
+
+
+def _repo_dirs(args) -> dict[str, str]:
+    dirs = {}
+    for spec in args.repos:
+        name, _, path = spec.rpartition('=')
+        path = os.path.abspath(path)
+        if not os.path.isdir(path):
+            raise _UsageError(f'{path}: not a directory')
+        dirs[name or os.path.basename(path.rstrip('/'))] = path
+    return dirs
+
+
+def _load(args, out):
+    from zuul.configloader.layout import LayoutLoader, read_repo_config
+    from zuul.driver.registry import default_registry
+    from zuul.model.tenant import Tenant, TenantProject
+
+    drivers, hostnames, conf = _connections(args)
+    dirs = _repo_dirs(args)
+    files, file_errors = [], []
+    if args.tenant:
+        tenant = _tenant(args, conf)
+        for tp in tenant.projects:
+            path = dirs.pop(tp.name, None)
+            if path is None and args.src_root:
+                candidate = os.path.join(args.src_root, tp.name)
+                path = candidate if os.path.isdir(candidate) else None
+            if path is None:
+                continue
+            f, e = read_repo_config(path, tp, args.branch, tp.extra_config_paths)
+            files += f
+            file_errors += e
+        for path in tenant.include_files:
+            from zuul.configloader.layout import ConfigFile
+            with open(path, encoding='utf-8') as fh:
+                files.append(ConfigFile(path=path, text=fh.read()))
+        if dirs:
+            raise _UsageError(f'not projects of tenant {tenant.name}: '
+                              f'{", ".join(sorted(dirs))}')
+    else:
+        if not dirs:
+            raise _UsageError('name at least one checkout ([NAME=]DIR), or --tenant')
+        tenant = Tenant(name='')
+        for name, path in dirs.items():
+            tp = TenantProject(connection='', name=name, trusted=True)
+            f, e = read_repo_config(path, tp, args.branch)
+            files += f
+            file_errors += e
+    if not files and not file_errors:
+        print('no configuration files found', file=out)
+    loader = LayoutLoader(default_registry(), drivers, hostnames)
+    return loader.load(tenant if tenant.projects else None, files,
+                       file_errors=file_errors), tenant
+
+
+def _tenant(args, conf):
+    from zuul.configloader.tenant import load_tenant_config
+    path = args.tenant_config or (conf.scheduler.tenant_config if conf else None)
+    if not path:
+        raise _UsageError('--tenant needs the tenant file: -c zuul.conf or --tenant-config')
+    result = load_tenant_config(path, set(conf.connections) if conf else None)
+    if args.tenant not in result.tenants:
+        problems = '; '.join(str(e) for e in result.errors)
+        raise _UsageError(f'no tenant "{args.tenant}" in {path}' +
+                          (f' ({problems})' if problems else ''))
+    return result.tenants[args.tenant]
+
+
+def _location(e) -> str:
+    where = e.location()
+    if e.project:
+        where = f'{e.project}:{e.branch}:{where}' if e.branch else f'{e.project}:{where}'
+    return where
+
+
+def _report(layout, warnings: bool, out) -> int:
+    errors = [e for e in layout.errors if e.severity == 'error']
+    shown = layout.errors if warnings else errors
+    for e in shown:
+        what = f'{e.object_type} "{e.object_name}"' if e.object_name else e.object_type
+        prefix = f'{e.severity}: ' if warnings else ''
+        print(f'{_location(e)}: {prefix}' + (f'in {what}: ' if what else '') + e.reason,
+              file=out)
+    projects = len(layout.project_configs) + len(layout.project_regexes)
+    print(f'{len(layout.pipelines)} pipelines, {len(layout.jobs)} jobs, '
+          f'{len(layout.project_templates)} project-templates, {projects} projects, '
+          f'{len(layout.nodesets)} nodesets, {len(layout.secrets)} secrets: '
+          f'{len(errors)} errors, {len(layout.errors) - len(errors)} warnings', file=out)
+    return 1 if errors else 0
+
+
+def _show_job(layout, tenant, args, out) -> int:
+    from zuul.lib import yamlutil
+    from zuul.model.freeze import FreezeError, JobFreezer
+    if args.job not in layout.jobs:
+        print(f'job "{args.job}" is not defined', file=out)
+        return 1
+    project_variants = ()
+    if args.pipeline:
+        ppc = layout.get_project_pipeline_config(args.project, args.pipeline, args.branch)
+        if ppc is None:
+            print(f'project {args.project} has no jobs in pipeline {args.pipeline}',
+                  file=out)
+            return 1
+        project_variants = [v for v in ppc.job_list if v.name == args.job]
+    freezer = JobFreezer(layout, args.branch, None, tenant.default_parent or 'base')
+    try:
+        frozen = freezer.freeze(args.job, project_variants)
+    except FreezeError as e:
+        print(f'job "{args.job}" cannot run: {e.reason}', file=out)
+        return 1
+    if frozen is None:
+        print(f'job "{args.job}" does not run on branch {args.branch}', file=out)
+        return 1
+    data = frozen.to_dict()
+    path = data.pop('inheritance_path')
+    print('inheritance path:', file=out)
+    for step in path:
+        print(f'  - {step}', file=out)
+    print(yamlutil.dump(data), file=out, end='')
+    return 0
+
+
+if __name__ == '__main__':  # pragma: no cover
+    sys.exit(main())

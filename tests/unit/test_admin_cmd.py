@@ -72,7 +72,7 @@ def test_config_check_reports_file_line_object_and_reason(tmp_path):
         """})
     rc, out = _run('config-check', str(app))
     assert rc == 1
-    assert 'app:master:zuul.d/jobs.yaml:4: in job "broken": ' in out
+    assert f'{app}/zuul.d/jobs.yaml:4: in job "broken": ' in out
     assert '"attempts"' in out
     assert out.rstrip().endswith('1 errors, 0 warnings')
 
@@ -112,7 +112,7 @@ def test_config_check_as_a_tenant(tmp_path):
     rc, out = _run('-c', str(tmp_path / 'zuul.conf'), 'config-check', '--tenant', 'example',
                    '--src-root', str(src))
     assert rc == 1
-    assert 'org/app:master:.zuul.yaml:12: in pipeline "sneaky": pipelines may only be ' \
+    assert f'{src}/org/app/.zuul.yaml:12: in pipeline "sneaky": pipelines may only be ' \
         'defined in config projects' in out
     rc, out = _run('-c', str(tmp_path / 'zuul.conf'), 'config-check', '--tenant', 'nope',
                    '--src-root', str(src))
@@ -135,6 +135,19 @@ def test_show_job_prints_the_inheritance_path(tmp_path):
             if line.startswith('  - ')][:2] == ['- variant job base', '- variant job base']
     rc, out = _run(*common, 'no-such-job')
     assert rc == 1 and 'not defined' in out
+
+
+def test_config_check_of_single_files_as_one_layout(tmp_path):
+    config = _repo(tmp_path, 'project-config', {'zuul.d/base.yaml': BASE})
+    app = _repo(tmp_path, 'app', {'.zuul.yaml': APP.replace('app-unit:', 'app-unitt:')})
+    rc, out = _run('--connections', '/nonexistent.conf', 'config-check',
+                   str(config / 'zuul.d' / 'base.yaml'))
+    assert rc == 2
+    rc, out = _run('config-check', str(config / 'zuul.d' / 'base.yaml'),
+                   str(app / '.zuul.yaml'))
+    assert rc == 1
+    assert f'{app}/.zuul.yaml:6: in project "app": check: job "app-unitt" is not ' \
+        'defined' in out
 
 
 def test_tenant_conf_check_command(tmp_path):

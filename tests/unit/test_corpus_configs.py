@@ -5,7 +5,7 @@ is loaded from its real main.yaml with the three repositories of it the
 corpus holds. The only errors allowed are references to objects that
 live in repositories the corpus does not have (base jobs, nodesets from
 opendev/zuul-providers, templates from openstack/requirements, pipelines
-of another repository), and warnings for pipeline connections whose
+of another repository), and the errors naming pipeline connections whose
 driver this system does not have (github, gitlab, gitea)."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _unexpected(layout):
     out = []
     for e in layout.errors:
         m = UNSUPPORTED.search(e.reason)
-        if e.severity == 'warning' and m and m.group(2) in UNSUPPORTED_DRIVERS:
+        if m and m.group(2) in UNSUPPORTED_DRIVERS:
             continue
         if e.severity == 'error' and REFERENCE.match(e.reason):
             continue

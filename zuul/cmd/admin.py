@@ -24,7 +24,7 @@ from zuul.cmd import DEFAULT_CONFIG
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='zuul-admin', description=__doc__.split('\n')[0])
-    parser.add_argument('-c', dest='config', default=None,
+    parser.add_argument('-c', '--connections', dest='config', default=None,
                         help=f'zuul.conf (default {DEFAULT_CONFIG} for tenant-conf-check)')
     sub = parser.add_subparsers(dest='command', required=True)
     sub.add_parser('tenant-conf-check', help='validate the tenant configuration file')
@@ -36,9 +36,9 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument('repos', nargs='+', metavar='JOB [NAME=]DIR',
                            help='the job, then checkouts of projects')
         else:
-            p.add_argument('repos', nargs='*', metavar='[NAME=]DIR',
-                           help='a checkout of a project (NAME defaults to the directory '
-                           'name)')
+            p.add_argument('repos', nargs='*', metavar='[NAME=]PATH',
+                           help='a checkout of a project, or a configuration file (NAME '
+                           'defaults to the directory name)')
         p.add_argument('--tenant', help='load as this tenant of main.yaml (needs -c or '
                        '--tenant-config)')
         p.add_argument('--tenant-config', help='main.yaml (default: from zuul.conf)')
@@ -102,18 +102,43 @@ def _connections(args):
 
 
 def _repo_dirs(args) -> dict[str, str]:
-    dirs = {}
+    """NAME -> checkout directory, or -> [files] for paths that are files."""
+    dirs: dict = {}
     for spec in args.repos:
         name, _, path = spec.rpartition('=')
-        path = os.path.abspath(path)
+        if os.path.isfile(path):
+            parent = os.path.dirname(os.path.abspath(path))
+            if os.path.basename(parent) in ('zuul.d', '.zuul.d'):
+                parent = os.path.dirname(parent)
+            files = dirs.setdefault(name or os.path.basename(parent), [])
+            if not isinstance(files, list):
+                raise _UsageError(f'{path}: {name or parent} is also given as a directory')
+            files.append(path)
+            continue
         if not os.path.isdir(path):
-            raise _UsageError(f'{path}: not a directory')
-        dirs[name or os.path.basename(path.rstrip('/'))] = path
+            raise _UsageError(f'{path}: no such file or directory')
+        dirs[name or os.path.basename(os.path.abspath(path).rstrip('/'))] = path
     return dirs
 
 
+def _read(tp, path, branch, extra=()):
+    from zuul.configloader.layout import ConfigFile, read_repo_config
+    if isinstance(path, list):
+        files = []
+        for name in path:
+            with open(name, encoding='utf-8', errors='replace') as f:
+                files.append(ConfigFile(path=name, text=f.read(), project=tp, branch=branch))
+        return files, []
+    _ROOTS[tp.name] = path
+    return read_repo_config(path, tp, branch, extra)
+
+
+# project name -> its checkout, so errors can name the file on disk
+_ROOTS: dict[str, str] = {}
+
+
 def _load(args, out):
-    from zuul.configloader.layout import LayoutLoader, read_repo_config
+    from zuul.configloader.layout import LayoutLoader
     from zuul.driver.registry import default_registry
     from zuul.model.tenant import Tenant, TenantProject
 
@@ -129,7 +154,7 @@ def _load(args, out):
                 path = candidate if os.path.isdir(candidate) else None
             if path is None:
                 continue
-            f, e = read_repo_config(path, tp, args.branch, tp.extra_config_paths)
+            f, e = _read(tp, path, args.branch, tp.extra_config_paths)
             files += f
             file_errors += e
         for path in tenant.include_files:
@@ -145,7 +170,7 @@ def _load(args, out):
         tenant = Tenant(name='')
         for name, path in dirs.items():
             tp = TenantProject(connection='', name=name, trusted=True)
-            f, e = read_repo_config(path, tp, args.branch)
+            f, e = _read(tp, path, args.branch)
             files += f
             file_errors += e
     if not files and not file_errors:
@@ -169,10 +194,12 @@ def _tenant(args, conf):
 
 
 def _location(e) -> str:
-    where = e.location()
-    if e.project:
-        where = f'{e.project}:{e.branch}:{where}' if e.branch else f'{e.project}:{where}'
-    return where
+    """The file on disk (so an editor can jump to it) and the line."""
+    root = _ROOTS.get(e.project)
+    if root and e.path and not os.path.isabs(e.path):
+        return f'{os.path.join(root, e.path)}:{e.line}' if e.line else \
+            os.path.join(root, e.path)
+    return e.location()
 
 
 def _report(layout, warnings: bool, out) -> int:

@@ -280,8 +280,7 @@ class LayoutLoader:
                                              'projects')
                 pipeline = pipeline_parser.parse(conf, sc)
                 for problem in pipeline_parser.problems:
-                    layout.errors.add(_error(sc, line, problem, 'pipeline', pipeline.name,
-                                             severity='warning'))
+                    layout.errors.add(_error(sc, line, problem, 'pipeline', pipeline.name))
                 layout.add_unique('pipelines', pipeline)
         context.pipeline_names = set(layout.pipelines)
         context.pipelines_known = bool(context.tenant and context.tenant.projects) or \

@@ -1,0 +1,234 @@
+"""Scheduler side of the ``merger:*`` Gearman functions.
+
+``MergeClient`` submits merges, cats, ref-state and files-changes
+requests and returns a :class:`MergeJobHandle` for each.  The callback
+runs on gear's thread with the result dataclass (zuul.merger.protocol)
+when the merger answers; a WORK_FAIL, a lost connection or an
+undecodable answer produce the same result type with ``error`` set (and
+``merged``/``updated`` false), so callers handle one shape.  A canceled
+handle never calls back.  ``handle.wait()`` blocks until the result is in
+(tests and command-line tools).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+
+import gear
+
+from zuul.lib.gearlib import GearClient
+from zuul.merger.protocol import (
+    DEFAULT_MERGE_MODE,
+    FUNCTION_CAT,
+    FUNCTION_FILES_CHANGES,
+    FUNCTION_MERGE,
+    FUNCTION_REFSTATE,
+    CatRequest,
+    CatResult,
+    FilesChangesRequest,
+    FilesChangesResult,
+    MergeItem,
+    MergeRequest,
+    MergeResult,
+    RefStateRequest,
+    RefStateResult,
+)
+
+log = logging.getLogger('zuul.merger.client')
+
+SUBMIT_TIMEOUT = 30
+
+
+def merge_item_for(queue_item, merge_mode: str = DEFAULT_MERGE_MODE) -> MergeItem:
+    """The wire form of a scheduler QueueItem (zuul.model.item) or of
+    its change/ref.  Changes carry number and patchset; refs
+    (ref-updated, periodic branches) only their ref and revisions."""
+    if isinstance(queue_item, MergeItem):
+        return queue_item
+    change = getattr(queue_item, 'change', queue_item)
+    number = getattr(change, 'number', None) or None
+    return MergeItem(
+        connection=change.connection, project=change.project,
+        branch=getattr(change, 'branch', None), ref=change.ref,
+        number=number, patchset=getattr(change, 'patchset', None) if number else None,
+        merge_mode=merge_mode, oldrev=getattr(change, 'oldrev', None),
+        newrev=getattr(change, 'newrev', None))
+
+
+class MergeJobHandle:
+    """A submitted merger job; ``result`` once it has ended."""
+
+    def __init__(self, function: str, request, result_cls, error_result, callback):
+        self.function = function
+        self.request = request
+        self.uuid = uuid.uuid4().hex
+        self.result = None
+        self.canceled = False
+        self._result_cls = result_cls
+        self._error_result = error_result
+        self._callback = callback
+        self._done = threading.Event()
+
+    @property
+    def event_id(self) -> str | None:
+        return self.request.event_id
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None):
+        """The result (None if it has not arrived within ``timeout``)."""
+        self._done.wait(timeout)
+        return self.result
+
+    def cancel(self) -> None:
+        """Drop the result when it comes (the merger may still run it)."""
+        self.canceled = True
+
+    def _complete(self, data: bytes) -> None:
+        try:
+            result = self._result_cls.from_json(data)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            result = self._error_result(f'undecodable result from the merger: {exc}')
+        self._finish(result)
+
+    def _fail(self, why: str) -> None:
+        self._finish(self._error_result(why))
+
+    def _finish(self, result) -> None:
+        self.result = result
+        self._done.set()
+        if self.canceled or self._callback is None:
+            return
+        try:
+            self._callback(result)
+        except Exception:
+            log.exception('[e: %s] %s callback failed', self.event_id, self.function)
+
+
+class _MergerGearClient(GearClient):
+    def __init__(self, owner: MergeClient, name: str):
+        super().__init__(name)
+        self.owner = owner
+
+    def handleWorkComplete(self, packet):  # noqa: N802 - gear API
+        job = super().handleWorkComplete(packet)
+        self.owner._on_complete(job, b''.join(job.data))
+        return job
+
+    def handleWorkFail(self, packet):  # noqa: N802 - gear API
+        job = super().handleWorkFail(packet)
+        self.owner._on_failed(job, 'the merger failed the job (WORK_FAIL)')
+        return job
+
+    def handleWorkException(self, packet):  # noqa: N802 - gear API
+        job = super().handleWorkException(packet)
+        self.owner._on_failed(job, f'merger exception: {job.exception!r}')
+        return job
+
+    def handleDisconnect(self, job):  # noqa: N802 - gear API
+        job = super().handleDisconnect(job)
+        self.owner._on_failed(job, 'lost connection to the gearman server')
+        return job
+
+
+class MergeClient:
+    """Submits merger jobs.  ``merge_mode_for(queue_item)`` gives an
+    item's project merge mode (default merge-resolve)."""
+
+    def __init__(self, host: str, port: int, merge_mode_for=None,
+                 name: str = 'zuul-merge-client'):
+        self.merge_mode_for = merge_mode_for or (lambda item: DEFAULT_MERGE_MODE)
+        self.gearman = _MergerGearClient(self, name)
+        self.gearman.addServer(host, port)
+        self.gearman.waitForServer()
+        self._handles: dict[str, MergeJobHandle] = {}
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        self.gearman.shutdown()
+
+    @property
+    def outstanding(self) -> int:
+        with self._lock:
+            return len(self._handles)
+
+    # -- requests ----------------------------------------------------------
+    def merge_items(self, items, callback, event_id: str | None = None,
+                    repo_state: dict | None = None, read_files=(),
+                    files_changed: bool = True) -> MergeJobHandle:
+        """Merge queue ``items`` in order (the one under test last); the
+        callback gets a MergeResult."""
+        merge_items = [merge_item_for(i, self.merge_mode_for(i)) for i in items]
+        request = MergeRequest(items=merge_items, repo_state=repo_state,
+                               read_files=list(read_files), files_changed=files_changed,
+                               event_id=event_id)
+        described = ', '.join(i.describe() for i in merge_items)
+        log.info('[e: %s] Requesting merge of %s', event_id, described)
+        return self._submit(FUNCTION_MERGE, request, MergeResult,
+                            lambda e: MergeResult(merged=False, error=e, event_id=event_id),
+                            callback)
+
+    def get_files(self, connection: str, project: str, branch: str, files, callback,
+                  event_id: str | None = None) -> MergeJobHandle:
+        """Read ``files`` (``dir/`` for every file below) from the head of
+        ``branch``; the callback gets a CatResult."""
+        request = CatRequest(connection=connection, project=project, branch=branch,
+                             files=list(files), event_id=event_id)
+        return self._submit(FUNCTION_CAT, request, CatResult,
+                            lambda e: CatResult(error=e, event_id=event_id), callback)
+
+    def get_repo_state(self, items, callback, event_id: str | None = None) -> MergeJobHandle:
+        """Current branch heads of the items' projects; the callback gets
+        a RefStateResult."""
+        request = RefStateRequest(items=[merge_item_for(i) for i in items], event_id=event_id)
+        return self._submit(FUNCTION_REFSTATE, request, RefStateResult,
+                            lambda e: RefStateResult(updated=False, error=e,
+                                                     event_id=event_id), callback)
+
+    def get_files_changes(self, connection: str, project: str, branch: str, tosha: str,
+                          callback, event_id: str | None = None) -> MergeJobHandle:
+        """Files touched by ``tosha`` (a change ref or sha) relative to
+        ``branch``; the callback gets a FilesChangesResult."""
+        request = FilesChangesRequest(connection=connection, project=project, branch=branch,
+                                      tosha=tosha, event_id=event_id)
+        return self._submit(FUNCTION_FILES_CHANGES, request, FilesChangesResult,
+                            lambda e: FilesChangesResult(error=e, event_id=event_id), callback)
+
+    def cancel(self, handle: MergeJobHandle) -> None:
+        handle.cancel()
+
+    # -- gear ----------------------------------------------------------------
+    def _submit(self, function, request, result_cls, error_result, callback) -> MergeJobHandle:
+        handle = MergeJobHandle(function, request, result_cls, error_result, callback)
+        job = gear.TextJob(function, request.to_json().decode('utf8'), unique=handle.uuid)
+        with self._lock:
+            self._handles[handle.uuid] = handle
+        try:
+            self.gearman.submitJob(job, timeout=SUBMIT_TIMEOUT)
+        except Exception as exc:  # no server reachable: answer now, as a failure
+            log.error('[e: %s] Unable to submit %s: %s', request.event_id, function, exc)
+            with self._lock:
+                self._handles.pop(handle.uuid, None)
+            handle._fail(f'unable to submit {function}: {exc}')
+        return handle
+
+    def _pop(self, job) -> MergeJobHandle | None:
+        unique = job.unique.decode('utf8') if isinstance(job.unique, bytes) else job.unique
+        with self._lock:
+            return self._handles.pop(unique, None)
+
+    def _on_complete(self, job, data: bytes) -> None:
+        handle = self._pop(job)
+        if handle is not None:
+            handle._complete(data)
+
+    def _on_failed(self, job, why: str) -> None:
+        handle = self._pop(job)
+        if handle is None:
+            return
+        log.warning('[e: %s] %s job %s: %s', handle.event_id, handle.function, handle.uuid, why)
+        handle._fail(why)

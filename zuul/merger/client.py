@@ -88,7 +88,7 @@ class MergeJobHandle:
         """Drop the result when it comes (the merger may still run it)."""
         self.canceled = True
 
-    def _complete(self, data: bytes) -> None:
+    def _complete(self, data: str | bytes) -> None:
         try:
             result = self._result_cls.from_json(data)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -116,7 +116,7 @@ class _MergerGearClient(GearClient):
 
     def handleWorkComplete(self, packet):  # noqa: N802 - gear API
         job = super().handleWorkComplete(packet)
-        self.owner._on_complete(job, b''.join(job.data))
+        self.owner._on_complete(job, job.data[-1] if job.data else '')
         return job
 
     def handleWorkFail(self, packet):  # noqa: N802 - gear API
@@ -221,7 +221,7 @@ class MergeClient:
         with self._lock:
             return self._handles.pop(unique, None)
 
-    def _on_complete(self, job, data: bytes) -> None:
+    def _on_complete(self, job, data: str | bytes) -> None:
         handle = self._pop(job)
         if handle is not None:
             handle._complete(data)

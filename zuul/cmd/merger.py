@@ -1,0 +1,63 @@
+"""zuul-merger: argv, config, logging, signals and wiring.
+
+    zuul-merger -c /etc/zuul/zuul.conf [-d]
+
+Reads [gearman] (where to take jobs), [merger] (git_dir, git_user_name,
+git_user_email, log_config, pidfile, hostname) and every
+[connection NAME] (where projects are fetched from).  SIGTERM/SIGINT stop
+gracefully: no new jobs, the running one finishes, then exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from zuul.cmd import PidFile, base_parser, daemonize, install_signal_handlers, setup_logging
+from zuul.configloader.zuulconf import ZuulConf, ZuulConfError, load_zuul_conf
+
+log = logging.getLogger('zuul.cmd.merger')
+
+
+def connection_sources(conf: ZuulConf) -> dict:
+    """What RepoUrlResolver needs from the [connection NAME] sections."""
+    return {name: {'driver': c.driver, 'options': dict(c.options)}
+            for name, c in conf.connections.items()}
+
+
+def build_server(conf: ZuulConf):
+    """The MergeServer for ``conf`` (not started)."""
+    from zuul.merger.merger import Merger
+    from zuul.merger.repos import RepoUrlResolver
+    from zuul.merger.server import MergeServer
+    settings = conf.merger
+    merger = Merger(settings.git_dir, RepoUrlResolver(connection_sources(conf)),
+                    git_user_email=settings.git_user_email,
+                    git_user_name=settings.git_user_name)
+    return MergeServer([(conf.gearman.server, conf.gearman.port)], merger,
+                       hostname=settings.hostname)
+
+
+def main(argv=None) -> int:
+    parser = base_parser('zuul-merger: speculative merges and config reads over Gearman')
+    args = parser.parse_args(argv)
+    try:
+        conf = load_zuul_conf(args.config)
+    except ZuulConfError as exc:
+        parser.error(str(exc))
+    if not args.foreground:
+        daemonize()
+    setup_logging(conf.merger.log_config, args.foreground)
+    done = threading.Event()
+    with PidFile(None if args.foreground else conf.merger.pidfile):
+        server = build_server(conf)
+        install_signal_handlers(done.set)
+        server.start()
+        done.wait()
+        log.info('Stopping: waiting for the running merge jobs')
+        server.stop()
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

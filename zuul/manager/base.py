@@ -327,6 +327,7 @@ class PipelineManager:
         build_set.repo_state = result.repo_state
         build_set.commit = result.commit
         build_set.files = getattr(result, 'files', None)
+        build_set.read_files = getattr(result, 'read_files', None)
 
     def on_nodes_provisioned(self, item: m.QueueItem, job_name: str, request, nodeset,
                              failed: bool) -> None:

@@ -88,6 +88,9 @@ class BuildSet:
     repo_state: dict = field(default_factory=dict)
     commit: str | None = None
     files: list[str] | None = None
+    # Config files as the speculative merge left them (ProjectFiles of
+    # zuul.merger.protocol), for speculative layouts.
+    read_files: list | None = None
     unable_to_merge: bool = False
     merge_error: str | None = None
     config_errors: list = field(default_factory=list)

@@ -115,7 +115,9 @@ class SchedulerContext:
         def done(result):
             self.scheduler.add_result_event('merge-completed', build_set=build_set,
                                             result=result)
-        return self.scheduler.merger.merge_items(items, done, event_id=item.event_id)
+        read_files = self.layouts.read_paths(self.tenant.layout, item.change.project)
+        return self.scheduler.merger.merge_items(items, done, event_id=item.event_id,
+                                                 read_files=read_files)
 
     def cancel_merge(self, build_set):
         pass  # a late result is dropped: the build set is no longer current

@@ -1,0 +1,476 @@
+"""Tenant layouts for the scheduler: loading them through mergers,
+speculative layouts for changes that edit configuration, and turning a
+layout's objects into what pipeline managers use (trigger filters,
+requirements, reporters, shared queues, frozen jobs).
+
+Config files are read through a ConfigFetcher (mergers, over Gearman) and
+cached per project branch, so a reconfiguration for one project re-reads
+only that project. A change whose merge touches configuration is tested
+with a layout built from the files as they are after the speculative
+merge (the merger returns them); errors that the change introduces are
+reported on the change and nothing runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from zuul.configloader.layout import (
+    CONFIG_NAMES,
+    ConfigFile,
+    LayoutLoader,
+    filter_branches,
+    select_config_files,
+)
+from zuul.configloader.tenant import load_tenant_config
+from zuul.executor import protocol as ep
+from zuul.model import item as m
+from zuul.model.errors import ConfigError
+from zuul.model.freeze import freeze_job_graph
+
+log = logging.getLogger('zuul.scheduler.layouts')
+
+READ_PATHS = ('zuul.yaml', 'zuul.d/', '.zuul.yaml', '.zuul.d/')
+
+
+class ConfigFetchError(Exception):
+    pass
+
+
+class MergerConfigFetcher:
+    """Branches and config files of projects, read by mergers."""
+
+    def __init__(self, merge_client, timeout: float = 300.0):
+        self.client = merge_client
+        self.timeout = timeout
+
+    def _wait(self, submit):
+        done = threading.Event()
+        box = {}
+
+        def callback(result):
+            box['result'] = result
+            done.set()
+        submit(callback)
+        if not done.wait(self.timeout):
+            raise ConfigFetchError('no merger answered in time')
+        return box['result']
+
+    def branches(self, connection: str, project: str) -> list[str]:
+        from zuul.merger.protocol import MergeItem
+        result = self._wait(lambda cb: self.client.get_repo_state(
+            [MergeItem(connection=connection, project=project)], cb))
+        if result.error:
+            raise ConfigFetchError(result.error)
+        refs = (result.repo_state.get(connection) or {}).get(project) or {}
+        return sorted(r[len('refs/heads/'):] for r in refs if r.startswith('refs/heads/'))
+
+    def files(self, connection: str, project: str, branch: str, paths) -> dict[str, str]:
+        result = self._wait(lambda cb: self.client.get_files(connection, project, branch,
+                                                             list(paths), cb))
+        if result.error:
+            raise ConfigFetchError(result.error)
+        return dict(result.files)
+
+
+@dataclass
+class _ProjectCache:
+    branches: list[str] = field(default_factory=list)
+    # branch -> {path: text} of its config files
+    files: dict[str, dict] = field(default_factory=dict)
+    errors: list = field(default_factory=list)
+
+
+class Layouts:
+    """What the scheduler calls ``layouts`` (zuul/scheduler/scheduler.py).
+
+    ``connections`` is the scheduler's ConnectionRegistry; ``drivers`` a
+    DriverRegistry; ``connection_drivers`` maps connection names to
+    driver names; ``keystore`` decrypts secrets for jobs."""
+
+    def __init__(self, tenant_config_path: str, connections, drivers, fetcher,
+                 connection_drivers: dict, canonical_hostnames: dict, keystore=None):
+        self.tenant_config_path = tenant_config_path
+        self.connections = connections
+        self.drivers = drivers
+        self.fetcher = fetcher
+        self.connection_drivers = connection_drivers
+        self.canonical_hostnames = canonical_hostnames
+        self.keystore = keystore
+        self.loader = LayoutLoader(drivers, connection_drivers, canonical_hostnames)
+        self.tenant_config = None
+        self._cache: dict[tuple, _ProjectCache] = {}
+        self._pipeline_objects: dict[int, dict] = {}
+
+    # -- loading --------------------------------------------------------------
+
+    def load(self, tenant_names=None, projects=None) -> dict:
+        """Layouts of ``tenant_names`` (all when None), re-reading the
+        config of ``projects`` (all when None, or only those not cached)."""
+        self.tenant_config = load_tenant_config(self.tenant_config_path,
+                                                set(self.connection_drivers))
+        for error in self.tenant_config.errors:
+            log.error('Tenant configuration: %s', error)
+        if projects is None and tenant_names is None:
+            self._cache.clear()
+        for name in projects or ():
+            for key in [k for k in self._cache if k[1] == name or
+                        self._short(k[1]) == name]:
+                del self._cache[key]
+        out = {}
+        for name, tenant in self.tenant_config.tenants.items():
+            if tenant_names is not None and name not in tenant_names:
+                continue
+            out[name] = self._load_tenant(tenant)
+        return out
+
+    @staticmethod
+    def _short(name: str) -> str:
+        return name.split('/', 1)[1] if '/' in name and '.' in name.split('/')[0] else name
+
+    def _project_cache(self, tp) -> _ProjectCache:
+        key = (tp.connection, tp.name)
+        cache = self._cache.get(key)
+        if cache is not None:
+            return cache
+        cache = _ProjectCache()
+        try:
+            branches = self.fetcher.branches(tp.connection, tp.name)
+            cache.branches = filter_branches(tp, branches)
+            if tp.load_branch:
+                cache.branches = [b for b in cache.branches if b == tp.load_branch]
+            paths = READ_PATHS + tuple(tp.extra_config_paths)
+            for branch in cache.branches:
+                cache.files[branch] = self.fetcher.files(tp.connection, tp.name, branch,
+                                                         paths)
+        except Exception as e:
+            log.error('Unable to read the configuration of %s: %s', tp.name, e)
+            cache.errors.append((tp, '', '', f'unable to read the configuration of '
+                                 f'{tp.name}: {e}'))
+            # Not cached: the next reconfiguration tries again.
+            return cache
+        self._cache[key] = cache
+        return cache
+
+    def _files_for(self, tenant, overrides=None):
+        files, errors, branches = [], [], {}
+        for tp in tenant.projects:
+            cache = self._project_cache(tp)
+            errors.extend(cache.errors)
+            branches[(tp.connection, tp.name)] = list(cache.branches)
+            for branch in cache.branches:
+                contents = cache.files.get(branch, {})
+                if overrides and (tp.connection, tp.name, branch) in overrides:
+                    contents = overrides[(tp.connection, tp.name, branch)]
+                chosen, problem = select_config_files(contents, tp.extra_config_paths)
+                if problem:
+                    errors.append((tp, branch, '', problem))
+                files.extend(ConfigFile(p, contents[p], tp, branch) for p in chosen)
+        for path in tenant.include_files:
+            try:
+                with open(path, encoding='utf-8') as f:
+                    files.append(ConfigFile(path, f.read()))
+            except OSError as e:
+                errors.append((None, '', path, f'unable to read {path}: {e}'))
+        return files, errors, branches
+
+    def _load_tenant(self, tenant, overrides=None):
+        files, errors, branches = self._files_for(tenant, overrides)
+        layout = self.loader.load(tenant, files, branches, file_errors=errors)
+        layout.tenant = tenant
+        for error in layout.errors:
+            if overrides is None:
+                log.warning('Tenant %s: %s', tenant.name, error)
+        return layout
+
+    # -- queries ----------------------------------------------------------------
+
+    def pipelines(self, layout):
+        return list(layout.pipelines.values())
+
+    def project_count(self, layout) -> int:
+        return len(layout.tenant.projects)
+
+    def _tenant_project(self, layout, connection, project):
+        for tp in layout.tenant.projects:
+            if (connection is None or tp.connection == connection) and \
+                    project in (tp.name, f'{self.canonical_hostnames.get(tp.connection)}/'
+                                f'{tp.name}'):
+                return tp
+        return None
+
+    def has_project(self, layout, connection, project) -> bool:
+        return self._tenant_project(layout, connection, project) is not None
+
+    def find_project(self, layout, project):
+        from zuul.scheduler.scheduler import UnknownNameError
+        tp = self._tenant_project(layout, None, project) if project else None
+        if tp is None:
+            raise UnknownNameError(f'Unknown project "{project}" in tenant '
+                                   f'"{layout.tenant.name}"')
+        return tp.connection, tp.name
+
+    # -- pipeline objects ---------------------------------------------------------
+
+    def _objects(self, pipeline) -> dict:
+        objects = self._pipeline_objects.get(id(pipeline))
+        if objects is not None and objects['pipeline'] is pipeline:
+            return objects
+        objects = {'pipeline': pipeline, 'triggers': [], 'requirements': [],
+                   'reporters': {}}
+        for connection, entries in pipeline.triggers.items():
+            driver = self._driver(connection)
+            if driver is not None and hasattr(driver, 'get_trigger'):
+                try:
+                    objects['triggers'].extend(driver.get_trigger(connection, entries))
+                except NotImplementedError:
+                    log.warning('Driver of %s has no trigger filters yet', connection)
+        for connection in set(pipeline.require) | set(pipeline.reject):
+            driver = self._driver(connection)
+            if driver is None or not hasattr(driver, 'get_requirement'):
+                continue
+            require = pipeline.require.get(connection)
+            reject = pipeline.reject.get(connection)
+            objects['requirements'].append((
+                connection,
+                driver.get_requirement(require) if require is not None else None,
+                driver.get_requirement(reject, reject=True) if reject is not None else None))
+        for action, by_connection in pipeline.reporters.items():
+            reporters = []
+            for connection, config in by_connection.items():
+                driver = self._driver(connection)
+                live = self.connections.get(connection)
+                if driver is not None and live is not None and \
+                        hasattr(driver, 'get_reporter'):
+                    reporters.append(driver.get_reporter(live, pipeline, config))
+            objects['reporters'][action] = reporters
+        self._pipeline_objects[id(pipeline)] = objects
+        return objects
+
+    def _driver(self, connection: str):
+        name = self.connection_drivers.get(connection, connection)
+        return self.drivers.get(name) if name in self.drivers else None
+
+    def trigger_filters(self, pipeline):
+        return self._objects(pipeline)['triggers']
+
+    def requirements(self, pipeline):
+        return self._objects(pipeline)['requirements']
+
+    def reporters(self, pipeline, action: str):
+        reporters = self._objects(pipeline)['reporters']
+        if action in ('merge-failure', 'merge-conflict'):
+            return reporters.get('merge-conflict') or reporters.get('failure') or []
+        if action == 'config-error':
+            return reporters.get('config-error') or reporters.get('failure') or []
+        return reporters.get(action) or []
+
+    # -- queues -------------------------------------------------------------------
+
+    def queue_config(self, layout, pipeline, change):
+        """(shared queue name or None, projects in it) for ``change``."""
+        name = None
+        ppc = layout.get_project_pipeline_config(change.project, pipeline.name,
+                                                 getattr(change, 'branch', None))
+        if ppc is not None:
+            name = ppc.queue_name
+        if name is None:
+            name = layout.get_project_metadata(change.project)['queue_name']
+        if not name:
+            return None, [change.project]
+        projects = []
+        for tp in layout.tenant.projects:
+            other = layout.get_project_pipeline_config(tp.name, pipeline.name, None)
+            meta = layout.get_project_metadata(tp.name)['queue_name']
+            if (other is not None and other.queue_name == name) or meta == name:
+                projects.append(tp.name)
+        if change.project not in projects:
+            projects.append(change.project)
+        queue = layout.queues.get(name)
+        if queue is not None and queue.per_branch:
+            name = f'{name}:{getattr(change, "branch", "")}'
+        return name, projects
+
+    def merge_mode(self, layout, project: str) -> str:
+        return layout.get_project_metadata(project)['merge_mode']
+
+    # -- config changes -------------------------------------------------------------
+
+    @staticmethod
+    def touches_config(files, extra_paths=()) -> bool:
+        for f in files or ():
+            top = f.split('/', 1)[0]
+            if top in CONFIG_NAMES or any(f == p or (p.endswith('/') and f.startswith(p))
+                                          for p in extra_paths):
+                return True
+        return False
+
+    def event_updates_config(self, layout, event, change) -> bool:
+        files = getattr(change, 'files', None)
+        if event.type == 'ref-updated' and files is None:
+            # Without a file list, a branch update of a project may have
+            # changed its config; re-reading one project is cheap.
+            return event.ref is not None and event.ref.startswith('refs/heads/')
+        tp = self._tenant_project(layout, change.connection, change.project)
+        return self.touches_config(files, tp.extra_config_paths if tp else ())
+
+    def read_paths(self, layout, project) -> list[str]:
+        tp = self._tenant_project(layout, None, project)
+        return list(READ_PATHS) + list(tp.extra_config_paths if tp else ())
+
+    def speculative_layout(self, layout, item):
+        """The layout ``item`` is tested with: the tenant's, or one built
+        from the config files as the speculative merge left them when this
+        item or one ahead of it changes configuration. Returns (layout,
+        errors the items introduce)."""
+        bs = item.current_build_set
+        items = list(bs.dependent_items) + [item]
+        if not any(self.touches_config(getattr(i.change, 'files', None) or
+                                       i.current_build_set.files)
+                   for i in items):
+            return layout, []
+        overrides = {}
+        for pf in getattr(bs, 'read_files', None) or ():
+            overrides[(pf.connection, pf.project, pf.branch)] = dict(pf.files)
+        if not overrides:
+            return layout, []
+        dynamic = self._load_tenant(layout.tenant, overrides)
+        touched = {(pf[1], pf[2]) for pf in overrides}
+        before = {self._error_key(e) for e in layout.errors}
+        new = [e for e in dynamic.errors if e.severity == 'error' and
+               (e.project, e.branch) in touched and self._error_key(e) not in before]
+        return dynamic, new
+
+    @staticmethod
+    def _error_key(e: ConfigError):
+        return (e.project, e.branch, e.path, e.object_type, e.object_name, e.reason)
+
+    # -- freezing -----------------------------------------------------------------------
+
+    def freeze_jobs(self, layout, pipeline, item):
+        """(list of JobRef, errors) for ``item`` in ``pipeline``."""
+        layout, errors = self.speculative_layout(layout, item)
+        bs = item.current_build_set
+        bs.layout = layout
+        if errors:
+            return [], errors
+        change = item.change
+        branch = getattr(change, 'branch', None)
+        ppc = layout.get_project_pipeline_config(change.project, pipeline.name, branch)
+        if ppc is None:
+            return [], []
+        files = getattr(change, 'files', None) or bs.files
+        graph, problems = freeze_job_graph(layout, change.project, pipeline, branch, files,
+                                           layout.tenant.default_parent, ppc.job_list)
+        if problems:
+            return [], problems
+        jobs = []
+        for name in graph.order:
+            frozen = graph.jobs[name]
+            deps = graph.dependencies.get(name, [])
+            nodes = self._nodes(layout, frozen)
+            jobs.append(m.JobRef(
+                name=name, voting=frozen.voting,
+                hard_dependencies=tuple(d for d, soft in deps if not soft),
+                soft_dependencies=tuple(d for d, soft in deps if soft),
+                attempts=int(frozen.get('attempts') or 3),
+                nodes=tuple((n.name, n.label) for n in nodes.nodes) if nodes else (),
+                frozen=frozen))
+            frozen.nodeset_object = nodes
+        return jobs, []
+
+    @staticmethod
+    def _nodes(layout, frozen):
+        from zuul.configloader.nodeset import NodesetParser
+        value = frozen.get('nodeset')
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return layout.nodesets.get(value)
+        if isinstance(value, list):
+            value = {'nodes': value}
+        return NodesetParser().parse(value, frozen.source_context, anonymous=True)
+
+    # -- executor payloads --------------------------------------------------------------
+
+    def job_spec_for(self, job: m.JobRef, item) -> ep.JobSpec:
+        frozen = job.frozen
+        layout = item.current_build_set.layout
+        nodes = getattr(frozen, 'nodeset_object', None)
+
+        def playbooks(phase):
+            specs = []
+            for ref in frozen.get(phase) or ():
+                sc = ref.source_context
+                specs.append(ep.PlaybookSpec(
+                    connection=sc.connection, project=sc.project, branch=sc.branch,
+                    path=ref.path, trusted=sc.trusted,
+                    roles=[self._role(layout, r, sc) for r in ref.roles],
+                    secrets=self._secrets(layout, ref, frozen)))
+            return specs
+        required = []
+        for rp in frozen.get('required_projects') or ():
+            tp = self._tenant_project(layout, None, rp.name)
+            if tp is not None:
+                required.append(ep.RequiredProject(tp.connection, tp.name,
+                                                   rp.override_checkout))
+        return ep.JobSpec(
+            name=frozen.name, voting=frozen.voting, timeout=frozen.get('timeout'),
+            post_timeout=frozen.get('post_timeout'),
+            attempts=int(frozen.get('attempts') or 3),
+            pre_run=playbooks('pre_run'), run=playbooks('run'),
+            post_run=playbooks('post_run'), cleanup_run=playbooks('cleanup_run'),
+            vars=_plain(frozen.get('vars') or {}),
+            extra_vars=_plain(frozen.get('extra_vars') or {}),
+            host_vars=_plain(frozen.get('host_vars') or {}),
+            group_vars=_plain(frozen.get('group_vars') or {}),
+            required_projects=required,
+            override_checkout=frozen.get('override_checkout'),
+            groups=[ep.GroupSpec(g.name, list(g.nodes)) for g in nodes.groups]
+            if nodes else [],
+            inheritance_path=list(frozen.inheritance_path))
+
+    def _role(self, layout, role, sc) -> ep.RoleSpec:
+        tp = self._tenant_project(layout, None, role.project) if role.project else None
+        if tp is not None:
+            return ep.RoleSpec(connection=tp.connection, project=tp.name,
+                               target_name=role.name)
+        return ep.RoleSpec(connection=role.connection or sc.connection,
+                           project=role.project or '', target_name=role.name)
+
+    def _secrets(self, layout, playbook_ref, frozen) -> dict:
+        """Secrets bound to the playbook's variant, decrypted."""
+        out = {}
+        for use in playbook_ref.secrets:
+            secret = layout.secrets.get(use.name)
+            if secret is None or self.keystore is None:
+                continue
+            sc = secret.source_context
+            out[use.alias] = _decrypt(self.keystore, sc.connection, sc.project,
+                                      secret.data)
+        return out
+
+
+def _decrypt(keystore, connection, project, value):
+    from zuul.lib.yamlutil import EncryptedPKCS1OAEP
+    if isinstance(value, EncryptedPKCS1OAEP):
+        return keystore.decrypt(connection, project, value.ciphertext)
+    if isinstance(value, dict):
+        return {k: _decrypt(keystore, connection, project, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decrypt(keystore, connection, project, v) for v in value]
+    return value
+
+
+def _plain(value):
+    from zuul.lib import yamlutil
+    value = yamlutil.unwrap(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, yamlutil.UnsafeStr):
+        return str(value)
+    return value

@@ -1,0 +1,259 @@
+"""Provider drivers: the small interface the launcher framework drives,
+and the registry that names them.
+
+A driver has two facets:
+
+- ``Driver``: the provider's configuration (its voluptuous schema and
+  the typed ``ProviderConfig`` built from it) and a factory for
+  adapters.
+- ``ProviderAdapter``: talks to the provider and nothing else.  The
+  framework (``nodepool.launcher``) owns ZooKeeper, locks, retries,
+  quota and the node state machine; an adapter never sees a node record.
+
+Drivers are registered explicitly in a ``DriverRegistry``; tests build
+their own registry to add fault-injecting drivers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import voluptuous as v
+
+from nodepool.config import ProviderConfig
+
+# -- what adapters exchange with the framework --------------------------------
+
+
+def instance_prefix(provider_name: str) -> str:
+    """The start of every instance name of a provider."""
+    return re.sub(r'[^A-Za-z0-9_.-]', '_', provider_name) + '-'
+
+
+def instance_name(provider_name: str, node_id: str) -> str:
+    return instance_prefix(provider_name) + node_id
+
+
+class ProviderError(RuntimeError):
+    """The provider refused or failed an operation."""
+
+
+class LaunchError(ProviderError):
+    """An instance failed to come up; the framework replaces the node."""
+
+
+@dataclass
+class InstanceSpec:
+    """What to create: one instance for one node.
+
+    ``name`` is unique per provider and ends with the node id, so
+    ``list`` can report which node an instance belongs to.
+    """
+
+    name: str
+    node_id: str
+    provider: str
+    pool: str
+    label: str
+    label_settings: dict = field(default_factory=dict)
+    username: str | None = None
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class Instance:
+    """An instance as the provider reports it.
+
+    ``ready`` is True once it can be used; the address and connection
+    fields are then filled in.  ``node_id`` is the id of the node it was
+    created for (from ``InstanceSpec``), or None if unknown.
+    """
+
+    external_id: str
+    node_id: str | None = None
+    ready: bool = False
+    interface_ip: str | None = None
+    public_ipv4: str | None = None
+    private_ipv4: str | None = None
+    public_ipv6: str | None = None
+    hostname: str | None = None
+    connection_port: int = 22
+    connection_type: str = 'ssh'
+    username: str | None = None
+    host_keys: list[str] = field(default_factory=list)
+    region: str | None = None
+    az: str | None = None
+    cloud: str | None = None
+    host_id: str | None = None
+
+
+@dataclass
+class Quota:
+    """How many instances the provider allows in total (None: no limit
+    the provider knows of; the pool's max-servers still applies)."""
+
+    instances: int | None = None
+
+
+@dataclass
+class StaticHost:
+    """A fixed host a reusing provider offers (one per slot)."""
+
+    name: str
+    slot: int
+    labels: list[str]
+    pool: str
+    username: str | None
+    connection_port: int = 22
+    connection_type: str = 'ssh'
+    python_path: str = 'auto'
+    shell_type: str | None = None
+    host_keys: list[str] = field(default_factory=list)
+    host_key_checking: bool = True
+    timeout: float = 5.0
+    attributes: dict = field(default_factory=dict)
+
+
+class ProviderAdapter:
+    """One provider as the framework sees it.
+
+    Every method may be called from any launcher thread, concurrently
+    (one launch or delete per thread), so implementations keep their own
+    state thread-safe.  Methods raise ``ProviderError`` (or anything
+    else) on failure; the framework logs, retries or replaces.
+    """
+
+    #: Nodes return to ``ready`` after use instead of being deleted, and
+    #: the framework registers ``static_hosts()`` rather than launching.
+    reuses_nodes = False
+    #: The framework should check the node's SSH port before ``ready``.
+    check_ssh = True
+
+    def __init__(self, provider: ProviderConfig):
+        self.provider = provider
+
+    def start(self) -> None:
+        """Called once before use (connect, create shared resources)."""
+
+    def stop(self) -> None:
+        """Called once at shutdown; instances stay."""
+
+    def create(self, spec: InstanceSpec) -> str:
+        """Start creating an instance; return its external id quickly or
+        after the provider accepted it.  Called once per launch attempt."""
+        raise NotImplementedError
+
+    def poll(self, external_id: str) -> Instance | None:
+        """The instance's current state: ready (with addresses), not yet
+        (None or ``ready=False``), or raise ``LaunchError`` if it failed.
+        Called repeatedly until ready or the boot timeout."""
+        raise NotImplementedError
+
+    def delete(self, external_id: str) -> None:
+        """Delete the instance and return when it is gone (or never
+        existed).  Called from a delete thread; may be retried."""
+        raise NotImplementedError
+
+    def list(self) -> list[Instance]:
+        """Every instance of this provider (to find leaked ones); called
+        by the cleanup loop."""
+        raise NotImplementedError
+
+    def quota(self) -> Quota:
+        """The provider's own limits; called once per request decision."""
+        return Quota()
+
+    def static_hosts(self) -> list[StaticHost]:
+        """For ``reuses_nodes`` providers: the hosts to register."""
+        return []
+
+    def scan_host_keys(self, host: StaticHost) -> list[str]:
+        """For ``reuses_nodes`` providers: the host's current SSH keys."""
+        return []
+
+
+class Driver:
+    """The configuration facet of a driver and its adapter factory."""
+
+    name = ''
+
+    def provider_schema(self) -> v.Schema:
+        raise NotImplementedError
+
+    def load_provider(self, raw: dict) -> ProviderConfig:
+        """Build the typed config from validated ``raw``; may raise
+        ``voluptuous.Invalid`` with a path for semantic problems."""
+        raise NotImplementedError
+
+    def get_adapter(self, provider: ProviderConfig) -> ProviderAdapter:
+        raise NotImplementedError
+
+
+def unique_pools(raw: dict) -> None:
+    """Raise Invalid if two pools of a provider share a name."""
+    seen = set()
+    for i, pool in enumerate(raw.get('pools') or []):
+        if pool['name'] in seen:
+            raise v.Invalid(f'pool {pool["name"]!r} is defined twice',
+                            path=['pools', i, 'name'])
+        seen.add(pool['name'])
+
+
+# -- registry -----------------------------------------------------------------
+
+# Drivers released Nodepool has that this one does not (yet), with why.
+UNSUPPORTED = {
+    'openstack': 'the openstack driver is not available yet (it arrives with a '
+                 'later release of this Nodepool)',
+    'fake': "the 'fake' driver is released Nodepool's simulated OpenStack and is "
+            'not provided here (use the simulated driver for tests)',
+    'kubernetes': 'the kubernetes driver is not supported by this Nodepool',
+    'openshift': 'the openshift driver is not supported by this Nodepool',
+    'openshiftpods': 'the openshiftpods driver is not supported by this Nodepool',
+    'aws': 'the aws driver is not supported by this Nodepool',
+    'gce': 'the gce driver is not supported by this Nodepool',
+    'azure': 'the azure driver is not supported by this Nodepool',
+    'ibmvpc': 'the ibmvpc driver is not supported by this Nodepool',
+    'metastatic': 'the metastatic driver is not supported by this Nodepool',
+}
+
+
+class DriverRegistry:
+    """Driver name -> Driver."""
+
+    def __init__(self, drivers: list[Driver] | None = None):
+        self._drivers: dict[str, Driver] = {}
+        for driver in drivers or []:
+            self.register(driver)
+
+    def register(self, driver: Driver) -> None:
+        self._drivers[driver.name] = driver
+
+    def names(self) -> list[str]:
+        return sorted(self._drivers)
+
+    def unsupported_reason(self, name: str) -> str | None:
+        """None if the driver can be used, else a sentence saying why not."""
+        if name in self._drivers:
+            return None
+        if name in UNSUPPORTED:
+            return f'driver {name!r} is not supported: {UNSUPPORTED[name]}'
+        return (f'unknown driver {name!r} (available: '
+                f'{", ".join(self.names())})')
+
+    def get(self, name: str) -> Driver:
+        if name not in self._drivers:
+            raise KeyError(self.unsupported_reason(name))
+        return self._drivers[name]
+
+
+def default_registry() -> DriverRegistry:
+    """The drivers this Nodepool ships."""
+    from nodepool.driver.netns.driver import NetnsDriver
+    from nodepool.driver.simulated.driver import SimulatedDriver
+    from nodepool.driver.static.driver import StaticDriver
+    registry = DriverRegistry([StaticDriver(), NetnsDriver(), SimulatedDriver()])
+    # openstack: register OpenStackDriver() here when nodepool/driver/openstack
+    # lands (it is listed in UNSUPPORTED until then).
+    return registry

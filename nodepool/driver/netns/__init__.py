@@ -1,0 +1,1 @@
+"""The netns driver: dynamic nodes as network namespaces on this machine."""

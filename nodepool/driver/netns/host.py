@@ -138,7 +138,10 @@ class NetnsHostManager:
         self.ensure_bridge()
         index = self.allocator.allocate(name, self.network.num_addresses)
         address = str(self.network.network_address + index)
-        ns, veth = f'np-{name}', f'npv{index}'
+        # The root-namespace end of the veth pair is named after the bridge
+        # too: managers with their own allocators (one per test process,
+        # one per launcher) hand out the same indexes.
+        ns, veth = f'np-{name}', f'{self.bridge[:8]}v{index}'
         state = os.path.join(self.base_dir, name)
         host = NetnsHost(name, address, 22, self.username, [], state, namespace=ns,
                          veth=veth)

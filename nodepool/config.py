@@ -1,0 +1,514 @@
+"""nodepool.yaml: the schema and the typed settings built from it.
+
+One function, ``load_config``, validates and builds; the launcher, the
+CLI and ``nodepool config-validate`` all call it.  Errors carry the file,
+the line and where in the document they are.
+
+The top level and the parts every provider shares (name, driver, pools
+with labels) are defined here; each driver adds its own keys through the
+driver registry (``nodepool.driver``), so this module knows no driver by
+name.  A provider without ``driver`` uses ``openstack``, as released
+Nodepool does.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import voluptuous as v
+import yaml
+
+DEFAULT_DRIVER = 'openstack'
+DEFAULT_ZOOKEEPER_PORT = 2181
+
+
+# -- errors ------------------------------------------------------------------
+
+
+ERROR = 'error'
+WARNING = 'warning'
+
+
+@dataclass
+class ConfigIssue:
+    path: str
+    line: int | None
+    where: str
+    message: str
+    severity: str = ERROR
+
+    def __str__(self) -> str:
+        loc = f'{self.path}:{self.line}' if self.line else self.path
+        where = f' {self.where}:' if self.where else ''
+        level = ' warning:' if self.severity == WARNING else ''
+        return f'{loc}:{level}{where} {self.message}'
+
+
+class ConfigError(ValueError):
+    def __init__(self, issues: list[ConfigIssue]):
+        self.issues = issues
+        super().__init__('\n'.join(str(i) for i in issues))
+
+
+# -- YAML with line numbers ---------------------------------------------------
+
+
+class _LineDict(dict):
+    line: int | None = None
+    key_lines: dict
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.key_lines = {}
+
+
+class _LineList(list):
+    line: int | None = None
+
+
+_BaseLoader = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
+
+
+class _LineLoader(_BaseLoader):
+    pass
+
+
+def _construct_map(loader, node):
+    data = _LineDict()
+    data.line = node.start_mark.line + 1
+    for key_node, _ in node.value:
+        if isinstance(key_node, yaml.ScalarNode):
+            data.key_lines[key_node.value] = key_node.start_mark.line + 1
+    yield data
+    data.update(loader.construct_mapping(node))
+
+
+def _construct_seq(loader, node):
+    data = _LineList()
+    data.line = node.start_mark.line + 1
+    yield data
+    data.extend(loader.construct_sequence(node))
+
+
+_LineLoader.add_constructor('tag:yaml.org,2002:map', _construct_map)
+_LineLoader.add_constructor('tag:yaml.org,2002:seq', _construct_seq)
+
+
+def load_yaml(text: str):
+    return yaml.load(text, Loader=_LineLoader)  # noqa: S506 (a safe loader)
+
+
+def line_of(data, path) -> int | None:
+    """The line of the deepest element along ``path`` that has one."""
+    line = getattr(data, 'line', None)
+    node = data
+    for key in path:
+        if isinstance(node, dict) and key in getattr(node, 'key_lines', {}):
+            line = node.key_lines[key]
+        try:
+            node = node[key]
+        except (KeyError, IndexError, TypeError):
+            break
+        line = getattr(node, 'line', None) or line
+    return line
+
+
+def describe_path(path) -> str:
+    out = ''
+    for key in path:
+        out += f'[{key}]' if isinstance(key, int) else (f'.{key}' if out else str(key))
+    return out
+
+
+# -- typed settings ------------------------------------------------------------
+
+
+@dataclass
+class ZooKeeperServer:
+    host: str
+    port: int = DEFAULT_ZOOKEEPER_PORT
+    chroot: str | None = None
+
+
+@dataclass
+class Label:
+    name: str
+    min_ready: int = 0
+    max_ready_age: int = 0
+
+
+@dataclass
+class PoolLabel:
+    """A label a pool offers, with the per-label settings of its driver."""
+
+    name: str
+    username: str | None = None
+    python_path: str = 'auto'
+    shell_type: str | None = None
+    settings: dict = field(default_factory=dict)
+
+
+@dataclass
+class PoolConfig:
+    name: str
+    provider: str
+    labels: dict[str, PoolLabel] = field(default_factory=dict)
+    max_servers: int | None = None
+    priority: int = 100
+    node_attributes: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+
+
+@dataclass
+class ProviderConfig:
+    name: str
+    driver: str
+    pools: dict[str, PoolConfig] = field(default_factory=dict)
+    max_concurrency: int = -1
+    launch_retries: int = 3
+    boot_timeout: float = 60.0
+    launch_timeout: float = 3600.0
+    rate: float = 0.0
+    settings: dict = field(default_factory=dict)
+
+
+@dataclass
+class NodepoolConfig:
+    path: str
+    zookeeper_servers: list[ZooKeeperServer] = field(default_factory=list)
+    zookeeper_tls: dict | None = None
+    zookeeper_timeout: float = 10.0
+    labels: dict[str, Label] = field(default_factory=dict)
+    providers: dict[str, ProviderConfig] = field(default_factory=dict)
+    diskimages: list[dict] = field(default_factory=list)
+    tenant_resource_limits: list[dict] = field(default_factory=list)
+    max_hold_age: int = 0
+    elements_dir: str | None = None
+    images_dir: str | None = None
+    build_log_dir: str | None = None
+    build_log_retention: int = 7
+    webapp: dict = field(default_factory=dict)
+    warnings: list[ConfigIssue] = field(default_factory=list)
+
+    def zookeeper_hosts(self) -> str:
+        hosts = ','.join(f'{s.host}:{s.port}' for s in self.zookeeper_servers)
+        chroots = {s.chroot for s in self.zookeeper_servers if s.chroot}
+        if chroots:
+            hosts += '/' + sorted(chroots)[0].strip('/')
+        return hosts
+
+    def pools(self) -> list[PoolConfig]:
+        return [pool for p in self.providers.values() for pool in p.pools.values()]
+
+
+# -- schema --------------------------------------------------------------------
+
+number = v.Any(int, float)
+
+LABEL = {
+    v.Required('name'): str,
+    'min-ready': int,
+    'max-ready-age': int,
+}
+
+DISKIMAGE = v.Schema({
+    v.Required('name'): str,
+    'abstract': bool,
+    'parent': str,
+    'pause': bool,
+    'rebuild-age': int,
+    'build-timeout': int,
+    'elements': [str],
+    'env-vars': {str: v.Any(str, int)},
+    'formats': [str],
+    'release': v.Any(str, int),
+    'username': str,
+    'python-path': str,
+    'shell-type': str,
+    'dib-cmd': str,
+    'connection-type': str,
+    'connection-port': int,
+    'meta': dict,
+}, extra=v.ALLOW_EXTRA)   # the builder's section: it checks the rest
+
+TOP_LEVEL = {
+    'zookeeper-servers': [{v.Required('host'): str, 'port': int, 'chroot': str}],
+    'zookeeper-tls': {'cert': str, 'key': str, 'ca': str},
+    'zookeeper-timeout': number,
+    'labels': [LABEL],
+    'providers': list,
+    'diskimages': [DISKIMAGE],
+    'elements-dir': str,
+    'images-dir': str,
+    'images-dir-required-free': int,
+    'build-log-dir': str,
+    'build-log-retention': int,
+    'max-hold-age': int,
+    'webapp': {'port': int, 'listen_address': str},
+    'tenant-resource-limits': [{
+        v.Required('tenant-name'): str,
+        'max-cores': int, 'max-ram': int, 'max-servers': int,
+        v.Extra: int,
+    }],
+}
+
+# Keys every provider may have, whatever its driver.
+PROVIDER_COMMON = {
+    v.Required('name'): str,
+    'driver': str,
+    'max-concurrency': int,
+    'launch-retries': int,
+    'boot-timeout': number,
+    'launch-timeout': number,
+    'rate': number,
+    'priority': int,
+}
+
+# Keys every pool may have.
+POOL_COMMON = {
+    v.Required('name'): str,
+    'priority': int,
+    'node-attributes': dict,
+}
+
+# Keys every pool label may have.
+POOL_LABEL_COMMON = {
+    v.Required('name'): str,
+    'username': str,
+    'python-path': str,
+    'shell-type': str,
+}
+
+
+def provider_schema(pool: dict, **provider_keys) -> v.Schema:
+    """A provider's schema: the common keys, the driver's provider keys,
+    and a list of pools shaped by ``pool``."""
+    return v.Schema({**PROVIDER_COMMON, **provider_keys, v.Required('pools'): [pool]})
+
+
+def pool_schema(label: dict | None = None, **pool_keys) -> dict:
+    """A pool with common keys, the driver's pool keys and (unless the
+    driver describes its nodes otherwise) a list of labels."""
+    keys = {**POOL_COMMON, **pool_keys}
+    if label is not None:
+        keys['labels'] = [{**POOL_LABEL_COMMON, **label}]
+    return keys
+
+
+def common_provider(raw: dict) -> ProviderConfig:
+    return ProviderConfig(
+        name=raw['name'], driver=raw.get('driver', DEFAULT_DRIVER),
+        max_concurrency=raw.get('max-concurrency', -1),
+        launch_retries=raw.get('launch-retries', 3),
+        boot_timeout=raw.get('boot-timeout', 60), launch_timeout=raw.get('launch-timeout', 3600),
+        rate=raw.get('rate', 0.0))
+
+
+def common_pool(provider: ProviderConfig, raw: dict, default_priority: int = 100) -> PoolConfig:
+    pool = PoolConfig(name=raw['name'], provider=provider.name,
+                      max_servers=raw.get('max-servers'),
+                      priority=raw.get('priority', default_priority),
+                      node_attributes=dict(raw.get('node-attributes') or {}))
+    for label in raw.get('labels') or []:
+        pool.labels[label['name']] = common_label(label)
+    return pool
+
+
+def common_label(raw: dict, username: str | None = None) -> PoolLabel:
+    settings = {k: val for k, val in raw.items()
+                if k not in ('name', 'username', 'python-path', 'shell-type')}
+    return PoolLabel(name=raw['name'], username=raw.get('username', username),
+                     python_path=raw.get('python-path', 'auto'),
+                     shell_type=raw.get('shell-type'), settings=settings)
+
+
+# -- loading -------------------------------------------------------------------
+
+
+class _Collector:
+    def __init__(self, path: str, doc):
+        self.path = path
+        self.doc = doc
+        self.issues: list[ConfigIssue] = []
+
+    def add(self, where_path, message: str, line: int | None = None,
+            severity: str = ERROR) -> None:
+        self.issues.append(ConfigIssue(self.path, line or line_of(self.doc, where_path),
+                                       describe_path(where_path), message, severity))
+
+    def invalid(self, prefix, error: v.Invalid) -> None:
+        errors = error.errors if isinstance(error, v.MultipleInvalid) else [error]
+        for e in errors:
+            path = list(prefix) + list(e.path)
+            msg = e.msg
+            if msg == 'extra keys not allowed' and path:
+                msg = f'unknown key {path[-1]!r}' if len(path) > 1 else \
+                    f'unknown section {path[-1]!r}'
+            self.add(path, msg)
+
+    @property
+    def errors(self) -> list[ConfigIssue]:
+        return [i for i in self.issues if i.severity == ERROR]
+
+
+def _validate(collector: _Collector, prefix, schema, data):
+    try:
+        return (schema if isinstance(schema, v.Schema) else v.Schema(schema))(data)
+    except v.Invalid as e:
+        collector.invalid(prefix, e)
+        return None
+
+
+def load_config(path: str, registry=None) -> NodepoolConfig:
+    """Read, validate and build; ConfigError lists every error found.
+    Warnings are kept in ``config.warnings``."""
+    config, issues = _load(path, registry)
+    return _checked(config, issues)
+
+
+def _checked(config, issues):
+    errors = [i for i in issues if i.severity == ERROR]
+    if errors:
+        raise ConfigError(errors)
+    config.warnings = [i for i in issues if i.severity == WARNING]
+    return config
+
+
+def validate_config(path: str, registry=None) -> list[ConfigIssue]:
+    """Every problem in the file (empty: it is valid)."""
+    return _load(path, registry)[1]
+
+
+def load_config_text(text: str, path: str = '<string>', registry=None) -> NodepoolConfig:
+    config, issues = _parse(text, path, registry)
+    return _checked(config, issues)
+
+
+def _load(path: str, registry):
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        return None, [ConfigIssue(path, None, '', f'cannot read: {e.strerror}')]
+    return _parse(text, path, registry)
+
+
+def _parse(text: str, path: str, registry):
+    if registry is None:
+        from nodepool.driver import default_registry
+        registry = default_registry()
+    try:
+        doc = load_yaml(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, 'problem_mark', None)
+        return None, [ConfigIssue(path, mark.line + 1 if mark else None, '',
+                                  f'not valid YAML: {getattr(e, "problem", e)}')]
+    if doc is None:
+        doc = _LineDict()
+    c = _Collector(path, doc)
+    if isinstance(doc, list) and doc and all(isinstance(p, dict) and 'name' in p
+                                             for p in doc):
+        # A bare list of providers (a documentation fragment): say so,
+        # and still check each provider so unsupported drivers are named.
+        c.add([], 'the file holds a bare list; a list of providers belongs under '
+                  "a 'providers:' section")
+        for i, raw in enumerate(doc):
+            _load_provider(c, registry, i, raw)
+        return None, c.issues
+    if not isinstance(doc, dict):
+        kind = 'list' if isinstance(doc, list) else type(doc).__name__
+        c.add([], 'the file must hold a mapping of sections (zookeeper-servers, '
+                  f'labels, providers, ...), not a {kind}')
+        return None, c.issues
+    top = _validate(c, [], TOP_LEVEL, doc)
+    if top is None:
+        return None, c.issues
+    config = _build_top(path, top)
+    names = set()
+    for i, raw in enumerate(doc.get('providers') or []):
+        provider = _load_provider(c, registry, i, raw)
+        if provider is None:
+            continue
+        if provider.name in names:
+            c.add(['providers', i, 'name'], f'provider {provider.name!r} is defined twice')
+        names.add(provider.name)
+        config.providers[provider.name] = provider
+    _cross_check(c, doc, config)
+    return config, c.issues
+
+
+def _build_top(path: str, top: dict) -> NodepoolConfig:
+    config = NodepoolConfig(path=os.path.abspath(path) if path != '<string>' else path)
+    for s in top.get('zookeeper-servers') or []:
+        config.zookeeper_servers.append(ZooKeeperServer(
+            s['host'], s.get('port', DEFAULT_ZOOKEEPER_PORT), s.get('chroot')))
+    config.zookeeper_tls = top.get('zookeeper-tls')
+    config.zookeeper_timeout = top.get('zookeeper-timeout', 10.0)
+    for raw in top.get('labels') or []:
+        config.labels[raw['name']] = Label(raw['name'], raw.get('min-ready', 0),
+                                           raw.get('max-ready-age', 0))
+    config.diskimages = list(top.get('diskimages') or [])
+    config.tenant_resource_limits = list(top.get('tenant-resource-limits') or [])
+    config.max_hold_age = top.get('max-hold-age', 0)
+    config.elements_dir = top.get('elements-dir')
+    config.images_dir = top.get('images-dir')
+    config.build_log_dir = top.get('build-log-dir')
+    config.build_log_retention = top.get('build-log-retention', 7)
+    config.webapp = dict(top.get('webapp') or {})
+    return config
+
+
+def _load_provider(c: _Collector, registry, i: int, raw: Any) -> ProviderConfig | None:
+    where = ['providers', i] if isinstance(c.doc, dict) else [i]
+    if not isinstance(raw, dict) or not isinstance(raw.get('name'), str):
+        c.add(where, 'a provider must be a mapping with a name')
+        return None
+    driver_name = raw.get('driver', DEFAULT_DRIVER)
+    problem = registry.unsupported_reason(driver_name)
+    if problem:
+        c.add(where + (['driver'] if 'driver' in raw else []),
+              f'provider {raw["name"]!r}: {problem}')
+        return None
+    driver = registry.get(driver_name)
+    data = _validate(c, where, driver.provider_schema(), raw)
+    if data is None:
+        return None
+    try:
+        return driver.load_provider(data)
+    except v.Invalid as e:
+        c.invalid(where, e)
+        return None
+
+
+def _cross_check(c: _Collector, doc, config: NodepoolConfig) -> None:
+    seen = set()
+    for i, raw in enumerate(doc.get('labels') or []):
+        if raw['name'] in seen:
+            c.add(['labels', i, 'name'], f'label {raw["name"]!r} is defined twice')
+        seen.add(raw['name'])
+    for provider in config.providers.values():
+        index = _provider_index(doc, provider.name)
+        raw_pools = doc['providers'][index].get('pools') or []
+        for pool in provider.pools.values():
+            where = ['providers', index, 'pools', _pool_index(raw_pools, pool.name)]
+            for label in pool.labels:
+                if label not in config.labels:
+                    c.add(where, f'pool {provider.name}/{pool.name} offers label '
+                                 f'{label!r}, which is not in the top-level labels',
+                          severity=WARNING)
+
+
+def _pool_index(raw_pools, name: str) -> int:
+    for i, raw in enumerate(raw_pools):
+        if isinstance(raw, dict) and raw.get('name') == name:
+            return i
+    return 0
+
+
+def _provider_index(doc, name: str) -> int:
+    for i, raw in enumerate(doc.get('providers') or []):
+        if isinstance(raw, dict) and raw.get('name') == name:
+            return i
+    return 0

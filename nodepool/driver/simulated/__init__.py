@@ -1,0 +1,1 @@
+"""The simulated driver: an in-memory provider for tests and benchmarks."""

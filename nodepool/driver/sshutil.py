@@ -1,0 +1,54 @@
+"""SSH reachability checks the framework and drivers share."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+
+
+class SSHCheckError(RuntimeError):
+    pass
+
+
+def ssh_banner(address: str, port: int = 22, timeout: float = 5.0) -> bool:
+    """True if something answers ``address:port`` with an SSH banner."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            return s.recv(4).startswith(b'SSH-')
+    except OSError:
+        return False
+
+
+def wait_for_ssh(address: str, port: int, timeout: float, should_stop=None) -> None:
+    """Until the server sends its banner, bounded by ``timeout``."""
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        if ssh_banner(address, port, timeout=min(5.0, max(timeout, 0.1))):
+            return
+        if time.monotonic() + delay > deadline:
+            raise SSHCheckError(f'no SSH banner from {address}:{port} within {timeout}s')
+        if should_stop is not None and should_stop():
+            raise SSHCheckError('stopped')
+        time.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+def keyscan(address: str, port: int = 22, timeout: float = 5.0) -> list[str]:
+    """The host's public keys as ``"<type> <base64>"`` (ssh-keyscan)."""
+    tool = shutil.which('ssh-keyscan')
+    if tool is None:
+        raise SSHCheckError('ssh-keyscan is not installed')
+    proc = subprocess.run([tool, '-T', str(max(1, int(timeout))), '-p', str(port), address],
+                          capture_output=True, text=True, timeout=timeout + 30)
+    keys = []
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and not line.startswith('#'):
+            keys.append(f'{parts[1]} {parts[2]}')
+    if not keys:
+        raise SSHCheckError(f'no host keys from {address}:{port}: {proc.stderr.strip()}')
+    return sorted(set(keys))

@@ -1,0 +1,1 @@
+"""The static driver (fixed hosts)."""

@@ -117,6 +117,8 @@ def gerrit_remote(options: dict, project: str) -> RepoRemote:
 
 
 def _join(base: str, project: str) -> str:
+    if re.match(r'^[^/]+@[^/]+:$', base):  # scp-like "git@host:"
+        return base + project
     if '://' in base or re.match(r'^[^/]+@[^/]+:', base):
         return f'{base.rstrip("/")}/{project}'
     path = os.path.join(base, project)

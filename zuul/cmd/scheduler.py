@@ -1,0 +1,180 @@
+"""``zuul-scheduler``: the scheduler daemon.
+
+    zuul-scheduler [-c /etc/zuul/zuul.conf] [-d]
+    zuul-scheduler [-c ...] tenant-conf-check | full-reconfigure
+
+Starts the embedded Gearman server when ``[gearman_server] start=true``,
+connects the sources of zuul.conf, loads every tenant through the mergers
+and serves the ``zuul:*`` RPC functions. SIGHUP (or ``full-reconfigure``)
+reloads all tenants; SIGTERM stops gracefully.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+
+from zuul.cmd import DEFAULT_CONFIG, PidFile, daemonize, install_signal_handlers, setup_logging
+
+log = logging.getLogger('zuul.scheduler.daemon')
+
+
+class SchedulerService:
+    """Everything the scheduler daemon runs, built from zuul.conf; tests
+    and the quickstart use it directly."""
+
+    def __init__(self, conf, registry=None, zk_hosts: str | None = None):
+        from zuul.driver.registry import default_registry
+        self.conf = conf
+        self.registry = registry or default_registry()
+        self.zk_hosts = zk_hosts or conf.zookeeper.hosts
+        self.gear_server = None
+        self.parts: list = []
+
+    def start(self) -> None:
+        from nodepool.zk.api import NodepoolZooKeeper
+        from nodepool.zk.requestor import NodeRequestClient
+        from zuul.executor.client import ExecutorClient
+        from zuul.lib.gearlib import GearServer
+        from zuul.lib.keystore import KeyStore
+        from zuul.merger.client import MergeClient
+        from zuul.scheduler.builds import ExecutorAdapter
+        from zuul.scheduler.connections import ConnectionRegistry
+        from zuul.scheduler.layouts import Layouts, MergerConfigFetcher
+        from zuul.scheduler.nodes import NodesAdapter
+        from zuul.scheduler.rpc import RPCListener
+        from zuul.scheduler.rpc_handlers import handlers
+        from zuul.scheduler.scheduler import Scheduler
+
+        conf = self.conf
+        if conf.gearman_server.start:
+            self.gear_server = GearServer(port=conf.gearman_server.port,
+                                          host=conf.gearman_server.listen_address)
+            log.info('Embedded Gearman server on port %s', self.gear_server.port)
+        host, port = conf.gearman.server, conf.gearman.port
+        if self.gear_server is not None and conf.gearman_server.port == 0:
+            port = self.gear_server.port
+        self.connections = ConnectionRegistry()
+        drivers, hostnames = {}, {}
+        for name, cc in conf.connections.items():
+            driver = self.registry.get(cc.driver)
+            drivers[name] = cc.driver
+            hostnames[name] = cc.options.get('canonical_hostname') or \
+                cc.options.get('server') or name
+            if hasattr(driver, 'get_connection'):
+                self.connections.add(driver.get_connection(name, cc.options))
+        state_dir = conf.scheduler.state_dir
+        os.makedirs(state_dir, exist_ok=True)
+        self.keystore = KeyStore(state_dir, conf.keystore.password)
+        self.merge_client = MergeClient(host, port, merge_mode_for=self._merge_mode)
+        self.layouts = Layouts(conf.scheduler.tenant_config, self.connections, self.registry,
+                               MergerConfigFetcher(self.merge_client), drivers, hostnames,
+                               keystore=self.keystore)
+        self.zk = NodepoolZooKeeper.from_hosts(self.zk_hosts,
+                                               timeout=conf.zookeeper.session_timeout)
+        self.node_client = NodeRequestClient(self.zk, requestor='zuul-scheduler')
+        self.node_client.start()
+        self.executor_client = ExecutorClient(host, port)
+        stats = history = None
+        if conf.statsd.server:
+            from zuul.lib.stats import SchedulerStats, StatsClient
+            stats = SchedulerStats(StatsClient(conf.statsd.server, conf.statsd.port,
+                                               conf.statsd.prefix))
+        if conf.database.dburi:
+            from zuul.driver.sql.history import BuildHistory
+            history = BuildHistory(conf.database.dburi)
+        self.scheduler = Scheduler(self.layouts, self.connections, self.merge_client,
+                                   None, None, stats=stats, history=history)
+        self.scheduler.executor = ExecutorAdapter(self.executor_client, self.scheduler,
+                                                  hostnames, self.layouts.job_spec_for,
+                                                  self._merge_mode)
+        self.scheduler.nodes = NodesAdapter(self.node_client, self.scheduler)
+        self.rpc = RPCListener(host, port, handlers(self.scheduler, self.layouts,
+                                                    self.keystore), name='zuul-scheduler')
+        self.rpc.start()
+        self.scheduler.start()
+        self.connections.start(self.scheduler.add_trigger_event)
+        log.info('Scheduler started with tenants %s', sorted(self.scheduler.tenants))
+
+    def _merge_mode(self, item) -> str:
+        change = getattr(item, 'change', item)
+        for state in self.scheduler.tenants.values():
+            if self.layouts.has_project(state.layout, change.connection, change.project):
+                return self.layouts.merge_mode(state.layout, change.project)
+        return 'merge-resolve'
+
+    def reconfigure(self) -> None:
+        log.info('Full reconfiguration requested')
+        self.scheduler.management('reconfigure', timeout=600)
+
+    def stop(self) -> None:
+        for stop in (lambda: self.connections.stop(), lambda: self.scheduler.stop(),
+                     lambda: self.rpc.stop(), lambda: self.node_client.stop(),
+                     lambda: self.zk.close(), lambda: self.merge_client.stop(),
+                     lambda: self.executor_client.stop(),
+                     lambda: self.gear_server and self.gear_server.shutdown()):
+            try:
+                stop()
+            except Exception:
+                log.exception('Error while stopping')
+
+
+def _rpc_reconfigure(conf) -> int:
+    from zuul.scheduler import rpc_protocol as p
+    from zuul.scheduler.rpc import RPCClient
+    client = RPCClient(conf.gearman.server, conf.gearman.port, timeout=600)
+    try:
+        response = client.call(p.RECONFIGURE, p.RPCRequest())
+    finally:
+        client.shutdown()
+    if not response.ok:
+        print(f'zuul-scheduler: {response.error}', file=sys.stderr)
+        return 1
+    print('reconfigured: ' + ', '.join(response.result['reconfigured']))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog='zuul-scheduler', description=__doc__.split('\n')[0])
+    parser.add_argument('-c', dest='config', default=DEFAULT_CONFIG)
+    parser.add_argument('-d', dest='foreground', action='store_true',
+                        help='do not detach; log to the console')
+    parser.add_argument('command', nargs='?',
+                        choices=('tenant-conf-check', 'full-reconfigure'))
+    args = parser.parse_args(argv)
+    from zuul.configloader.zuulconf import ZuulConfError, load_zuul_conf
+    from zuul.driver.registry import default_registry
+    if args.command == 'tenant-conf-check':
+        from zuul.configloader.tenant import tenant_conf_check
+        return tenant_conf_check(args.config)
+    try:
+        conf = load_zuul_conf(args.config, default_registry())
+    except ZuulConfError as e:
+        print(f'zuul-scheduler: {e}', file=sys.stderr)
+        return 2
+    if args.command == 'full-reconfigure':
+        return _rpc_reconfigure(conf)
+    if not conf.scheduler.tenant_config:
+        print(f'zuul-scheduler: {args.config}: [scheduler] tenant_config is not set',
+              file=sys.stderr)
+        return 2
+    if not args.foreground:
+        daemonize()
+    setup_logging(conf.scheduler.log_config, args.foreground)
+    stopped = threading.Event()
+    with PidFile(conf.scheduler.pidfile):
+        service = SchedulerService(conf)
+        service.start()
+        install_signal_handlers(on_term=stopped.set,
+                                on_hup=lambda: threading.Thread(
+                                    target=service.reconfigure, daemon=True).start())
+        stopped.wait()
+        service.stop()
+    return 0
+
+
+if __name__ == '__main__':  # pragma: no cover
+    sys.exit(main())

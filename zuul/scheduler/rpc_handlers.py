@@ -1,0 +1,257 @@
+"""The scheduler's answers to the ``zuul:*`` RPC functions
+(zuul/scheduler/rpc_protocol.py documents each shape). Requests that touch
+queues go through the scheduler's management queue; the read-only ones
+read the current (immutable) tenant layout directly."""
+
+from __future__ import annotations
+
+import re
+
+from zuul.model.freeze import FreezeError, JobFreezer
+from zuul.scheduler import rpc_protocol as p
+from zuul.scheduler.scheduler import UnknownNameError
+
+_CHANGE = re.compile(r'^\d+,\d+$')
+
+
+def handlers(scheduler, layouts, keystore=None) -> dict:
+    h = _Handlers(scheduler, layouts, keystore)
+    table = {
+        p.ENQUEUE: h.enqueue, p.ENQUEUE_REF: h.enqueue_ref, p.DEQUEUE: h.dequeue,
+        p.PROMOTE: h.promote, p.STATUS_GET: h.status_get, p.TENANT_LIST: h.tenant_list,
+        p.KEY_GET: h.key_get, p.JOB_LIST: h.job_list, p.JOB_GET: h.job_get,
+        p.PROJECT_LIST: h.project_list, p.PROJECT_GET: h.project_get,
+        p.CONFIG_ERRORS: h.config_errors, p.RECONFIGURE: h.reconfigure,
+        p.AUTOHOLD: h.autohold, p.AUTOHOLD_LIST: h.autohold_list,
+    }
+    return table
+
+
+def _source_context(sc) -> dict | None:
+    if sc is None:
+        return None
+    return {'project': sc.project, 'branch': sc.branch, 'path': sc.path}
+
+
+def _names(values) -> list[str]:
+    out = []
+    for v in values or ():
+        out.append(getattr(v, 'path', None) or getattr(v, 'name', None) or str(v))
+    return out
+
+
+def variant_dict(job) -> dict:
+    a = job.attributes
+    nodeset = a.get('nodeset')
+    return {
+        'name': job.name, 'parent': job.parent, 'description': a.get('description'),
+        'branches': list(job.branch_patterns),
+        'source_context': _source_context(job.source_context),
+        'abstract': job.abstract, 'final': job.final, 'protected': job.protected,
+        'voting': a.get('voting', True), 'timeout': a.get('timeout'),
+        'attempts': a.get('attempts', 3),
+        'nodeset': nodeset if isinstance(nodeset, (str, dict)) or nodeset is None
+        else {'nodes': nodeset},
+        'run': _names(a.get('run')), 'pre_run': _names(a.get('pre_run')),
+        'post_run': _names(a.get('post_run')),
+        'roles': [{'project': r.project, 'name': r.name} for r in a.get('roles') or ()],
+        'required_projects': _names(a.get('required_projects')),
+        'dependencies': _names(a.get('dependencies')),
+        'variables': _plain(a.get('vars') or {}),
+        'secrets': [s.alias for s in job.secrets],
+        'tags': list(a.get('tags') or ()), 'files': list(a.get('files') or ()),
+        'irrelevant_files': list(a.get('irrelevant_files') or ()),
+    }
+
+
+def _plain(value):
+    from zuul.scheduler.layouts import _plain as plain
+    return plain(value)
+
+
+class _Handlers:
+    def __init__(self, scheduler, layouts, keystore):
+        self.scheduler = scheduler
+        self.layouts = layouts
+        self.keystore = keystore
+
+    # -- helpers --------------------------------------------------------------
+
+    def _tenant(self, request):
+        if not request.tenant:
+            raise p.RPCError('a tenant is required')
+        return self.scheduler.get_tenant(request.tenant)
+
+    def _layout(self, request):
+        return self._tenant(request).layout
+
+    def _project(self, layout, name):
+        if not name:
+            raise p.RPCError('a project is required')
+        return self.layouts.find_project(layout, name)
+
+    @staticmethod
+    def _change(spec):
+        if not spec or not _CHANGE.match(spec):
+            raise p.RPCError(f'Malformed change "{spec}": expected N,P (change number, '
+                             'patchset number)')
+        return spec
+
+    # -- queue requests ---------------------------------------------------------
+
+    def enqueue(self, r):
+        state = self._tenant(r)
+        self.scheduler.get_manager(r.tenant, r.pipeline)
+        _, project = self._project(state.layout, r.project)
+        self._change(r.change)
+        self.scheduler.management('enqueue', tenant=r.tenant, pipeline=r.pipeline,
+                                  project=project, change=r.change)
+        return {'tenant': r.tenant, 'pipeline': r.pipeline, 'project': project,
+                'change': r.change}
+
+    def enqueue_ref(self, r):
+        state = self._tenant(r)
+        self.scheduler.get_manager(r.tenant, r.pipeline)
+        _, project = self._project(state.layout, r.project)
+        if not r.ref:
+            raise p.RPCError('a ref is required')
+        self.scheduler.management('enqueue_ref', tenant=r.tenant, pipeline=r.pipeline,
+                                  project=project, ref=r.ref,
+                                  oldrev=r.oldrev or '0' * 40, newrev=r.newrev)
+        return {'tenant': r.tenant, 'pipeline': r.pipeline, 'project': project,
+                'ref': r.ref}
+
+    def dequeue(self, r):
+        state = self._tenant(r)
+        self.scheduler.get_manager(r.tenant, r.pipeline)
+        _, project = self._project(state.layout, r.project)
+        if r.change:
+            self._change(r.change)
+        try:
+            self.scheduler.management('dequeue', tenant=r.tenant, pipeline=r.pipeline,
+                                      project=project, change=r.change, ref=r.ref)
+        except UnknownNameError:
+            raise UnknownNameError(f'Change {r.change or r.ref} not found in pipeline '
+                                   f'{r.pipeline}') from None
+        return {'tenant': r.tenant, 'pipeline': r.pipeline, 'project': project,
+                'dequeued': r.change or r.ref}
+
+    def promote(self, r):
+        self._tenant(r)
+        self.scheduler.get_manager(r.tenant, r.pipeline)
+        for change in r.changes:
+            self._change(change)
+        self.scheduler.management('promote', tenant=r.tenant, pipeline=r.pipeline,
+                                  changes=list(r.changes))
+        return {'tenant': r.tenant, 'pipeline': r.pipeline, 'promoted': list(r.changes)}
+
+    def status_get(self, r):
+        self._tenant(r)
+        return self.scheduler.management('status_get', tenant=r.tenant)
+
+    def tenant_list(self, r):
+        return self.scheduler.management('tenant_list')
+
+    def reconfigure(self, r):
+        tenants = [r.tenant] if r.tenant else None
+        if r.tenant:
+            self._tenant(r)
+        self.scheduler.management('reconfigure', tenants=tenants, timeout=600)
+        return {'reconfigured': tenants or sorted(self.scheduler.tenants)}
+
+    def autohold(self, r):
+        raise p.RPCError('autohold is not available in this version of the scheduler')
+
+    def autohold_list(self, r):
+        self._tenant(r)
+        return []
+
+    # -- read-only views of the layout ---------------------------------------------
+
+    def key_get(self, r):
+        layout = self._layout(r)
+        connection, project = self._project(layout, r.project)
+        if self.keystore is None:
+            raise p.RPCError('this scheduler has no key store')
+        return self.keystore.get_public_key_pem(connection, project)
+
+    def job_list(self, r):
+        layout = self._layout(r)
+        out = []
+        for name in sorted(layout.jobs):
+            variants = layout.jobs[name]
+            out.append({
+                'name': name,
+                'description': next((v.attributes.get('description') for v in variants
+                                     if v.attributes.get('description')), None),
+                'tags': sorted({t for v in variants for t in v.attributes.get('tags') or ()}),
+                'variants': [{'parent': v.parent, 'branches': list(v.branch_patterns),
+                              'source_context': _source_context(v.source_context)}
+                             for v in variants]})
+        return out
+
+    def job_get(self, r):
+        layout = self._layout(r)
+        if not r.job or r.job not in layout.jobs:
+            raise UnknownNameError(f'Unknown job "{r.job}" in tenant "{r.tenant}"')
+        if not r.project:
+            return [variant_dict(v) for v in layout.jobs[r.job]]
+        _, project = self._project(layout, r.project)
+        branch = r.branch or layout.get_project_metadata(project)['default_branch']
+        project_variants = ()
+        if r.pipeline:
+            self.scheduler.get_manager(r.tenant, r.pipeline)
+            ppc = layout.get_project_pipeline_config(project, r.pipeline, branch)
+            project_variants = [v for v in (ppc.job_list if ppc else ()) if v.name == r.job]
+        try:
+            frozen = JobFreezer(layout, branch, None, layout.tenant.default_parent).freeze(
+                r.job, project_variants)
+        except FreezeError as e:
+            raise p.RPCError(e.reason) from None
+        if frozen is None:
+            raise p.RPCError(f'Job "{r.job}" does not run on branch {branch} of {project}')
+        merged = variant_dict(frozen.variants[-1]) if frozen.variants else {}
+        for key, value in frozen.to_dict().items():
+            if key in merged and key not in ('name', 'source_context', 'branches'):
+                merged[key] = value
+        return {'job': r.job, 'project': project, 'branch': branch, 'pipeline': r.pipeline,
+                'inheritance_path': list(frozen.inheritance_path), 'frozen': merged}
+
+    def _project_entry(self, layout, tp) -> dict:
+        host = self.layouts.canonical_hostnames.get(tp.connection, tp.connection)
+        return {'name': tp.name, 'canonical_name': f'{host}/{tp.name}',
+                'connection_name': tp.connection,
+                'type': 'config' if tp.trusted else 'untrusted'}
+
+    def project_list(self, r):
+        layout = self._layout(r)
+        return sorted((self._project_entry(layout, tp) for tp in layout.tenant.projects),
+                      key=lambda e: e['name'])
+
+    def project_get(self, r):
+        layout = self._layout(r)
+        connection, project = self._project(layout, r.project)
+        tp = next(t for t in layout.tenant.projects
+                  if t.connection == connection and t.name == project)
+        entry = self._project_entry(layout, tp)
+        meta = layout.get_project_metadata(project)
+        entry['configs'] = [{
+            'source_context': _source_context(c.source_context),
+            'templates': list(c.templates),
+            'default_branch': c.default_branch or meta['default_branch'],
+            'merge_mode': c.merge_mode or meta['merge_mode'],
+            'pipelines': [{'name': name, 'queue_name': ppc.queue_name,
+                           'jobs': [[variant_dict(j)] for j in ppc.job_list]}
+                          for name, ppc in c.pipelines.items()],
+        } for c in layout.get_project_configs(project)]
+        return entry
+
+    def config_errors(self, r):
+        layout = self._layout(r)
+        out = []
+        for e in layout.errors:
+            out.append({'source_context': {'project': e.project, 'branch': e.branch,
+                                           'path': e.path} if e.path else None,
+                        'line': e.line, 'error': str(e), 'short_error': e.reason,
+                        'severity': e.severity})
+        return out

@@ -20,8 +20,9 @@ log = logging.getLogger('zuul.cmd.merger')
 
 
 def connection_sources(conf: ZuulConf) -> dict:
-    """What RepoUrlResolver needs from the [connection NAME] sections."""
-    return {name: {'driver': c.driver, 'options': dict(c.options)}
+    """What RepoUrlResolver needs from the [connection NAME] sections
+    (``[connection "NAME"]``, as released docs write it, is NAME too)."""
+    return {name.strip('"\''): {'driver': c.driver, 'options': dict(c.options)}
             for name, c in conf.connections.items()}
 
 

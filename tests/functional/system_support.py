@@ -1,0 +1,196 @@
+"""A whole Zuul for end-to-end tests: the development Gerrit (over SSH),
+a real ZooKeeper chroot, a real Gearman server, zuul-merger,
+zuul-executor and the scheduler daemon's service, all in this process
+but talking over their real protocols."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import textwrap
+
+import pytest
+
+from tests.harness.waiting import wait_for
+from zuul.cmd.scheduler import SchedulerService
+from zuul.configloader.zuulconf import load_zuul_conf
+from zuul.driver.registry import default_registry
+from zuul.executor.server import ExecutorServer
+from zuul.executor.settings import ExecutorSettings
+from zuul.merger.merger import Merger
+from zuul.merger.repos import RepoUrlResolver
+from zuul.merger.server import MergeServer
+
+PIPELINES = """
+- pipeline:
+    name: check
+    manager: independent
+    trigger:
+      gerrit:
+        - event: patchset-created
+        - event: comment-added
+          comment: (?i)^\\s*recheck\\s*$
+    success:
+      gerrit:
+        Verified: 1
+    failure:
+      gerrit:
+        Verified: -1
+- pipeline:
+    name: gate
+    manager: dependent
+    success-message: Build succeeded (gate pipeline).
+    trigger:
+      gerrit:
+        - event: comment-added
+          approval:
+            - Workflow: 1
+    start:
+      gerrit:
+        Verified: 0
+    success:
+      gerrit:
+        Verified: 2
+        submit: true
+    failure:
+      gerrit:
+        Verified: -2
+- job:
+    name: base
+    parent: null
+    timeout: 300
+- job:
+    name: check-marker
+    description: Fails when the change under test has a FAIL file.
+    run: playbooks/check-marker.yaml
+"""
+
+CHECK_MARKER = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Look for the marker
+      stat:
+        path: "{{ zuul.executor.work_root }}/{{ zuul.project.src_dir }}/FAIL"
+      register: marker
+    - name: Fail on request
+      fail:
+        msg: The change asked to fail
+      when: marker.stat.exists
+"""
+
+APP_CONFIG = """
+- project:
+    check:
+      jobs:
+        - check-marker
+    gate:
+      jobs:
+        - check-marker
+"""
+
+
+class ZuulSystem:
+    def __init__(self, root: str, gerrit, zk_hosts: str, gear_port: int, key_path: str):
+        self.root = root
+        self.gerrit = gerrit
+        self.store = gerrit.store
+        options = {'server': '127.0.0.1', 'port': str(gerrit.server.port), 'user': 'zuul',
+                   'sshkey': gerrit.key_path, 'known_hosts': gerrit.known_hosts}
+        with open(os.path.join(root, 'main.yaml'), 'w') as f:
+            f.write(textwrap.dedent("""
+                - tenant:
+                    name: example
+                    source:
+                      gerrit:
+                        config-projects:
+                          - org/project-config
+                        untrusted-projects:
+                          - org/app
+                          - org/lib
+                """))
+        conf_path = os.path.join(root, 'zuul.conf')
+        with open(conf_path, 'w') as f:
+            f.write(textwrap.dedent(f"""
+                [gearman]
+                server = 127.0.0.1
+                port = {gear_port}
+
+                [zookeeper]
+                hosts = {zk_hosts}
+
+                [scheduler]
+                tenant_config = {root}/main.yaml
+                state_dir = {root}/state
+
+                [connection gerrit]
+                driver = gerrit
+                """))
+            for key, value in options.items():
+                f.write(f'{key} = {value}\n')
+        self.conf = load_zuul_conf(conf_path, default_registry())
+        resolver = RepoUrlResolver({'gerrit': {'driver': 'gerrit', 'options': options}})
+        self.merge_server = MergeServer([('127.0.0.1', gear_port)],
+                                        Merger(f'{root}/merger', resolver,
+                                               git_user_email='zuul@example.org',
+                                               git_user_name='Zuul'))
+        settings = ExecutorSettings(hostname='executor.example.org', job_dir=f'{root}/b',
+                                    state_dir=f'{root}/es', private_key_file=key_path,
+                                    load_multiplier=0, min_avail_mem=0, log_stream_port=0,
+                                    log_stream_host='127.0.0.1')
+        self.executor = ExecutorServer(settings, '127.0.0.1', gear_port,
+                                       Merger(f'{root}/executor-git', resolver,
+                                              git_user_email='zuul@example.org',
+                                              git_user_name='Zuul'))
+        self.service = SchedulerService(self.conf)
+
+    def create_projects(self, app_config: str = APP_CONFIG) -> None:
+        self.store.create_project('org/project-config', {
+            'zuul.d/pipelines.yaml': textwrap.dedent(PIPELINES),
+            'playbooks/check-marker.yaml': textwrap.dedent(CHECK_MARKER)})
+        self.store.create_project('org/app', {'.zuul.yaml': textwrap.dedent(app_config),
+                                              'README': 'app\n'})
+        self.store.create_project('org/lib', {'README': 'lib\n'})
+
+    def start(self) -> None:
+        self.merge_server.start()
+        self.executor.start()
+        self.service.start()
+        gerrit = self.service.connections.get('gerrit')
+        assert gerrit.stream.connected.wait(30)
+        wait_for(lambda: self.gerrit.server.stream_count() >= 1, what='event stream')
+
+    def stop(self) -> None:
+        for stop in (self.service.stop, self.executor.stop, self.merge_server.stop):
+            try:
+                stop()
+            except Exception:  # pragma: no cover - best effort teardown
+                pass
+
+    @property
+    def scheduler(self):
+        return self.service.scheduler
+
+    def settle(self, timeout: float = 180.0) -> None:
+        assert self.scheduler.wait_until_settled(timeout), 'the scheduler did not settle'
+
+    def verified(self, change) -> int:
+        return self.store.get_change(change.number).approval_value('Verified')
+
+    def messages(self, change) -> list[str]:
+        """What Zuul posted on the change, oldest first."""
+        return [r['message'] for r in self.store.review_log
+                if r['change'] == change.number and r['user'] == 'zuul']
+
+
+@pytest.fixture
+def zuul_system(dev_gerrit, zk_chroot, gearman_server, ssh_keypair):
+    root = tempfile.mkdtemp(prefix='zs', dir='/tmp')
+    system = ZuulSystem(root, dev_gerrit, zk_chroot.hosts, gearman_server.port,
+                        ssh_keypair.private_key_path)
+    try:
+        yield system
+    finally:
+        system.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -3,8 +3,7 @@
 Nodes come from the shared ``node_factory`` (tests/harness/nodes.py) when
 it is registered; until then a small fallback here starts sshd in its own
 network namespace per node.  Repos are prepared by the merger
-(zuul.merger.merger.Merger) when it exists, else by a plain-git stand-in
-with the same two methods.
+(zuul.merger.merger.Merger).
 """
 
 from __future__ import annotations
@@ -27,6 +26,8 @@ from zuul.executor.protocol import (
     ZuulContext,
 )
 from zuul.executor.settings import ExecutorSettings
+from zuul.merger.merger import Merger
+from zuul.merger.repos import RepoUrlResolver
 
 HOSTNAME = 'review.example.org'
 GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME='t', GIT_AUTHOR_EMAIL='t@example.org',
@@ -80,91 +81,8 @@ class UpstreamRepos:
         return ref
 
 
-@dataclasses.dataclass
-class _StandInResult:
-    merged: bool
-    conflict: object = None
-    repo_state: dict = dataclasses.field(default_factory=dict)
-    commit: str | None = None
-
-
-@dataclasses.dataclass
-class StandInMergeItem:
-    connection: str
-    project: str
-    branch: str
-    ref: str
-    number: object = None
-    patchset: object = None
-    merge_mode: str = 'merge-resolve'
-
-
-class StandInMerger:
-    """The merger's two executor-facing calls over plain git (until
-    zuul.merger.merger lands): merge items in order into per-project work
-    clones, record branch commits, clone those commits into dest_root."""
-
-    merge_item_class = StandInMergeItem
-
-    def __init__(self, upstream: UpstreamRepos, cache_root: str):
-        self.upstream = upstream
-        self.cache_root = cache_root
-        self._counter = itertools.count()
-
-    def _work_clone(self, project: str) -> str:
-        path = os.path.join(self.cache_root, f'{next(self._counter)}', project)
-        git(self.cache_root, 'clone', '-q', self.upstream.path(project), path)
-        return path
-
-    def merge_changes(self, items, repo_state=None):
-        clones: dict = {}
-        state: dict = {}
-        for item in items:
-            key = (item.connection, item.project)
-            if key not in clones:
-                clones[key] = self._work_clone(item.project)
-            path = clones[key]
-            git(path, 'checkout', '-q', item.branch)
-            git(path, 'fetch', '-q', 'origin', item.ref)
-            try:
-                git(path, 'merge', '-q', '--no-edit', 'FETCH_HEAD')
-            except subprocess.CalledProcessError:
-                return _StandInResult(merged=False, conflict=item)
-            sha = git(path, 'rev-parse', 'HEAD')
-            state.setdefault(item.connection, {}).setdefault(item.project, {})[
-                f'refs/heads/{item.branch}'] = sha
-        self._clones = clones
-        return _StandInResult(merged=True, repo_state=state)
-
-    def prepare_workspace(self, repo_state, projects, dest_root, canonical_hostnames):
-        paths = {}
-        for connection, project, branch in projects:
-            dest = os.path.join(dest_root, canonical_hostnames[connection], project)
-            source = getattr(self, '_clones', {}).get((connection, project))
-            git(dest_root, 'clone', '-q', '--shared', source or self.upstream.path(project), dest)
-            refs = (repo_state.get(connection) or {}).get(project) or {}
-            for ref, sha in refs.items():
-                name = ref[len('refs/heads/'):] if ref.startswith('refs/heads/') else ref
-                if name == _current(dest):
-                    git(dest, 'reset', '-q', '--hard', sha)
-                else:
-                    git(dest, 'branch', '-f', name, sha)
-            if branch:
-                git(dest, 'checkout', '-q', branch)
-            paths[(connection, project)] = dest
-        return paths
-
-
-def _current(path: str) -> str:
-    return git(path, 'rev-parse', '--abbrev-ref', 'HEAD')
-
-
-def make_merger(upstream: UpstreamRepos, root: str):
-    try:
-        from zuul.merger.merger import Merger
-        from zuul.merger.repos import RepoUrlResolver
-    except ImportError:
-        return StandInMerger(upstream, root)
+def make_merger(upstream: UpstreamRepos, root: str) -> Merger:
+    """The real merger (zuul.merger), fetching from ``upstream``."""
     resolver = RepoUrlResolver({'gerrit': upstream.root})
     return Merger(root, resolver, git_user_email='zuul@example.org', git_user_name='zuul')
 

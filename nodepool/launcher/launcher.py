@@ -1,0 +1,229 @@
+"""The launcher: one pool worker per provider pool, one cleanup worker,
+and what they share (ZooKeeper caches, provider adapters, the node
+threads).
+
+Only this package touches ZooKeeper on behalf of providers; adapters
+just create, poll, delete and list instances.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from kazoo.protocol.states import KazooState
+from kazoo.recipe.watchers import ChildrenWatch
+
+from nodepool.config import NodepoolConfig
+from nodepool.driver import DriverRegistry, ProviderAdapter, default_registry
+from nodepool.launcher.cleanup import CleanupWorker
+from nodepool.launcher.pool_worker import PoolWorker
+from nodepool.launcher.settings import LauncherSettings
+from nodepool.launcher.state_machine import NodeDeleteStateMachine
+from nodepool.zk import paths
+from nodepool.zk.api import NodepoolZooKeeper
+from nodepool.zk.cache import RecordCache
+from nodepool.zk.records import DELETING, IN_USE, USED, Node, NodeRequest
+
+log = logging.getLogger('nodepool.launcher')
+
+
+class Launcher:
+    """A nodepool-launcher process's worth of work."""
+
+    def __init__(self, config: NodepoolConfig, zk: NodepoolZooKeeper,
+                 settings: LauncherSettings | None = None,
+                 registry: DriverRegistry | None = None, clock=time.time):
+        self.config = config
+        self.zk = zk
+        self.settings = settings or LauncherSettings()
+        self.registry = registry or default_registry()
+        self.clock = clock
+        self.adapters: dict[str, ProviderAdapter] = {}
+        self.broken_providers: dict[str, str] = {}
+        self.workers: list[PoolWorker] = []
+        self.cleanup: CleanupWorker | None = None
+        self.node_cache: RecordCache | None = None
+        self.request_cache: RecordCache | None = None
+        self.launcher_ids: set[str] = set()
+        self.changed = threading.Condition()
+        self._semaphores: dict[str, threading.Semaphore | None] = {}
+        self._machines: set = set()
+        self._machines_lock = threading.Lock()
+        self._running = False
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._running = True
+        self._start_adapters()
+        self.node_cache = RecordCache(self.zk.client, paths.NODE_ROOT, Node,
+                                      on_change=self._node_changed)
+        self.request_cache = RecordCache(self.zk.client, paths.REQUEST_ROOT, NodeRequest,
+                                         on_change=self._request_changed)
+        self.node_cache.start()
+        self.request_cache.start()
+        ChildrenWatch(self.zk.client, paths.LAUNCHER_ROOT, self._launchers_changed)
+        self.zk.client.add_listener(self._session_listener)
+        for provider in self.config.providers.values():
+            for pool in provider.pools.values():
+                self.workers.append(PoolWorker(self, provider, pool,
+                                               self.adapters[provider.name]))
+        self.cleanup = CleanupWorker(self)
+        self.cleanup.start()
+        for worker in self.workers:
+            worker.start()
+        log.info('Launcher started: %d pool workers (%s)', len(self.workers),
+                 ', '.join(f'{w.provider.name}/{w.pool.name}' for w in self.workers))
+
+    def _start_adapters(self) -> None:
+        for provider in self.config.providers.values():
+            adapter = self.registry.get(provider.driver).get_adapter(provider)
+            self.adapters[provider.name] = adapter
+            limit = provider.max_concurrency
+            self._semaphores[provider.name] = threading.Semaphore(limit) if limit > 0 else None
+            try:
+                adapter.start()
+            except Exception as e:
+                # The pools of a broken provider decline everything (so
+                # requests can fail instead of waiting forever).
+                self.broken_providers[provider.name] = str(e)
+                log.error('Provider %s unavailable: %s', provider.name, e)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop taking work; abandon requests in flight (their locks go
+        with our session), let node threads finish or clean up."""
+        if not self._running:
+            return
+        self._running = False
+        self.zk.client.remove_listener(self._session_listener)
+        for worker in self.workers:
+            worker.stop()
+        if self.cleanup is not None:
+            self.cleanup.stop()
+        deadline = time.monotonic() + timeout
+        for thread in [*self.workers, self.cleanup]:
+            if thread is not None and thread.is_alive():
+                thread.join(max(0.1, deadline - time.monotonic()))
+        for worker in self.workers:
+            worker.abandon_all()
+        with self._machines_lock:
+            machines = list(self._machines)
+        for machine in machines:
+            if machine.thread is not None:
+                machine.thread.join(max(0.1, deadline - time.monotonic()))
+        for cache in (self.node_cache, self.request_cache):
+            if cache is not None:
+                cache.stop()
+        for adapter in self.adapters.values():
+            try:
+                adapter.stop()
+            except Exception:
+                log.exception('Stopping adapter %s failed', adapter.provider.name)
+        log.info('Launcher stopped')
+
+    # -- signals ------------------------------------------------------------------
+
+    def notify_changed(self) -> None:
+        with self.changed:
+            self.changed.notify_all()
+
+    def wake_workers(self) -> None:
+        for worker in self.workers:
+            worker.wake()
+
+    def _node_changed(self, name, node) -> None:
+        self.wake_workers()
+        if self.cleanup is not None and (node is None or node.state in (USED, IN_USE, DELETING)
+                                         or node.allocated_to is None):
+            self.cleanup.wake()
+        self.notify_changed()
+
+    def _request_changed(self, name, request) -> None:
+        self.wake_workers()
+        self.notify_changed()
+
+    def _launchers_changed(self, children) -> None:
+        if not self._running:
+            return False
+        self.launcher_ids = set(children)
+        self.wake_workers()
+        self.notify_changed()
+
+    def _session_listener(self, state) -> None:
+        if state == KazooState.CONNECTED:
+            self.wake_workers()
+            if self.cleanup is not None:
+                self.cleanup.wake(full=True)
+
+    # -- shared services for the workers -------------------------------------------
+
+    def launch_semaphore(self, provider_name: str):
+        return self._semaphores.get(provider_name)
+
+    def track(self, machine) -> None:
+        with self._machines_lock:
+            self._machines.add(machine)
+
+    def untrack(self, machine) -> None:
+        with self._machines_lock:
+            self._machines.discard(machine)
+
+    def delete_node(self, node: Node, adapter: ProviderAdapter, on_done=None):
+        """Delete a node we hold the lock of, in its own thread."""
+        def done(machine):
+            self.untrack(machine)
+            if on_done is not None:
+                on_done(machine)
+            self.notify_changed()
+        machine = NodeDeleteStateMachine(self.zk, adapter, node, on_done=done)
+        self.track(machine)
+        machine.start()
+        return machine
+
+    def delete_instance(self, adapter: ProviderAdapter, external_id: str) -> None:
+        """Delete an instance that has no node record, in its own thread."""
+        def run():
+            try:
+                adapter.delete(external_id)
+                log.info('Provider %s: leaked instance %s deleted', adapter.provider.name,
+                         external_id)
+            except Exception as e:
+                log.warning('Provider %s: deleting leaked instance %s failed: %s',
+                            adapter.provider.name, external_id, e)
+            self.notify_changed()
+        threading.Thread(target=run, daemon=True, name=f'delete-{external_id}').start()
+
+    def active_request_ids(self) -> set[str]:
+        ids = set()
+        for worker in self.workers:
+            ids.update(worker.handlers)
+        return ids
+
+    # -- for tests and the CLI ------------------------------------------------------
+
+    def wait_for(self, predicate, timeout: float = 30.0, what: str = 'condition') -> None:
+        """Wait until ``predicate()`` holds, re-checking whenever the
+        launcher reports a change (no polling)."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f'timed out waiting for {what}')
+                self.changed.wait(left)
+
+    def registered(self) -> bool:
+        return all(w.registered.is_set() for w in self.workers)
+
+    def run_cleanup(self, timeout: float = 30.0) -> None:
+        """Ask for a full cleanup pass and wait until one that started
+        after this call has completed."""
+        ticket = self.cleanup.request_full_pass()
+        self.wait_for(lambda: self.cleanup.completed_ticket >= ticket, timeout,
+                      'a cleanup pass')
+
+    @property
+    def paused_pools(self) -> list[str]:
+        return [f'{w.provider.name}/{w.pool.name}' for w in self.workers if w.paused]

@@ -1,0 +1,391 @@
+"""One worker per provider pool: it scans the request queue in order and
+follows seed 000's algorithm.
+
+For each ``requested`` request, lowest priority number first, then
+oldest first:
+
+1. a label this pool does not offer, or more nodes than the pool could
+   ever hold: decline (add our launcher id to ``declined_by``; when every
+   registered launcher has declined, mark the request ``failed``);
+2. otherwise accept it (``pending``) and fill it from ready nodes or new
+   launches;
+3. if it cannot be filled with what is free now, pause: no further
+   requests until this one has all its nodes.
+
+A request we already declined is only looked at again to see whether it
+has become unsatisfiable (its last other launcher went away).
+
+Each worker registers itself as a launcher at
+``/nodepool/launchers/<hostname>-<pid>-<tid>`` and registers again when
+its ZooKeeper session was replaced.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+
+from nodepool.launcher.handler import FINISHED, RequestHandler
+from nodepool.launcher.state_machine import NodeLaunchStateMachine
+from nodepool.zk import paths
+from nodepool.zk.api import RecordGoneError
+from nodepool.zk.records import (
+    BUILDING,
+    FAILED,
+    PENDING,
+    READY,
+    REQUESTED,
+    LauncherRecord,
+    Node,
+    NodeRequest,
+    request_sort_key,
+)
+
+log = logging.getLogger('nodepool.launcher.pool')
+
+
+class PoolWorker(threading.Thread):
+    def __init__(self, launcher, provider, pool, adapter):
+        super().__init__(daemon=True, name=f'pool-{provider.name}-{pool.name}')
+        self.launcher = launcher
+        self.zk = launcher.zk
+        self.provider = provider
+        self.pool = pool
+        self.adapter = adapter
+        self.id: str | None = None
+        self.handlers: dict[str, RequestHandler] = {}
+        self.paused_handler: RequestHandler | None = None
+        self.wake_event = threading.Event()
+        self.registered = threading.Event()
+        self.launch_retries = provider.launch_retries
+        self.can_launch = not adapter.reuses_nodes
+        self._running = True
+        self._session = None
+        self._new_nodes: dict[str, float] = {}
+        self._freeing: set[str] = set()
+        self._static_labels = {(h.name, h.connection_port): list(h.labels)
+                               for h in adapter.static_hosts() if h.pool == pool.name}
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_handler is not None
+
+    # -- thread ---------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.id = f'{self.launcher.settings.hostname}-{os.getpid()}-{threading.get_ident()}'
+        while self._running:
+            try:
+                self._cycle()
+            except Exception:
+                log.exception('Pool %s/%s: cycle failed', self.provider.name, self.pool.name)
+            self.launcher.notify_changed()
+            self.wake_event.wait(self.launcher.settings.poll_interval)
+            self.wake_event.clear()
+        if self.id is not None and self.registered.is_set():
+            try:
+                self.zk.unregister_launcher(self.id)
+            except Exception:
+                log.warning('Pool %s/%s: could not unregister', self.provider.name,
+                            self.pool.name)
+
+    def wake(self) -> None:
+        self.wake_event.set()
+
+    def stop(self) -> None:
+        self._running = False
+        self.wake()
+
+    def abandon_all(self) -> list[RequestHandler]:
+        handlers = list(self.handlers.values())
+        for handler in handlers:
+            handler.abandon()
+        self.handlers.clear()
+        self.paused_handler = None
+        return handlers
+
+    # -- one pass ------------------------------------------------------------------
+
+    def _cycle(self) -> None:
+        self._ensure_registered()
+        self._poll_handlers()
+        if self.paused_handler is not None:
+            handler = self.paused_handler
+            if handler.state == FINISHED or handler.advance():
+                self.paused_handler = None
+                log.info('Pool %s/%s: unpaused (request %s)', self.provider.name,
+                         self.pool.name, handler.id)
+            else:
+                self._free_quota(handler)
+                return
+        self._scan()
+
+    def _ensure_registered(self) -> None:
+        session = self.zk.session_id
+        if session == self._session and self.registered.is_set():
+            return
+        if self._session is not None and session != self._session:
+            dropped = self.abandon_all()
+            self._new_nodes.clear()
+            log.warning('Pool %s/%s: ZooKeeper session replaced; abandoned requests %s',
+                        self.provider.name, self.pool.name, [h.id for h in dropped])
+        record = LauncherRecord(id=self.id, hostname=self.launcher.settings.hostname,
+                                pid=os.getpid(), provider=self.provider.name,
+                                pool=self.pool.name, supported_labels=sorted(self.pool.labels))
+        self.zk.register_launcher(record)
+        self._session = session
+        self.registered.set()
+        log.info('Pool %s/%s registered as launcher %s', self.provider.name, self.pool.name,
+                 self.id)
+
+    def _poll_handlers(self) -> None:
+        for handler in list(self.handlers.values()):
+            if handler.poll():
+                del self.handlers[handler.id]
+                if self.paused_handler is handler:
+                    self.paused_handler = None
+                continue
+            if handler.empty_slots and not handler.advance() and self.paused_handler is None:
+                self.paused_handler = handler
+                log.info('Pool %s/%s: paused for request %s', self.provider.name,
+                         self.pool.name, handler.id)
+
+    def _scan(self) -> None:
+        requests = sorted(self.launcher.request_cache.values(),
+                          key=lambda r: request_sort_key(r.id))
+        for request in requests:
+            if not self._running or self.paused_handler is not None:
+                return
+            if request.state != REQUESTED or request.id in self.handlers:
+                continue
+            if self.id in request.declined_by:
+                self._maybe_fail(request)
+                continue
+            self._consider(request)
+
+    # -- deciding ------------------------------------------------------------------
+
+    def _consider(self, cached: NodeRequest) -> None:
+        stub = NodeRequest(id=cached.id)
+        if not self.zk.lock_request(stub, blocking=False, identifier=self.id):
+            return
+        request = self.zk.get_request(cached.id)
+        if request is None or request.state != REQUESTED or self.id in request.declined_by:
+            self.zk.unlock_request(stub)
+            if request is None:
+                self.zk.delete_request_lock_dir(cached.id)
+            return
+        request.lock = stub.lock
+        reason = self.decline_reason(request)
+        if reason:
+            self._decline(request, reason)
+            return
+        request.set_state(PENDING)
+        try:
+            self.zk.store_request(request)
+        except RecordGoneError:
+            self.zk.unlock_request(request)
+            return
+        handler = RequestHandler(self, request)
+        self.handlers[request.id] = handler
+        log.info('Request %s (%s, %s): accepted by pool %s/%s', request.id,
+                 request.node_types, request.requestor, self.provider.name, self.pool.name)
+        if not handler.advance():
+            self.paused_handler = handler
+            log.info('Pool %s/%s: paused for request %s', self.provider.name,
+                     self.pool.name, request.id)
+
+    def decline_reason(self, request: NodeRequest) -> str | None:
+        missing = sorted({t for t in request.node_types if t not in self.pool.labels})
+        if missing:
+            return f'label {", ".join(missing)} not offered'
+        if self.launcher.broken_providers.get(self.provider.name):
+            return f'provider unavailable: {self.launcher.broken_providers[self.provider.name]}'
+        if not self.can_launch:
+            for label in set(request.node_types):
+                want = request.node_types.count(label)
+                have = sum(1 for labels in self._static_slot_labels() if label in labels)
+                if want > have:
+                    return f'{want} {label} nodes requested, the pool has {have}'
+            if len(request.node_types) > len(self._static_slot_labels()):
+                return 'more nodes than the pool has'
+            return None
+        capacity = self.capacity()
+        if len(request.node_types) > capacity:
+            return f'{len(request.node_types)} nodes exceed the quota of {capacity}'
+        return None
+
+    def _decline(self, request: NodeRequest, reason: str, unlock: bool = True) -> None:
+        request.declined_by.append(self.id)
+        launchers = set(self.zk.get_launcher_ids())
+        if launchers <= set(request.declined_by):
+            request.set_state(FAILED)
+            log.info('Request %s: declined by %s (%s); every launcher declined: failed',
+                     request.id, self.id, reason)
+        else:
+            log.info('Request %s: declined by %s (%s)', request.id, self.id, reason)
+        try:
+            self.zk.store_request(request)
+        except RecordGoneError:
+            pass
+        if unlock:
+            self.zk.unlock_request(request)
+
+    def decline_after_failures(self, held: NodeRequest) -> None:
+        """Give an accepted request back after repeated launch failures
+        (the handler still holds its lock and unlocks it afterwards)."""
+        request = self.zk.get_request(held.id)
+        if request is None:
+            return
+        request.lock = held.lock
+        request.nodes = []
+        request.set_state(REQUESTED)
+        self._decline(request, f'{self.launch_retries + 1} launch failures', unlock=False)
+
+    def _maybe_fail(self, cached: NodeRequest) -> None:
+        if not self.launcher.launcher_ids <= set(cached.declined_by):
+            return
+        stub = NodeRequest(id=cached.id)
+        if not self.zk.lock_request(stub, blocking=False, identifier=self.id):
+            return
+        try:
+            request = self.zk.get_request(cached.id)
+            if request is None or request.state != REQUESTED:
+                return
+            if set(self.zk.get_launcher_ids()) <= set(request.declined_by):
+                request.set_state(FAILED)
+                log.info('Request %s: every remaining launcher has declined: failed',
+                         request.id)
+                self.zk.store_request(request)
+        except RecordGoneError:
+            pass
+        finally:
+            self.zk.unlock_request(stub)
+
+    # -- nodes ---------------------------------------------------------------------
+
+    def _static_slot_labels(self) -> list[list[str]]:
+        return [h.labels for h in self.adapter.static_hosts() if h.pool == self.pool.name]
+
+    def labels_of(self, node: Node) -> list[str]:
+        if self.can_launch:
+            return [node.type]
+        return self._static_labels.get((node.hostname, node.connection_port), [node.type])
+
+    def _mine(self, node: Node) -> bool:
+        return node.provider == self.provider.name and node.pool == self.pool.name
+
+    def take_ready_node(self, label: str, request: NodeRequest) -> Node | None:
+        """A ready unallocated node of ``label``, locked and allocated."""
+        candidates = [n for n in self.launcher.node_cache.values()
+                      if self._mine(n) and n.state == READY and n.allocated_to is None
+                      and label in self.labels_of(n) and n.id not in self._freeing]
+        candidates.sort(key=lambda n: (n.state_time, n.id))
+        for cached in candidates:
+            stub = Node(id=cached.id)
+            if not self.zk.lock_node(stub, blocking=False, identifier=self.id):
+                continue
+            node = self.zk.get_node(cached.id)
+            if node is None or node.state != READY or node.allocated_to is not None or \
+                    label not in self.labels_of(node):
+                self.zk.unlock_node(stub)
+                continue
+            node.lock = stub.lock
+            node.allocated_to = request.id
+            node.type = label
+            try:
+                self.zk.store_node(node)
+            except RecordGoneError:
+                continue
+            return node
+        return None
+
+    def launch_node(self, label: str, request: NodeRequest) -> NodeLaunchStateMachine:
+        pool_label = self.pool.labels[label]
+        node = Node(type=label, provider=self.provider.name, pool=self.pool.name,
+                    state=BUILDING, allocated_to=request.id, launcher=self.id,
+                    username=pool_label.username, python_path=pool_label.python_path,
+                    shell_type=pool_label.shell_type,
+                    attributes=dict(self.pool.node_attributes))
+        self.zk.store_node(node)
+        self._new_nodes[node.id] = time.monotonic()
+        if not self.zk.lock_node(node, timeout=30, identifier=self.id):
+            raise RuntimeError(f'could not lock new node {node.id}')
+        machine = NodeLaunchStateMachine(
+            self.zk, self.adapter, node, pool_label.settings, self.provider.boot_timeout,
+            self.launcher.settings.boot_poll_interval, on_done=self._launch_done,
+            semaphore=self.launcher.launch_semaphore(self.provider.name))
+        log.info('Request %s: launching node %s (%s) in %s/%s', request.id, node.id, label,
+                 self.provider.name, self.pool.name)
+        self.launcher.track(machine)
+        machine.start()
+        return machine
+
+    def _launch_done(self, machine: NodeLaunchStateMachine) -> None:
+        self.launcher.untrack(machine)
+        if not machine.succeeded:
+            self._new_nodes.pop(machine.node.id, None)
+        self.wake()
+
+    # -- quota ---------------------------------------------------------------------
+
+    def capacity(self) -> float:
+        limits = [self.pool.max_servers, self.adapter.quota().instances]
+        return min([lim for lim in limits if lim is not None] or [math.inf])
+
+    def free_capacity(self) -> float:
+        nodes = [n for n in self.launcher.node_cache.values()
+                 if n.provider == self.provider.name]
+        seen = {n.id for n in nodes}
+        now = time.monotonic()
+        for node_id, when in list(self._new_nodes.items()):
+            if node_id in seen or now - when > 60:
+                del self._new_nodes[node_id]
+        extra = len(self._new_nodes)
+        pool_used = sum(1 for n in nodes if n.pool == self.pool.name) + extra
+        provider_used = len(nodes) + extra
+        free = []
+        if self.pool.max_servers is not None:
+            free.append(self.pool.max_servers - pool_used)
+        quota = self.adapter.quota().instances
+        if quota is not None:
+            free.append(quota - provider_used)
+        return min(free) if free else math.inf
+
+    def _free_quota(self, handler: RequestHandler) -> None:
+        """Paused for want of room: delete one ready, unallocated node of a
+        label the paused request does not need (it would have been used)."""
+        if not self.can_launch or self._freeing or self.free_capacity() > 0:
+            return
+        needed = {s.label for s in handler.empty_slots}
+        idle = [n for n in self.launcher.node_cache.values()
+                if self._mine(n) and n.state == READY and n.allocated_to is None
+                and n.type not in needed]
+        idle.sort(key=lambda n: (n.state_time, n.id))
+        for cached in idle:
+            stub = Node(id=cached.id)
+            if not self.zk.lock_node(stub, blocking=False, identifier=self.id):
+                continue
+            node = self.zk.get_node(cached.id)
+            if node is None or node.state != READY or node.allocated_to is not None:
+                self.zk.unlock_node(stub)
+                continue
+            node.lock = stub.lock
+            self._freeing.add(node.id)
+            log.info('Pool %s/%s: deleting idle node %s (%s) to make room for request %s',
+                     self.provider.name, self.pool.name, node.id, node.type, handler.id)
+            self.launcher.delete_node(node, self.adapter,
+                                      on_done=lambda m: self._freed(m.node.id))
+            return
+
+    def _freed(self, node_id: str) -> None:
+        self._freeing.discard(node_id)
+        self.wake()
+
+    def request_exists(self, request_id: str) -> bool:
+        if self.launcher.request_cache.get(request_id) is not None:
+            return True
+        return self.zk.client.exists(paths.request_path(request_id)) is not None

@@ -1,0 +1,206 @@
+"""The node state machines the framework runs, one thread per node, so a
+slow boot never blocks a request loop.
+
+Launch: building -> (create) -> (poll until ready) -> testing (SSH
+banner check, if the adapter asks for it) -> ready.  Any failure:
+deleting -> instance deleted -> record deleted; the request handler then
+launches a replacement.
+
+Delete: deleting -> instance deleted -> record deleted.  If the provider
+refuses, the record stays ``deleting`` and unlocked, and the cleanup
+loop tries again later.
+
+The caller locks the node before starting a machine; the launch machine
+keeps the lock when it succeeds (the request handler releases it at
+fulfilment), the delete machine's lock goes with the record.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from nodepool.driver import Instance, InstanceSpec, LaunchError, ProviderAdapter, instance_name
+from nodepool.driver.sshutil import SSHCheckError, wait_for_ssh
+from nodepool.zk import api as zkapi
+from nodepool.zk.records import DELETING, READY, TESTING, Node
+
+log = logging.getLogger('nodepool.launcher.node')
+
+# Launch states (in memory: the record says building/testing/ready).
+START = 'start'
+CREATING = 'creating'
+BOOTING = 'booting'
+CHECKING = 'checking'
+DONE = 'done'
+FAILED = 'failed'
+
+
+def apply_instance(node: Node, inst: Instance) -> None:
+    """Copy what the provider reports onto the node record."""
+    for attr in ('interface_ip', 'public_ipv4', 'private_ipv4', 'public_ipv6', 'hostname',
+                 'region', 'az', 'cloud', 'host_id', 'connection_type'):
+        value = getattr(inst, attr)
+        if value is not None:
+            setattr(node, attr, value)
+    node.connection_port = inst.connection_port or node.connection_port
+    node.host_keys = list(inst.host_keys or node.host_keys)
+    node.username = node.username or inst.username
+    if not node.interface_ip:
+        node.interface_ip = inst.public_ipv4 or inst.public_ipv6 or inst.private_ipv4
+
+
+class NodeLaunchStateMachine:
+    """Brings one locked ``building`` node to ``ready`` (or removes it)."""
+
+    def __init__(self, zk: zkapi.NodepoolZooKeeper, adapter: ProviderAdapter, node: Node,
+                 spec_settings: dict, boot_timeout: float, poll_interval: float = 1.0,
+                 on_done=None, semaphore: threading.Semaphore | None = None):
+        self.zk = zk
+        self.adapter = adapter
+        self.node = node
+        self.spec_settings = spec_settings
+        self.boot_timeout = boot_timeout
+        self.poll_interval = poll_interval
+        self.on_done = on_done
+        self.semaphore = semaphore
+        self.state = START
+        self.error: str | None = None
+        self.abandoned = False
+        self.thread: threading.Thread | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (DONE, FAILED)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state == DONE
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.run, daemon=True,
+                                       name=f'launch-{self.node.id}')
+        self.thread.start()
+
+    def run(self) -> None:
+        if self.semaphore is not None:
+            self.semaphore.acquire()
+        try:
+            self._launch()
+            self.state = DONE
+            log.info('Node %s ready (%s at %s)', self.node.id, self.node.type,
+                     self.node.interface_ip)
+        except Exception as e:
+            self.error = str(e) or e.__class__.__name__
+            log.warning('Node %s failed to launch: %s', self.node.id, self.error)
+            self._remove()
+            self.state = FAILED
+        finally:
+            if self.semaphore is not None:
+                self.semaphore.release()
+            if self.on_done is not None:
+                try:
+                    self.on_done(self)
+                except Exception:
+                    log.exception('Launch callback failed for node %s', self.node.id)
+
+    def _check_abandoned(self) -> None:
+        if self.abandoned:
+            raise LaunchError('abandoned (the launcher lost its ZooKeeper session)')
+
+    def _launch(self) -> None:
+        node = self.node
+        spec = InstanceSpec(name=instance_name(node.provider, node.id), node_id=node.id,
+                            provider=node.provider, pool=node.pool, label=node.type,
+                            label_settings=dict(self.spec_settings),
+                            username=node.username, metadata={'nodepool_node_id': node.id})
+        self.state = CREATING
+        deadline = time.monotonic() + self.boot_timeout
+        node.external_id = self.adapter.create(spec)
+        self._check_abandoned()
+        self.zk.store_node(node)
+        self.state = BOOTING
+        inst = self._wait_ready(deadline)
+        apply_instance(node, inst)
+        if self.adapter.check_ssh and node.connection_type == 'ssh':
+            self.state = CHECKING
+            node.set_state(TESTING)
+            self._check_abandoned()
+            self.zk.store_node(node)
+            left = max(deadline - time.monotonic(), 0.1)
+            try:
+                wait_for_ssh(node.address, node.connection_port, left,
+                             should_stop=lambda: self.abandoned)
+            except SSHCheckError as e:
+                raise LaunchError(str(e)) from None
+        node.set_state(READY)
+        self._check_abandoned()
+        self.zk.store_node(node)
+
+    def _wait_ready(self, deadline: float) -> Instance:
+        delay = min(0.01, self.poll_interval)
+        while True:
+            inst = self.adapter.poll(self.node.external_id)
+            if inst is not None and inst.ready:
+                return inst
+            self._check_abandoned()
+            if time.monotonic() + delay > deadline:
+                raise LaunchError(f'not ready within {self.boot_timeout}s')
+            time.sleep(delay)
+            delay = min(delay * 2, self.poll_interval)
+
+    def _remove(self) -> None:
+        try:
+            remove_node(self.zk, self.adapter, self.node)
+        except Exception:
+            log.exception('Node %s: removing the failed node failed', self.node.id)
+
+
+def remove_node(zk: zkapi.NodepoolZooKeeper, adapter: ProviderAdapter, node: Node) -> bool:
+    """Mark deleting, delete the instance, delete the record.  On a provider
+    error the record stays ``deleting`` (and is unlocked) for a retry."""
+    node.set_state(DELETING)
+    try:
+        zk.store_node(node)
+    except zkapi.RecordGoneError:
+        pass
+    if node.external_id and not adapter.reuses_nodes:
+        try:
+            adapter.delete(node.external_id)
+        except Exception as e:
+            log.warning('Node %s: deleting instance %s failed: %s', node.id,
+                        node.external_id, e)
+            zk.unlock_node(node)
+            return False
+    zk.delete_node(node)
+    log.info('Node %s deleted', node.id)
+    return True
+
+
+class NodeDeleteStateMachine:
+    """Deletes one locked node in its own thread."""
+
+    def __init__(self, zk: zkapi.NodepoolZooKeeper, adapter: ProviderAdapter, node: Node,
+                 on_done=None):
+        self.zk = zk
+        self.adapter = adapter
+        self.node = node
+        self.on_done = on_done
+        self.deleted = False
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.run, daemon=True,
+                                       name=f'delete-{self.node.id}')
+        self.thread.start()
+
+    def run(self) -> None:
+        try:
+            self.deleted = remove_node(self.zk, self.adapter, self.node)
+        except Exception:
+            log.exception('Node %s: delete failed', self.node.id)
+            self.zk.unlock_node(self.node)
+        finally:
+            if self.on_done is not None:
+                self.on_done(self)

@@ -255,7 +255,7 @@ def test_lost_gearman_server_completes_waiting_requests(project):
 def test_log_lines_carry_the_event_id(served, project, caplog):
     server, client = served
     results = Results()
-    with caplog.at_level(logging.INFO, logger='zuul.merger'):
+    with caplog.at_level(logging.DEBUG, logger='zuul.merger'):
         client.merge_items([queue_item(project, 1)], results, event_id='ev-trace')
         results.wait()
     lines = [r.getMessage() for r in caplog.records if r.name.startswith('zuul.merger')]

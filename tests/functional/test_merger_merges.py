@@ -6,6 +6,7 @@ file reads, changed files and fetch failures."""
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
@@ -414,3 +415,38 @@ def test_fetch_from_gerrit_over_ssh(dev_gerrit, tmp_path):
 
 def file_at_conn(merger, connection, project, sha, path):
     return merger.cache.get(connection, project).read_files(sha, [path]).get(path)
+
+
+# -- concurrency (an executor merges for several builds at once) -------------------------
+def test_concurrent_merges_on_one_cache_do_not_interfere(make_merger, upstream, tmp_path):
+    upstream.create('org/project', {'base.txt': 'base\n'})
+    refs = {n: upstream.add_change('org/project', n, {f'f{n}.txt': f'{n}\n'})
+            for n in range(1, 7)}
+    queues = [[1, 2, 3], [4, 5], [2, 6], [6, 5, 4, 3], [3, 1]]
+    queues = [[item('org/project', n, refs[n], mode) for n in q]
+              for q, mode in zip(queues, ['merge-resolve', 'merge', 'cherry-pick',
+                                          'squash-merge', 'rebase'])]
+    expected = [make_merger(f'alone{i}').merge_changes(q).repo_state
+                for i, q in enumerate(queues)]
+    shared = make_merger('shared')
+    results: dict = {}
+
+    def run(index, queue):
+        for attempt in range(3):
+            out = shared.merge_changes(queue)
+            dest = str(tmp_path / f'ws-{index}-{attempt}')
+            path = shared.prepare_workspace(out.repo_state, [('gerrit', 'org/project', None)],
+                                            dest, {'gerrit': HOST})[('gerrit', 'org/project')]
+            present = sorted(n for n in range(1, 7)
+                             if os.path.exists(os.path.join(path, f'f{n}.txt')))
+            results[(index, attempt)] = (out.repo_state, present)
+
+    threads = [threading.Thread(target=run, args=(i, q)) for i, q in enumerate(queues)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(results) == 3 * len(queues)
+    for (index, _), (state, present) in results.items():
+        assert state == expected[index]
+        assert present == sorted(i.number for i in queues[index])

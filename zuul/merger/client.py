@@ -167,7 +167,7 @@ class MergeClient:
                                read_files=list(read_files), files_changed=files_changed,
                                event_id=event_id)
         described = ', '.join(i.describe() for i in merge_items)
-        log.info('[e: %s] Requesting merge of %s', event_id, described)
+        log.debug('[e: %s] Requesting merge of %s', event_id, described)
         return self._submit(FUNCTION_MERGE, request, MergeResult,
                             lambda e: MergeResult(merged=False, error=e, event_id=event_id),
                             callback)

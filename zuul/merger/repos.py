@@ -196,6 +196,7 @@ class Repo:
         self.lock = threading.RLock()
         # The commit the work tree holds, clean; None when unknown.
         self.clean_head: str | None = None
+        self._head_checked = False
 
     def git(self, *args, env: dict | None = None, check: bool = True,
             input_bytes: bytes | None = None) -> str:
@@ -230,8 +231,7 @@ class Repo:
         """Update from origin: every branch and tag when ``branches``, and
         the given refs (change refs go under refs/zuul/fetched/; a sha is
         fetched as itself)."""
-        first = not self.exists
-        if first:
+        if not self.exists:
             self._init()
         elif self.git('config', '--get', 'remote.origin.url', check=False) != self.remote.url:
             self.git('config', 'remote.origin.url', self.remote.url)
@@ -245,9 +245,12 @@ class Repo:
         if branches:
             args.append('--prune')
         self.git(*args, 'origin', *specs, env=self._remote_env())
-        if first:
-            self.git('remote', 'set-head', 'origin', '--auto', env=self._remote_env(),
-                     check=False)
+        if branches and not self._head_checked:
+            # Learn origin's default branch (a round trip) when unknown.
+            self._head_checked = True
+            if self.default_branch() is None:
+                self.git('remote', 'set-head', 'origin', '--auto', env=self._remote_env(),
+                         check=False)
 
     def ensure_commits(self, shas) -> None:
         """Make sure every sha is here: fetch origin, then ask for the

@@ -178,7 +178,7 @@ class Merger:
             if read_files:
                 outcome.read_files = self._read_after(items, spec, list(read_files))
             return outcome
-        except MergerError as exc:
+        except (MergerError, GitError) as exc:
             log.warning('%s%s', _tag(event_id), exc)
             return MergeOutcome(merged=False, error=str(exc), base_state=_as_state(spec.base),
                                 item_commits=commits)

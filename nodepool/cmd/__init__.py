@@ -1,0 +1,70 @@
+"""What nodepool's commands share: logging set-up, a pid file, detaching.
+
+(Nodepool never imports zuul, so this is its own small copy of the idea.)
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.config
+import os
+import sys
+
+DEFAULT_CONFIG = '/etc/nodepool/nodepool.yaml'
+LOG_FORMAT = '%(asctime)s %(levelname)s %(name)s: %(message)s'
+
+
+def setup_logging(log_config: str | None, foreground: bool, debug: bool = False) -> None:
+    """A logging config file (YAML dictConfig or INI fileConfig), or
+    the console (foreground) / stderr."""
+    if log_config:
+        if log_config.endswith(('.yaml', '.yml')):
+            import yaml
+            with open(log_config) as f:
+                logging.config.dictConfig(yaml.safe_load(f))
+        else:
+            logging.config.fileConfig(log_config, disable_existing_loggers=False)
+        return
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, format=LOG_FORMAT,
+                        stream=sys.stdout if foreground else sys.stderr)
+    logging.getLogger('kazoo').setLevel(logging.WARNING)
+
+
+class PidFile:
+    """Write our pid; refuse to start while a live process holds the file."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+
+    def __enter__(self):
+        if not self.path:
+            return self
+        if os.path.exists(self.path):
+            try:
+                with open(self.path) as f:
+                    pid = int(f.read().strip())
+                os.kill(pid, 0)
+            except (OSError, ValueError):
+                pass  # stale
+            else:
+                raise SystemExit(f'{self.path}: already running as pid {pid}')
+        os.makedirs(os.path.dirname(self.path) or '.', exist_ok=True)
+        with open(self.path, 'w') as f:
+            f.write(f'{os.getpid()}\n')
+        return self
+
+    def __exit__(self, *exc):
+        if self.path and os.path.exists(self.path):
+            os.unlink(self.path)
+
+
+def daemonize() -> None:
+    """Detach (double fork)."""
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)

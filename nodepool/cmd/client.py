@@ -1,0 +1,233 @@
+"""nodepool: look at and act on nodes and requests.
+
+    nodepool [-c nodepool.yaml] list [--detail]
+    nodepool hold <id> [--reason TEXT]
+    nodepool delete <id> [--now]
+    nodepool request-list
+    nodepool info <provider>
+    nodepool label-list
+    nodepool config-validate
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from nodepool.cmd import DEFAULT_CONFIG
+from nodepool.config import WARNING, ConfigError, load_config, validate_config
+from nodepool.driver import default_registry
+from nodepool.launcher.state_machine import remove_node
+from nodepool.zk.api import NodepoolZooKeeper
+from nodepool.zk.records import DELETING, HOLD, READY, Node
+
+
+def render_table(headers: list[str], rows: list[list]) -> str:
+    """A boxed text table, as released Nodepool prints (prettytable style)."""
+    cells = [[('' if c is None else str(c)) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    rule = '+' + '+'.join('-' * (w + 2) for w in widths) + '+'
+
+    def line(values):
+        return '| ' + ' | '.join(v.ljust(w) for v, w in zip(values, widths)) + ' |'
+    out = [rule, line(headers), rule]
+    out += [line(r) for r in cells]
+    out.append(rule)
+    return '\n'.join(out)
+
+
+def age(since: float | None, now: float | None = None) -> str:
+    """dd:hh:mm:ss since a timestamp."""
+    if not since:
+        return ''
+    seconds = max(0, int((now or time.time()) - since))
+    d, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return f'{d:02d}:{h:02d}:{m:02d}:{s:02d}'
+
+
+NODE_COLUMNS = ['ID', 'Provider', 'Label', 'Server ID', 'Public IPv4', 'IPv6', 'State', 'Age',
+                'Locked']
+DETAIL_COLUMNS = ['Pool', 'Hostname', 'Private IPv4', 'AZ', 'Port', 'Launcher',
+                  'Allocated To', 'Hold Job', 'Comment']
+
+
+def node_rows(zk: NodepoolZooKeeper, nodes: list[Node], detail: bool) -> list[list]:
+    rows = []
+    for n in nodes:
+        row = [n.id, n.provider, n.type, n.external_id, n.public_ipv4, n.public_ipv6,
+               n.state, age(n.state_time), 'locked' if zk.is_node_locked(n.id) else 'unlocked']
+        if detail:
+            row += [n.pool, n.hostname, n.private_ipv4, n.az, n.connection_port, n.launcher,
+                    n.allocated_to, n.hold_job, n.comment]
+        rows.append(row)
+    return rows
+
+
+# -- verbs -----------------------------------------------------------------------
+
+
+def cmd_list(args, zk) -> int:
+    headers = NODE_COLUMNS + (DETAIL_COLUMNS if args.detail else [])
+    print(render_table(headers, node_rows(zk, zk.get_nodes(), args.detail)))
+    return 0
+
+
+def cmd_info(args, zk) -> int:
+    if args.provider not in args.config_obj.providers:
+        print(f'nodepool: no provider {args.provider!r} in {args.config}', file=sys.stderr)
+        return 1
+    nodes = [n for n in zk.get_nodes() if n.provider == args.provider]
+    print(render_table(NODE_COLUMNS + DETAIL_COLUMNS, node_rows(zk, nodes, True)))
+    return 0
+
+
+def cmd_label_list(args, zk) -> int:
+    config = args.config_obj
+    nodes = zk.get_nodes()
+    rows = []
+    for name, label in sorted(config.labels.items()):
+        providers = sorted({f'{p.name}/{pool.name}' for p in config.providers.values()
+                            for pool in p.pools.values() if name in pool.labels})
+        ready = sum(1 for n in nodes if n.type == name and n.state == READY
+                    and not n.allocated_to)
+        rows.append([name, label.min_ready, ready, ', '.join(providers)])
+    print(render_table(['Label', 'Min Ready', 'Ready', 'Pools'], rows))
+    return 0
+
+
+def cmd_request_list(args, zk) -> int:
+    rows = [[r.id, r.state, r.requestor, ','.join(r.node_types), ','.join(r.nodes),
+             ','.join(r.declined_by), age(r.created_time)] for r in zk.get_requests()]
+    print(render_table(['Request ID', 'State', 'Requestor', 'Node Types', 'Nodes',
+                        'Declined By', 'Age'], rows))
+    return 0
+
+
+def _locked_node(zk, node_id: str) -> Node | None:
+    stub = Node(id=node_id)
+    if zk.get_node(node_id) is None:
+        print(f'nodepool: node {node_id} not found', file=sys.stderr)
+        return None
+    if not zk.lock_node(stub, blocking=False, identifier='nodepool-cli'):
+        print(f'nodepool: node {node_id} is locked (in use?)', file=sys.stderr)
+        return None
+    node = zk.get_node(node_id)
+    if node is None:
+        zk.unlock_node(stub)
+        print(f'nodepool: node {node_id} not found', file=sys.stderr)
+        return None
+    node.lock = stub.lock
+    return node
+
+
+def cmd_hold(args, zk) -> int:
+    node = _locked_node(zk, args.id)
+    if node is None:
+        return 1
+    try:
+        node.set_state(HOLD)
+        node.comment = args.reason
+        zk.store_node(node)
+    finally:
+        zk.unlock_node(node)
+    print(render_table(NODE_COLUMNS, node_rows(zk, [node], False)))
+    return 0
+
+
+def cmd_delete(args, zk) -> int:
+    node = _locked_node(zk, args.id)
+    if node is None:
+        return 1
+    if args.now:
+        provider = args.config_obj.providers.get(node.provider)
+        if provider is None:
+            zk.unlock_node(node)
+            print(f'nodepool: provider {node.provider!r} of node {node.id} is not in '
+                  f'{args.config}', file=sys.stderr)
+            return 1
+        adapter = default_registry().get(provider.driver).get_adapter(provider)
+        adapter.start()
+        if not remove_node(zk, adapter, node):
+            print(f'nodepool: deleting node {node.id} failed; it stays deleting',
+                  file=sys.stderr)
+            return 1
+        print(f'Node {node.id} deleted')
+        return 0
+    try:
+        node.set_state(DELETING)
+        zk.store_node(node)
+    finally:
+        zk.unlock_node(node)
+    print(render_table(NODE_COLUMNS, node_rows(zk, [node], False)))
+    return 0
+
+
+def cmd_config_validate(args) -> int:
+    issues = validate_config(args.config)
+    for issue in issues:
+        print(issue, file=sys.stderr)
+    errors = [i for i in issues if i.severity != WARNING]
+    if errors:
+        print(f'{args.config}: {len(errors)} error(s)', file=sys.stderr)
+        return 1
+    print(f'{args.config}: configuration is valid')
+    return 0
+
+
+# -- wiring ----------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='nodepool', description='Nodepool command line client')
+    p.add_argument('-c', dest='config', default=DEFAULT_CONFIG,
+                   help=f'nodepool.yaml (default {DEFAULT_CONFIG})')
+    sub = p.add_subparsers(dest='verb', required=True)
+    s = sub.add_parser('list', help='list nodes')
+    s.add_argument('--detail', action='store_true', help='more columns')
+    s.set_defaults(func=cmd_list)
+    s = sub.add_parser('hold', help='hold a node (never given out, never deleted)')
+    s.add_argument('id')
+    s.add_argument('--reason', default=None)
+    s.set_defaults(func=cmd_hold)
+    s = sub.add_parser('delete', help='delete a node')
+    s.add_argument('id')
+    s.add_argument('--now', action='store_true', help='delete here and now')
+    s.set_defaults(func=cmd_delete)
+    s = sub.add_parser('request-list', help='list node requests')
+    s.set_defaults(func=cmd_request_list)
+    s = sub.add_parser('info', help="a provider's nodes in detail")
+    s.add_argument('provider')
+    s.set_defaults(func=cmd_info)
+    s = sub.add_parser('label-list', help='labels, min-ready and ready nodes')
+    s.set_defaults(func=cmd_label_list)
+    s = sub.add_parser('config-validate', help='check nodepool.yaml')
+    s.set_defaults(func=None)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.verb == 'config-validate':
+        return cmd_config_validate(args)
+    try:
+        args.config_obj = load_config(args.config)
+    except ConfigError as e:
+        print(f'nodepool: invalid configuration:\n{e}', file=sys.stderr)
+        return 1
+    if not args.config_obj.zookeeper_servers:
+        print(f'nodepool: {args.config} has no zookeeper-servers', file=sys.stderr)
+        return 1
+    cfg = args.config_obj
+    zk = NodepoolZooKeeper.from_hosts(cfg.zookeeper_hosts(), timeout=cfg.zookeeper_timeout,
+                                      tls=cfg.zookeeper_tls)
+    try:
+        return args.func(args, zk)
+    finally:
+        zk.close()
+
+
+if __name__ == '__main__':
+    sys.exit(main())

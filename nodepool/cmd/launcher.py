@@ -1,0 +1,85 @@
+"""nodepool-launcher: fulfil node requests from the providers in
+nodepool.yaml.
+
+    nodepool-launcher -c /etc/nodepool/nodepool.yaml [-d] [-p PIDFILE] [-l LOGCONFIG]
+
+SIGTERM (or SIGINT) stops it gracefully: no new requests are taken,
+launches in flight finish or clean up, and the launcher's registrations
+and locks go with its ZooKeeper session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from nodepool.cmd import DEFAULT_CONFIG, PidFile, daemonize, setup_logging
+from nodepool.config import ConfigError, load_config
+from nodepool.launcher.launcher import Launcher
+from nodepool.launcher.settings import LauncherSettings
+from nodepool.zk.api import NodepoolZooKeeper
+
+log = logging.getLogger('nodepool.cmd.launcher')
+DEFAULT_PIDFILE = '/var/run/nodepool/launcher.pid'
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='nodepool-launcher', description=__doc__.split('\n')[0])
+    p.add_argument('-c', dest='config', default=DEFAULT_CONFIG,
+                   help=f'nodepool.yaml (default {DEFAULT_CONFIG})')
+    p.add_argument('-d', dest='foreground', action='store_true',
+                   help='stay in the foreground and log to the console')
+    p.add_argument('-p', dest='pidfile', default=None,
+                   help=f'pid file (default {DEFAULT_PIDFILE} when detached)')
+    p.add_argument('-l', dest='logconfig', default=None, help='logging config file')
+    p.add_argument('--debug', action='store_true', help='debug logging')
+    p.add_argument('--cleanup-interval', type=float, default=60.0,
+                   help='seconds between full cleanup passes (default 60)')
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as e:
+        print(f'nodepool-launcher: invalid configuration:\n{e}', file=sys.stderr)
+        return 1
+    if not config.zookeeper_servers:
+        print(f'nodepool-launcher: {args.config} has no zookeeper-servers', file=sys.stderr)
+        return 1
+    pidfile = args.pidfile or (None if args.foreground else DEFAULT_PIDFILE)
+    if not args.foreground:
+        daemonize()
+    setup_logging(args.logconfig, args.foreground, args.debug)
+    for warning in config.warnings:
+        log.warning('%s', warning)
+    with PidFile(pidfile):
+        return run(config, LauncherSettings(cleanup_interval=args.cleanup_interval))
+
+
+def run(config, settings: LauncherSettings) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    zk = NodepoolZooKeeper.from_hosts(config.zookeeper_hosts(),
+                                      timeout=config.zookeeper_timeout,
+                                      tls=config.zookeeper_tls)
+    launcher = Launcher(config, zk, settings)
+    try:
+        launcher.start()
+        log.info('nodepool-launcher running (%s)', config.path)
+        while not stop.wait(3600):
+            pass
+        log.info('Stopping')
+    finally:
+        launcher.stop()
+        zk.close()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

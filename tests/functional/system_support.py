@@ -41,6 +41,12 @@ PIPELINES = """
     name: gate
     manager: dependent
     success-message: Build succeeded (gate pipeline).
+    require:
+      gerrit:
+        open: true
+        current-patchset: true
+        approval:
+          - Workflow: 1
     trigger:
       gerrit:
         - event: comment-added
@@ -60,28 +66,59 @@ PIPELINES = """
     name: base
     parent: null
     timeout: 300
+- pipeline:
+    name: post
+    manager: supercedent
+    post-review: true
+    trigger:
+      gerrit:
+        - event: ref-updated
+          ref: ^refs/heads/.*$
 - job:
     name: check-marker
-    description: Fails when the change under test has a FAIL file.
+    description: Fails when any project under test has a FAIL file.
     run: playbooks/check-marker.yaml
+- job:
+    name: noop-ok
+    run: playbooks/noop.yaml
+- project:
+    name: org/lib
+    queue: integrated
+    check:
+      jobs:
+        - check-marker
+    gate:
+      jobs:
+        - check-marker
+"""
+
+NOOP = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - debug:
+        msg: "{{ zuul.pipeline }} {{ zuul.ref }}"
 """
 
 CHECK_MARKER = """
 - hosts: localhost
   gather_facts: false
   tasks:
-    - name: Look for the marker
-      stat:
-        path: "{{ zuul.executor.work_root }}/{{ zuul.project.src_dir }}/FAIL"
-      register: marker
+    - name: Look for markers in every project checked out
+      find:
+        paths: "{{ zuul.executor.work_root }}/src"
+        patterns: FAIL
+        recurse: true
+      register: markers
     - name: Fail on request
       fail:
-        msg: The change asked to fail
-      when: marker.stat.exists
+        msg: "A change asked to fail: {{ markers.files | map(attribute='path') | list }}"
+      when: markers.matched > 0
 """
 
 APP_CONFIG = """
 - project:
+    queue: integrated
     check:
       jobs:
         - check-marker
@@ -148,7 +185,8 @@ class ZuulSystem:
     def create_projects(self, app_config: str = APP_CONFIG) -> None:
         self.store.create_project('org/project-config', {
             'zuul.d/pipelines.yaml': textwrap.dedent(PIPELINES),
-            'playbooks/check-marker.yaml': textwrap.dedent(CHECK_MARKER)})
+            'playbooks/check-marker.yaml': textwrap.dedent(CHECK_MARKER),
+            'playbooks/noop.yaml': textwrap.dedent(NOOP)})
         self.store.create_project('org/app', {'.zuul.yaml': textwrap.dedent(app_config),
                                               'README': 'app\n'})
         self.store.create_project('org/lib', {'README': 'lib\n'})
@@ -160,6 +198,23 @@ class ZuulSystem:
         gerrit = self.service.connections.get('gerrit')
         assert gerrit.stream.connected.wait(30)
         wait_for(lambda: self.gerrit.server.stream_count() >= 1, what='event stream')
+        self._record_launches()
+
+    def _record_launches(self) -> None:
+        """Observe (not replace) the scheduler's executor adapter: every
+        build launched, with the changes it was tested on top of."""
+        self.launches: list[dict] = []
+        adapter = self.service.scheduler.executor
+        real = adapter.execute
+
+        def execute(tenant, pipeline, item, job, nodeset, build):
+            bs = item.current_build_set
+            self.launches.append({
+                'pipeline': pipeline.name, 'job': job.name,
+                'change': getattr(item.change, 'number', None) or item.change.ref,
+                'ahead': [getattr(i.change, 'number', None) for i in bs.dependent_items]})
+            return real(tenant, pipeline, item, job, nodeset, build)
+        adapter.execute = execute
 
     def stop(self) -> None:
         for stop in (self.service.stop, self.executor.stop, self.merge_server.stop):

@@ -77,3 +77,126 @@ def test_change_to_zuul_yaml_runs_its_new_job_and_a_broken_one_is_reported(
     assert 'app-extra' in system.messages(added)[-1]
     message = system.messages(broken)[-1]
     assert '.zuul.yaml' in message and ':5' in message and 'timeout' in message
+
+
+def test_cross_project_depends_on_in_check_and_gate(zuul_system):  # noqa: F811
+    system = zuul_system
+    system.create_projects()
+    system.start()
+    store = system.store
+    # check: the app change is tested with the lib change it depends on,
+    # so the lib change's FAIL marker fails it.
+    bad_lib = store.create_change('org/lib', 'master', 'Lib marker', {'FAIL': 'yes\n'})
+    app = store.create_change('org/app', 'master', 'Needs lib', {'app.py': 'x\n'},
+                              footer=f'Depends-On: {bad_lib.change_id}')
+    wait_for(lambda: system.verified(app) == -1, timeout=240, what='app check vote')
+    launch = next(entry for entry in system.launches
+                  if entry['change'] == app.number and entry['pipeline'] == 'check')
+    assert launch['ahead'] == [bad_lib.number]
+    # gate: a good lib change and an app change needing it merge in order.
+    lib = store.create_change('org/lib', 'master', 'Lib feature', {'lib.py': 'y\n'})
+    app2 = store.create_change('org/app', 'master', 'Uses lib feature', {'use.py': 'z\n'},
+                               footer=f'Depends-On: {lib.change_id}')
+    wait_for(lambda: system.verified(app2) == 1, timeout=240, what='app2 check vote')
+    store.approve(app2, 'Workflow', 1, who='core')   # not enqueued: lib is not merged
+    system.settle()
+    assert store.get_change(app2.number).status == 'NEW'
+    store.approve(lib, 'Workflow', 1, who='core')
+    wait_for(lambda: store.get_change(lib.number).status == 'MERGED', timeout=240,
+             what='lib merged')
+    store.approve(app2, 'Workflow', 1, who='core2')
+    wait_for(lambda: store.get_change(app2.number).status == 'MERGED', timeout=240,
+             what='app2 merged')
+
+
+def test_shared_queue_across_two_projects(zuul_system):  # noqa: F811
+    system = zuul_system
+    system.create_projects()
+    system.start()
+    store = system.store
+    lib = store.create_change('org/lib', 'master', 'Lib breaks', {'FAIL': 'yes\n'})
+    app = store.create_change('org/app', 'master', 'App ok', {'ok.py': '1\n'})
+    wait_for(lambda: system.verified(lib) and system.verified(app), timeout=240,
+             what='check votes')
+    store.approve(lib, 'Workflow', 1, who='core')
+    store.approve(app, 'Workflow', 1, who='core')
+    wait_for(lambda: store.get_change(app.number).status == 'MERGED' and
+             system.verified(lib) == -2, timeout=300, what='gate results')
+    gate = [entry for entry in system.launches if entry['pipeline'] == 'gate']
+    # One queue for both projects: the app change was first tested on top
+    # of the lib change, then again without it once the lib change failed.
+    assert {'pipeline': 'gate', 'job': 'check-marker', 'change': app.number,
+            'ahead': [lib.number]} in gate
+    assert gate[-1] == {'pipeline': 'gate', 'job': 'check-marker', 'change': app.number,
+                        'ahead': []}
+
+
+def test_job_dag_with_a_failing_dependency(zuul_system):  # noqa: F811
+    system = zuul_system
+    system.create_projects(app_config="""
+        - project:
+            check:
+              jobs:
+                - check-marker
+                - noop-ok:
+                    dependencies: [check-marker]
+        """)
+    system.start()
+    store = system.store
+    good = store.create_change('org/app', 'master', 'Good', {'a': '1\n'})
+    bad = store.create_change('org/app', 'master', 'Bad', {'FAIL': '1\n'})
+    wait_for(lambda: system.verified(good) == 1 and system.verified(bad) == -1,
+             timeout=240, what='votes')
+    ran = [(e['change'], e['job']) for e in system.launches]
+    assert (good.number, 'noop-ok') in ran and (bad.number, 'noop-ok') not in ran
+    assert ran.index((good.number, 'check-marker')) < ran.index((good.number, 'noop-ok'))
+    message = system.messages(bad)[-1]
+    assert 'noop-ok' in message and 'SKIPPED' in message
+
+
+def test_post_pipeline_runs_on_merged_changes(zuul_system):  # noqa: F811
+    system = zuul_system
+    system.create_projects(app_config=APP_WITH_POST)
+    system.start()
+    store = system.store
+    change = store.create_change('org/app', 'master', 'Post me', {'p.txt': '1\n'})
+    wait_for(lambda: system.verified(change) == 1, timeout=240, what='check vote')
+    store.approve(change, 'Workflow', 1, who='core')
+    wait_for(lambda: any(e['pipeline'] == 'post' for e in system.launches), timeout=240,
+             what='post build')
+    system.settle()
+    post = [e for e in system.launches if e['pipeline'] == 'post']
+    assert post == [{'pipeline': 'post', 'job': 'noop-ok', 'change': 'refs/heads/master',
+                     'ahead': []}]
+
+
+def test_approval_during_a_gerrit_stream_outage_still_gates(zuul_system):  # noqa: F811
+    system = zuul_system
+    system.create_projects()
+    system.start()
+    store, server = system.store, system.gerrit.server
+    change = store.create_change('org/app', 'master', 'Survives', {'s.txt': '1\n'})
+    wait_for(lambda: system.verified(change) == 1, timeout=240, what='check vote')
+    server.accept_streams = False
+    server.drop_stream_connections()
+    gerrit = system.service.connections.get('gerrit')
+    wait_for(lambda: not gerrit.stream.connected.is_set(), what='outage')
+    store.approve(change, 'Workflow', 1, who='core')
+    server.accept_streams = True
+    wait_for(lambda: store.get_change(change.number).status == 'MERGED', timeout=300,
+             what='merged after the outage')
+
+
+APP_WITH_POST = """
+- project:
+    queue: integrated
+    check:
+      jobs:
+        - check-marker
+    gate:
+      jobs:
+        - check-marker
+    post:
+      jobs:
+        - noop-ok
+"""

@@ -5,7 +5,10 @@ file reads, changed files and fetch failures."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -450,3 +453,52 @@ def test_concurrent_merges_on_one_cache_do_not_interfere(make_merger, upstream, 
     for (index, _), (state, present) in results.items():
         assert state == expected[index]
         assert present == sorted(i.number for i in queues[index])
+
+
+HOSTILE_GITCONFIG = """\
+[user]
+    name = Someone Else
+    email = else@example.com
+[merge]
+    ff = false
+    log = true
+[commit]
+    gpgsign = true
+[core]
+    autocrlf = true
+[rebase]
+    autosquash = true
+"""
+
+REMOTE_MERGE = """
+import json, sys
+from zuul.merger.merger import MergeItem, Merger
+from zuul.merger.repos import RepoUrlResolver
+args = json.load(sys.stdin)
+merger = Merger(args['cache'], RepoUrlResolver({'gerrit': args['upstream']}),
+                git_user_email='zuul@example.org', git_user_name='Zuul Merger')
+items = [MergeItem(**i) for i in args['items']]
+print(json.dumps(merger.merge_changes(items, repo_state=args['state']).repo_state))
+"""
+
+
+@pytest.mark.parametrize('mode', ['merge', 'merge-resolve', 'cherry-pick', 'squash-merge',
+                                  'rebase'])
+def test_host_git_configuration_does_not_change_the_commits(make_merger, upstream, tmp_path,
+                                                            mode):
+    items = _cross_project(upstream)
+    for i in items:
+        i.merge_mode = mode
+    first = make_merger().merge_changes(items)
+    home = tmp_path / 'home'
+    home.mkdir()
+    (home / '.gitconfig').write_text(HOSTILE_GITCONFIG)
+    env = dict(os.environ, HOME=str(home), TZ='Asia/Kolkata', GIT_AUTHOR_NAME='Env Author',
+               GIT_COMMITTER_EMAIL='env@example.com', GIT_CONFIG_GLOBAL=str(home / '.gitconfig'))
+    args = {'cache': str(tmp_path / 'other-host'), 'upstream': upstream.root,
+            'items': [i.to_dict() for i in items], 'state': first.base_state}
+    proc = subprocess.run([sys.executable, '-c', REMOTE_MERGE], input=json.dumps(args),
+                          env=env, capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == first.repo_state

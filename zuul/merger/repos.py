@@ -162,16 +162,25 @@ class RepoUrlResolver:
         return self.remote(connection, project).url
 
 
-def _clean_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith('GIT_')}
+# Variables that would point git at another repository than the one we
+# run it in.
+_LOCATION_VARS = ('GIT_DIR', 'GIT_WORK_TREE', 'GIT_INDEX_FILE', 'GIT_OBJECT_DIRECTORY',
+                  'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_COMMON_DIR', 'GIT_NAMESPACE')
+
+
+def _env(keep_git_vars: bool) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith('GIT_') or (keep_git_vars and k not in _LOCATION_VARS)}
     env.update(LC_ALL='C', LANGUAGE='C', GIT_TERMINAL_PROMPT='0')
     return env
 
 
-_BASE_ENV = _clean_env()
-# Local operations: no system or user configuration, so a merge is the
-# same on every host.
-LOCAL_ENV = dict(_BASE_ENV, GIT_CONFIG_NOSYSTEM='1', GIT_CONFIG_GLOBAL=os.devnull)
+# Fetches: the operator's environment (GIT_SSH_COMMAND, proxies, ...).
+_REMOTE_ENV = _env(keep_git_vars=True)
+# Local operations: no GIT_* variables and no system or user configuration,
+# so a merge is the same on every host.
+LOCAL_ENV = dict(_env(keep_git_vars=False), GIT_CONFIG_NOSYSTEM='1',
+                 GIT_CONFIG_GLOBAL=os.devnull)
 
 
 def run_git(args: list[str], cwd: str | None = None, env: dict | None = None,
@@ -225,7 +234,7 @@ class Repo:
         self.clean_head = None
 
     def _remote_env(self) -> dict:
-        return dict(_BASE_ENV, **self.remote.env)
+        return dict(_REMOTE_ENV, **self.remote.env)
 
     def fetch(self, refs: list[str] = (), branches: bool = True) -> None:
         """Update from origin: every branch and tag when ``branches``, and

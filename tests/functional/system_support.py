@@ -74,6 +74,13 @@ PIPELINES = """
       gerrit:
         - event: ref-updated
           ref: ^refs/heads/.*$
+- pipeline:
+    name: periodic
+    manager: independent
+    precedence: low
+    trigger:
+      timer:
+        - time: '* * * * * */2'
 - job:
     name: check-marker
     description: Fails when any project under test has a FAIL file.

@@ -200,3 +200,19 @@ APP_WITH_POST = """
       jobs:
         - noop-ok
 """
+
+
+def test_periodic_pipeline_runs_branch_tips(zuul_system):  # noqa: F811
+    system = zuul_system
+    system.create_projects(app_config="""
+        - project:
+            periodic:
+              jobs:
+                - noop-ok
+        """)
+    system.start()
+    wait_for(lambda: len([e for e in system.launches if e['pipeline'] == 'periodic']) >= 2,
+             timeout=120, what='two periodic runs')
+    periodic = [e for e in system.launches if e['pipeline'] == 'periodic']
+    assert all(e == {'pipeline': 'periodic', 'job': 'noop-ok', 'change': 'refs/heads/master',
+                     'ahead': []} for e in periodic)

@@ -92,6 +92,10 @@ class SchedulerService:
                                                   hostnames, self.layouts.job_spec_for,
                                                   self._merge_mode)
         self.scheduler.nodes = NodesAdapter(self.node_client, self.scheduler)
+        from zuul.scheduler.timer import TimerService
+        self.timer = TimerService(self.scheduler, self.layouts)
+        self.scheduler.timer = self.timer
+        self.timer.start()
         self.rpc = RPCListener(host, port, handlers(self.scheduler, self.layouts,
                                                     self.keystore), name='zuul-scheduler')
         self.rpc.start()
@@ -111,7 +115,8 @@ class SchedulerService:
         self.scheduler.management('reconfigure', timeout=600)
 
     def stop(self) -> None:
-        for stop in (lambda: self.connections.stop(), lambda: self.scheduler.stop(),
+        for stop in (lambda: self.timer.stop(),
+                     lambda: self.connections.stop(), lambda: self.scheduler.stop(),
                      lambda: self.rpc.stop(), lambda: self.node_client.stop(),
                      lambda: self.zk.close(), lambda: self.merge_client.stop(),
                      lambda: self.executor_client.stop(),

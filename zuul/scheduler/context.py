@@ -11,7 +11,7 @@ import logging
 
 from zuul.manager.base import item_log
 from zuul.model import item as m
-from zuul.model.change import Change, Ref
+from zuul.model.change import Branch, Change, Ref
 from zuul.scheduler.reporting import format_report
 
 log = logging.getLogger('zuul.scheduler.context')
@@ -30,6 +30,9 @@ class SchedulerContext:
     # -- changes and events ---------------------------------------------------
 
     def get_change_for_event(self, event):
+        if event.type == 'timer':
+            # A periodic run tests a branch tip: no source lookup needed.
+            return Branch(event.connection, event.project, event.ref)
         connection = self.connections.get(event.connection)
         if connection is None:
             return None

@@ -187,6 +187,10 @@ class Layouts:
 
     # -- queries ----------------------------------------------------------------
 
+    def project_branches(self, tp) -> list[str]:
+        cache = self._cache.get((tp.connection, tp.name))
+        return list(cache.branches) if cache else []
+
     def pipelines(self, layout):
         return list(layout.pipelines.values())
 
@@ -224,7 +228,11 @@ class Layouts:
             driver = self._driver(connection)
             if driver is not None and hasattr(driver, 'get_trigger'):
                 try:
-                    objects['triggers'].extend(driver.get_trigger(connection, entries))
+                    filters = driver.get_trigger(connection, entries)
+                    for f in filters:
+                        if hasattr(f, 'pipeline_name'):
+                            f.pipeline_name = pipeline.name
+                    objects['triggers'].extend(filters)
                 except NotImplementedError:
                     log.warning('Driver of %s has no trigger filters yet', connection)
         for connection in set(pipeline.require) | set(pipeline.reject):

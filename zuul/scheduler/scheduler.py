@@ -50,6 +50,9 @@ class Scheduler:
         self.tenants: dict[str, TenantState] = {}
         self.loop = EventLoop(self)
         self.ctx_by_tenant: dict[str, SchedulerContext] = {}
+        # Optional zuul.scheduler.timer.TimerService, told of every
+        # reconfiguration.
+        self.timer = None
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -105,6 +108,8 @@ class Scheduler:
                 state.managers[pipeline.name] = manager
             self.tenants[name] = state
             log.info('Tenant %s loaded with pipelines %s', name, sorted(state.managers))
+        if self.timer is not None:
+            self.timer.reconfigure(self.tenants)
 
     # -- handlers (scheduler thread) ------------------------------------------
 

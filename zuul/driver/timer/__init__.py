@@ -44,3 +44,23 @@ class TimerDriver(Driver, TriggerInterface):
 
     def get_trigger_schema(self):
         return scalar_or_list(_trigger)
+
+    def get_trigger(self, connection, config):
+        entries = config if isinstance(config, list) else [config]
+        return [TimerEventFilter(e['time']) for e in entries]
+
+
+class TimerEventFilter:
+    """Matches the timer events fired for this pipeline's ``time``.
+    ``pipeline_name`` is set by the scheduler when it builds the
+    pipeline's triggers (zuul/scheduler/layouts.py)."""
+
+    def __init__(self, timespec: str):
+        self.timespec = timespec
+        self.pipeline_name: str | None = None
+
+    def matches(self, event, change=None) -> bool:
+        if event.type != 'timer' or event.timespec != self.timespec:
+            return False
+        return event.forced_pipeline is None or self.pipeline_name is None or \
+            event.forced_pipeline == self.pipeline_name

@@ -114,3 +114,23 @@ def test_job_limit_unregisters_execute(executor, exec_env):  # noqa: F811
     assert not server.accepting_work
     client.cancel(handle)
     assert handle.wait(120).result == 'ABORTED'
+
+
+def test_executor_also_serves_merger_functions(exec_env, gearman_server):  # noqa: F811
+    from zuul.merger.client import MergeClient
+    exec_env.upstream.create('org/config', {'zuul.yaml': '- job:\n    name: x\n'})
+    server = ExecutorServer(exec_env.settings, '127.0.0.1', gearman_server.port,
+                            exec_env.merger, serve_merger=True)
+    server.start()
+    client = MergeClient('127.0.0.1', gearman_server.port)
+    try:
+        results = []
+        handle = client.get_files('gerrit', 'org/config', 'master', ['zuul.yaml', 'zuul.d/'],
+                                  results.append)
+        handle.wait(60)
+        (result,) = results
+        assert result.error is None
+        assert result.files == {'zuul.yaml': '- job:\n    name: x\n'}
+    finally:
+        client.stop()
+        server.stop()

@@ -100,3 +100,12 @@ def test_unknown_driver_with_a_registry(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(ZuulConfError, match='no such file'):
         load_zuul_conf(str(tmp_path / 'nope.conf'))
+
+
+def test_quoted_connection_names_as_the_released_docs_write_them(tmp_path):
+    from zuul.configloader.zuulconf import load_zuul_conf
+    path = tmp_path / 'zuul.conf'
+    path.write_text('[connection "review"]\ndriver = gerrit\nserver = review.example.org\n'
+                    'user = zuul\n')
+    conf = load_zuul_conf(str(path))
+    assert list(conf.connections) == ['review']

@@ -26,7 +26,7 @@ def build_merger(config: configparser.ConfigParser, settings: ExecutorSettings):
     connections = {}
     for section in config.sections():
         if section.startswith('connection '):
-            connections[section.split(' ', 1)[1].strip()] = {
+            connections[section.split(' ', 1)[1].strip().strip('"\'')] = {
                 'driver': config[section].get('driver'), 'options': dict(config[section])}
     git_dir = (config.get('merger', 'git_dir', fallback=None)
                or os.path.join(settings.state_dir, 'executor-git'))
@@ -48,7 +48,9 @@ def main(argv=None) -> int:
     settings = ExecutorSettings.from_config(config)
     server = ExecutorServer(settings, config.get('gearman', 'server', fallback='127.0.0.1'),
                             config.getint('gearman', 'port', fallback=4730),
-                            build_merger(config, settings))
+                            build_merger(config, settings),
+                            serve_merger=not config.getboolean('executor', 'disable_merger',
+                                                               fallback=False))
     done = threading.Event()
 
     def on_signal(signum, frame):

@@ -217,7 +217,8 @@ def _connections(cp, path, registry) -> dict:
     for section in cp.sections():
         if not section.startswith('connection '):
             continue
-        name = section[len('connection '):].strip()
+        # The released docs write [connection "name"]; both forms work.
+        name = section[len('connection '):].strip().strip('"\'')
         options = dict(cp.items(section))
         driver = options.pop('driver', None)
         if not driver:

@@ -55,9 +55,14 @@ class ExecutorServer:
     and workspace preparation)."""
 
     def __init__(self, settings: ExecutorSettings, gearman_host: str, gearman_port: int,
-                 merger, governor: CapacityGovernor | None = None):
+                 merger, governor: CapacityGovernor | None = None,
+                 serve_merger: bool = False):
         self.settings = settings
         self.merger = merger
+        # As released: an executor can also answer the merger:* functions
+        # from its own repo cache, so small sites need no zuul-merger.
+        self.serve_merger = serve_merger
+        self.merge_server = None
         self.gearman = (gearman_host, gearman_port)
         self.governor = governor or CapacityGovernor(
             settings.max_builds, settings.load_multiplier, settings.min_avail_mem)
@@ -96,6 +101,11 @@ class ExecutorServer:
         threading.Thread(target=self._job_loop, name='executor-jobs', daemon=True).start()
         threading.Thread(target=self._governor_loop, name='executor-governor',
                          daemon=True).start()
+        if self.serve_merger:
+            from zuul.merger.server import MergeServer
+            self.merge_server = MergeServer([self.gearman], self.merger,
+                                            hostname=self.settings.hostname)
+            self.merge_server.start()
 
     def graceful_stop(self) -> None:
         """Take no more builds; return when the running ones have finished."""
@@ -116,6 +126,8 @@ class ExecutorServer:
             build.stop()
         with self._idle:
             self._idle.wait_for(lambda: not self.builds, timeout=60)
+        if self.merge_server is not None:
+            self.merge_server.stop()
         if self.worker is not None:
             self.worker.shutdown()
         if self.log_streamer is not None:

@@ -60,7 +60,8 @@ class Workspace:
                 detail = (f'Change {conflict.number},{conflict.patchset} of '
                           f'{conflict.project} does not merge')
             else:
-                detail = 'Merge failed'
+                detail = f'Merge failed: {result.error}' if getattr(result, 'error', None) \
+                    else 'Merge failed'
             raise MergeConflictError(detail)
         return result.repo_state
 

@@ -135,15 +135,25 @@ class CleanupWorker(threading.Thread):
             if node.state == READY:
                 self._ready_node(node, adapter, age)
             elif node.state in (BUILDING, TESTING):
-                if node.launcher in registered and age < self.settings.building_grace:
-                    continue
+                own = launcher.worker_by_id(node.launcher)
+                if own is not None:
+                    if own.is_launching(node.id):
+                        continue   # ours, in progress
+                elif node.launcher in registered and age < self.settings.building_grace:
+                    continue   # another live launcher may be about to lock it
                 if not self.zk.is_node_locked(node.id):
                     self._act(node, adapter, (BUILDING, TESTING), 'its launcher is gone')
             elif node.state in (IN_USE, USED, DELETING):
-                if not self.zk.is_node_locked(node.id):
+                # A used node is usually still locked by its user for a
+                # moment: look again as soon as that lock goes.
+                watch = self._lock_released if node.state == USED else None
+                if not self.zk.is_node_locked(node.id, watch=watch):
                     self._act(node, adapter, (IN_USE, USED, DELETING),
                               {IN_USE: 'in use but unlocked (its user is gone)',
                                USED: 'used', DELETING: 'marked for deletion'}[node.state])
+
+    def _lock_released(self, event) -> None:
+        self.wake()
 
     def _ready_node(self, node: Node, adapter, age: float) -> None:
         if node.allocated_to:

@@ -64,8 +64,10 @@ class RequestHandler:
         """Fill what can be filled now; True if no slot is left empty."""
         if self.canceled or self.declining:
             return True
+        # A min-ready request exists to add a node; reusing one would not.
+        reuse = self.request.requestor != MIN_READY_REQUESTOR or not self.worker.can_launch
         for slot in self.empty_slots:
-            node = self.worker.take_ready_node(slot.label, self.request)
+            node = self.worker.take_ready_node(slot.label, self.request) if reuse else None
             if node is not None:
                 slot.node = node
                 log.info('Request %s: reusing ready node %s (%s)', self.id, node.id,

@@ -195,6 +195,12 @@ class Launcher:
             self.notify_changed()
         threading.Thread(target=run, daemon=True, name=f'delete-{external_id}').start()
 
+    def worker_by_id(self, launcher_id: str | None):
+        for worker in self.workers:
+            if worker.id == launcher_id:
+                return worker
+        return None
+
     def active_request_ids(self) -> set[str]:
         ids = set()
         for worker in self.workers:

@@ -65,6 +65,8 @@ class PoolWorker(threading.Thread):
         self._running = True
         self._session = None
         self._new_nodes: dict[str, float] = {}
+        self._launching: set[str] = set()
+        self._creating = threading.Lock()
         self._freeing: set[str] = set()
         self._static_labels = {(h.name, h.connection_port): list(h.labels)
                                for h in adapter.static_hosts() if h.pool == pool.name}
@@ -130,6 +132,8 @@ class PoolWorker(threading.Thread):
         if self._session is not None and session != self._session:
             dropped = self.abandon_all()
             self._new_nodes.clear()
+            with self._creating:
+                self._launching.clear()
             log.warning('Pool %s/%s: ZooKeeper session replaced; abandoned requests %s',
                         self.provider.name, self.pool.name, [h.id for h in dropped])
         record = LauncherRecord(id=self.id, hostname=self.launcher.settings.hostname,
@@ -310,9 +314,12 @@ class PoolWorker(threading.Thread):
                     username=pool_label.username, python_path=pool_label.python_path,
                     shell_type=pool_label.shell_type,
                     attributes=dict(self.pool.node_attributes))
-        self.zk.store_node(node)
-        self._new_nodes[node.id] = time.monotonic()
+        with self._creating:
+            self.zk.store_node(node)
+            self._new_nodes[node.id] = time.monotonic()
+            self._launching.add(node.id)
         if not self.zk.lock_node(node, timeout=30, identifier=self.id):
+            self._launching.discard(node.id)
             raise RuntimeError(f'could not lock new node {node.id}')
         machine = NodeLaunchStateMachine(
             self.zk, self.adapter, node, pool_label.settings, self.provider.boot_timeout,
@@ -324,8 +331,15 @@ class PoolWorker(threading.Thread):
         machine.start()
         return machine
 
+    def is_launching(self, node_id: str) -> bool:
+        """Whether this worker is bringing up ``node_id`` right now."""
+        with self._creating:
+            return node_id in self._launching
+
     def _launch_done(self, machine: NodeLaunchStateMachine) -> None:
         self.launcher.untrack(machine)
+        with self._creating:
+            self._launching.discard(machine.node.id)
         if not machine.succeeded:
             self._new_nodes.pop(machine.node.id, None)
         self.wake()

@@ -249,16 +249,39 @@ class NodepoolZooKeeper:
         lock = Lock(self.client, paths.node_lock_path(node.id), identifier)
         lock.assured_path = True  # see store_node
         if not self._acquire(lock, blocking, timeout):
-            return False
+            if not self._repair_lock_dir(node.id):
+                return False
+            lock = Lock(self.client, paths.node_lock_path(node.id), identifier)
+            lock.assured_path = True
+            if not self._acquire(lock, blocking, timeout):
+                return False
         node.lock = lock
         return True
+
+    def _repair_lock_dir(self, node_id: str) -> bool:
+        """A node whose creator died between creating it and its lock
+        directory: add the directory, atomically with a check that the
+        node still exists (never resurrecting a deleted one)."""
+        lock_path = paths.node_lock_path(node_id)
+        if self.client.exists(lock_path) is not None:
+            return False   # it exists: the lock was simply taken
+        stat = self.client.exists(paths.node_path(node_id))
+        if stat is None:
+            return False
+        tx = self.client.transaction()
+        tx.check(paths.node_path(node_id), stat.version)
+        tx.create(lock_path)
+        results = tx.commit()
+        return not any(isinstance(r, Exception) for r in results)
 
     def unlock_node(self, node: Node) -> None:
         self._release(getattr(node, 'lock', None))
         node.lock = None
 
-    def is_node_locked(self, node_id: str) -> bool:
-        return self._has_contenders(paths.node_lock_path(node_id))
+    def is_node_locked(self, node_id: str, watch=None) -> bool:
+        """Whether anyone holds (or waits for) the node's lock; ``watch``
+        fires once when the lock's contenders change."""
+        return self._has_contenders(paths.node_lock_path(node_id), watch)
 
     def delete_node(self, node: Node | str) -> None:
         """Remove the record and its lock directory (the caller holds the
@@ -294,9 +317,9 @@ class NodepoolZooKeeper:
         except KazooException:
             log.exception('Could not release lock %s', lock.path)
 
-    def _has_contenders(self, path: str) -> bool:
+    def _has_contenders(self, path: str, watch=None) -> bool:
         try:
-            return bool(self.client.get_children(path))
+            return bool(self.client.get_children(path, watch=watch))
         except NoNodeError:
             return False
 

@@ -182,7 +182,8 @@ class ZuulSystem:
         settings = ExecutorSettings(hostname='executor.example.org', job_dir=f'{root}/b',
                                     state_dir=f'{root}/es', private_key_file=key_path,
                                     load_multiplier=0, min_avail_mem=0, log_stream_port=0,
-                                    log_stream_host='127.0.0.1')
+                                    log_stream_host='127.0.0.1',
+                                    keep_jobdir=bool(os.environ.get('ZUUL_KEEP_JOBDIR')))
         self.executor = ExecutorServer(settings, '127.0.0.1', gear_port,
                                        Merger(f'{root}/executor-git', resolver,
                                               git_user_email='zuul@example.org',
@@ -255,4 +256,5 @@ def zuul_system(dev_gerrit, zk_chroot, gearman_server, ssh_keypair):
         yield system
     finally:
         system.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        if not os.environ.get('ZUUL_KEEP_JOBDIR'):
+            shutil.rmtree(root, ignore_errors=True)

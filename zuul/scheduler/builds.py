@@ -44,6 +44,7 @@ def node_specs(nodeset) -> list[NodeSpec]:
             connection_port=int(node.get('connection_port') or node.get('port') or 22),
             connection_type=node.get('connection_type') or 'ssh',
             username=node.get('username') or 'zuul',
+            python_path=node.get('python_path') or 'auto',
             host_keys=list(node.get('host_keys') or [])))
     return specs
 

@@ -1,0 +1,114 @@
+"""A two-node job end to end: the scheduler requests nodes from
+nodepool-launcher over ZooKeeper, the launcher boots them in network
+namespaces (real sshd), the executor runs an untrusted playbook on both
+over SSH, and the nodes are returned and deleted afterwards."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+from nodepool.config import load_config_text
+from nodepool.driver.netns.host import NetnsHostManager
+from nodepool.launcher.launcher import Launcher
+from nodepool.launcher.settings import LauncherSettings
+from nodepool.zk.api import NodepoolZooKeeper
+from tests.functional.system_support import zuul_system  # noqa: F401 - fixture
+from tests.harness.waiting import wait_for
+
+APP = """
+- nodeset:
+    name: two-nodes
+    nodes:
+      - name: controller
+        label: ubuntu-jammy
+      - name: compute
+        label: ubuntu-jammy
+    groups:
+      - name: peers
+        nodes: [controller, compute]
+- job:
+    name: multinode
+    nodeset: two-nodes
+    run: playbooks/multinode.yaml
+- project:
+    check:
+      jobs:
+        - multinode
+"""
+
+PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: Each node answers
+      command: "true"
+- hosts: controller
+  gather_facts: false
+  tasks:
+    - name: The controller reaches the compute node's sshd
+      wait_for:
+        host: "{{ hostvars['compute']['nodepool']['private_ipv4'] or
+                  hostvars['compute']['ansible_host'] }}"
+        port: 22
+        timeout: 20
+    - name: Groups from the nodeset are in the inventory
+      assert:
+        that: "groups['peers'] | length == 2"
+"""
+
+
+@pytest.fixture
+def launcher(zuul_system, zk_chroot, ssh_keypair, tmp_path):  # noqa: F811
+    state = str(tmp_path / 'netns')
+    config = load_config_text(textwrap.dedent(f"""
+        labels:
+          - name: ubuntu-jammy
+        providers:
+          - name: local
+            driver: netns
+            bridge: zqbr0
+            subnet: 10.233.0.0/16
+            state-dir: {state}
+            authorized-keys: ['{ssh_keypair.public_key.strip()}']
+            pools:
+              - name: main
+                max-servers: 4
+                labels:
+                  - name: ubuntu-jammy
+                    username: root
+                    python-path: /usr/bin/python3
+        """))
+    zk = NodepoolZooKeeper.from_hosts(zk_chroot.hosts)
+    settings = LauncherSettings(hostname='launcher.test', cleanup_interval=1.0,
+                                poll_interval=0.5, min_ready_interval=1.0)
+    launcher = Launcher(config, zk, settings)
+    launcher.start()
+    try:
+        yield launcher, zk
+    finally:
+        launcher.stop()
+        zk.close()
+        NetnsHostManager(state, '10.233.0.0/16', 'zqbr0').cleanup_all()
+        os.system('ip link del zqbr0 2>/dev/null')
+
+
+def test_two_node_job_runs_on_launched_nodes(zuul_system, launcher):  # noqa: F811
+    system = zuul_system
+    _, zk = launcher
+    system.create_projects(app_config=APP)
+    system.store.push_branch('org/app', 'master',
+                             {'playbooks/multinode.yaml': textwrap.dedent(PLAYBOOK)},
+                             'Add the multinode playbook')
+    system.start()
+    change = system.store.create_change('org/app', 'master', 'Use two nodes',
+                                        {'x.txt': '1\n'})
+    wait_for(lambda: system.verified(change) != 0, timeout=300, what='check vote')
+    message = system.messages(change)[-1]
+    assert system.verified(change) == 1, message
+    assert 'multinode' in message and 'SUCCESS' in message
+    # Nodes were returned: used, then deleted by the launcher's cleanup.
+    wait_for(lambda: not [n for n in zk.get_nodes() if n.state in ('in-use', 'used')],
+             timeout=60, what='nodes returned and cleaned up')

@@ -17,16 +17,18 @@ from nodepool.zk.records import (
     LauncherRecord,
     NodeRequest,
 )
-from tests.functional.test_nodepool_support import (  # noqa: F401 (fixtures)
+from tests.functional import test_nodepool_support as support
+from tests.functional.test_nodepool_support import (
     fast_settings,
-    launchers,
     node_states,
     request_state,
-    requestor,
     sim_config,
     wait_until,
-    zk,
 )
+
+launchers = support.launchers
+requestor = support.requestor
+zk = support.zk
 
 SMALL_ONLY = """
 labels:

@@ -423,19 +423,22 @@ def _parse(text: str, path: str, registry):
                   f'labels, providers, ...), not a {kind}')
         return None, c.issues
     top = _validate(c, [], TOP_LEVEL, doc)
-    if top is None:
-        return None, c.issues
-    config = _build_top(path, top)
+    config = _build_top(path, top) if top is not None else None
     names = set()
-    for i, raw in enumerate(doc.get('providers') or []):
+    raw_providers = doc.get('providers')
+    for i, raw in enumerate(raw_providers if isinstance(raw_providers, list) else []):
+        # Providers are checked even when the rest is broken, so every
+        # unsupported driver is named.
         provider = _load_provider(c, registry, i, raw)
         if provider is None:
             continue
         if provider.name in names:
             c.add(['providers', i, 'name'], f'provider {provider.name!r} is defined twice')
         names.add(provider.name)
-        config.providers[provider.name] = provider
-    _cross_check(c, doc, config)
+        if config is not None:
+            config.providers[provider.name] = provider
+    if config is not None:
+        _cross_check(c, doc, config)
     return config, c.issues
 
 

@@ -134,3 +134,11 @@ def test_executor_also_serves_merger_functions(exec_env, gearman_server):  # noq
     finally:
         client.stop()
         server.stop()
+
+
+def test_executor_refuses_a_job_dir_too_long_for_ssh_sockets(exec_env, gearman_server):  # noqa: F811
+    import dataclasses
+    settings = dataclasses.replace(exec_env.settings, job_dir='/tmp/' + 'x' * 60)
+    server = ExecutorServer(settings, '127.0.0.1', gearman_server.port, exec_env.merger)
+    with pytest.raises(ValueError, match='too long for SSH control sockets'):
+        server.start()

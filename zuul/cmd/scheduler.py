@@ -34,11 +34,21 @@ class SchedulerService:
         self.gear_server = None
         self.parts: list = []
 
+    def start_gearman(self) -> None:
+        """Start the embedded Gearman server (``[gearman_server]
+        start=true``) ahead of the rest, so mergers and executors can
+        connect before the scheduler loads its tenants through them."""
+        from zuul.lib.gearlib import GearServer
+        conf = self.conf
+        if conf.gearman_server.start and self.gear_server is None:
+            self.gear_server = GearServer(port=conf.gearman_server.port,
+                                          host=conf.gearman_server.listen_address)
+            log.info('Embedded Gearman server on port %s', conf.gearman_server.port)
+
     def start(self) -> None:
         from nodepool.zk.api import NodepoolZooKeeper
         from nodepool.zk.requestor import NodeRequestClient
         from zuul.executor.client import ExecutorClient
-        from zuul.lib.gearlib import GearServer
         from zuul.lib.keystore import KeyStore
         from zuul.merger.client import MergeClient
         from zuul.scheduler.builds import ExecutorAdapter
@@ -50,13 +60,8 @@ class SchedulerService:
         from zuul.scheduler.scheduler import Scheduler
 
         conf = self.conf
-        if conf.gearman_server.start:
-            self.gear_server = GearServer(port=conf.gearman_server.port,
-                                          host=conf.gearman_server.listen_address)
-            log.info('Embedded Gearman server on port %s', self.gear_server.port)
+        self.start_gearman()
         host, port = conf.gearman.server, conf.gearman.port
-        if self.gear_server is not None and conf.gearman_server.port == 0:
-            port = self.gear_server.port
         self.connections = ConnectionRegistry()
         drivers, hostnames = {}, {}
         for name, cc in conf.connections.items():

@@ -85,6 +85,16 @@ class ExecutorServer:
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> None:
+        # SSH control sockets live in <job_dir>/<uuid>/cp/<10-char hash>
+        # (ansible's naming) and ssh adds a 17-character suffix while
+        # creating one: the whole must fit a unix socket path (108 bytes)
+        # or every node looks unreachable. Refuse clearly instead.
+        longest = len(os.path.abspath(self.settings.job_dir)) + 1 + 32 + 4 + 11 + 17
+        if longest > 107:
+            raise ValueError(f'[executor] job_dir {self.settings.job_dir!r} is too long for '
+                             f'SSH control sockets ({longest} > 107 bytes); use a path '
+                             f'of at most {107 - (longest - len(self.settings.job_dir))} '
+                             'characters')
         os.makedirs(self.settings.job_dir, exist_ok=True)
         os.makedirs(self.settings.state_dir, exist_ok=True)
         self.agent = SshAgent(os.path.join(self.settings.state_dir, 'ssh-agent.sock'))

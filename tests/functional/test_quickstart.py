@@ -1,0 +1,29 @@
+"""The README's "run the system" command, non-interactively: the whole
+system comes up on embedded defaults and the scenario ends with the good
+changes merged and the broken one rejected."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from nodepool.zk.localserver import free_port
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_quickstart_scenario(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, os.path.join(TOP, 'tools', 'quickstart.py'), '--no-wait',
+         '--state-dir', str(tmp_path / 'state'), '--web-port', str(free_port())],
+        capture_output=True, text=True, timeout=900)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert 'Status page: http://127.0.0.1:' in out
+    assert 'check: change 2 "Break the tests" got Verified -1' in out
+    assert 'gate: 2,1 on top of 1,1' in out     # tested speculatively
+    assert 'gate: change 1 "Add a feature": MERGED' in out
+    assert 'gate: change 2 "Break the tests": NEW (Verified -2)' in out
+    assert 'gate: change 3 "Add documentation": MERGED' in out
+    assert 'The good changes merged and the broken one was rejected.' in out

@@ -1,0 +1,491 @@
+"""The quickstart: the whole system on embedded defaults, and the main job
+done in front of you.
+
+Brings up, in this one process but each over its real protocol: a local
+ZooKeeper, the scheduler with its embedded Gearman server, a merger, an
+executor, zuul-web, nodepool-launcher with network-namespace nodes, and
+the development code-review server (zuul.devtools.gerrit, speaking the
+Gerrit SSH protocol). Two demo projects define check and gate jobs,
+including a two-node job. Three changes are proposed (one of them breaks
+the tests), approved into the gate, tested speculatively on top of each
+other, and the good ones merge while the bad one is rejected. The system
+then stays up (status page URL printed) until interrupted.
+
+    tools/quickstart.sh [--no-wait] [--state-dir DIR] [--web-port N]
+
+Needs root (network namespaces for the nodes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import urllib.request
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, TOP)
+
+from nodepool.zk.localserver import LocalZooKeeper, free_port  # noqa: E402
+
+TENANT = 'example'
+
+PROJECT_CONFIG = {
+    'zuul.d/pipelines.yaml': """
+        - pipeline:
+            name: check
+            description: Newly uploaded patchsets enter this pipeline.
+            manager: independent
+            trigger:
+              gerrit:
+                - event: patchset-created
+                - event: comment-added
+                  comment: (?i)^\\s*recheck\\s*$
+            success:
+              gerrit:
+                Verified: 1
+            failure:
+              gerrit:
+                Verified: -1
+        - pipeline:
+            name: gate
+            description: Approved changes are tested together, then merged.
+            manager: dependent
+            precedence: high
+            require:
+              gerrit:
+                open: true
+                current-patchset: true
+                approval:
+                  - Workflow: 1
+            trigger:
+              gerrit:
+                - event: comment-added
+                  approval:
+                    - Workflow: 1
+            start:
+              gerrit:
+                Verified: 0
+            success:
+              gerrit:
+                Verified: 2
+                submit: true
+            failure:
+              gerrit:
+                Verified: -2
+        """,
+    'zuul.d/jobs.yaml': """
+        - job:
+            name: base
+            parent: null
+            description: The base job every job inherits from.
+            timeout: 600
+            nodeset:
+              nodes:
+                - name: node
+                  label: ubuntu-jammy
+        - nodeset:
+            name: two-nodes
+            nodes:
+              - name: controller
+                label: ubuntu-jammy
+              - name: compute
+                label: ubuntu-jammy
+        """,
+}
+
+APP = {
+    '.zuul.yaml': """
+        - job:
+            name: app-unit
+            description: Run the project's tests on one node.
+            run: playbooks/unit.yaml
+        - job:
+            name: app-two-nodes
+            description: A two-node job; the controller reaches the compute node.
+            nodeset: two-nodes
+            run: playbooks/two-nodes.yaml
+        - project:
+            queue: integrated
+            check:
+              jobs:
+                - app-unit
+                - app-two-nodes
+            gate:
+              jobs:
+                - app-unit
+        """,
+    'playbooks/unit.yaml': """
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - name: Copy the tests to the node
+              copy:
+                src: "{{ zuul.executor.work_root }}/{{ zuul.project.src_dir }}/run_tests.sh"
+                dest: "/tmp/{{ zuul.build }}-run_tests.sh"
+            - name: Run the tests
+              command: "sh /tmp/{{ zuul.build }}-run_tests.sh"
+        """,
+    'playbooks/two-nodes.yaml': """
+        - hosts: controller
+          gather_facts: false
+          tasks:
+            - name: Reach the compute node
+              wait_for:
+                host: "{{ hostvars['compute']['nodepool']['private_ipv4'] }}"
+                port: 22
+                timeout: 30
+        """,
+    'run_tests.sh': 'echo "running tests"\n',
+    'README': 'The demo application.\n',
+}
+
+LIB = {
+    '.zuul.yaml': """
+        - project:
+            queue: integrated
+            check:
+              jobs:
+                - lib-unit
+            gate:
+              jobs:
+                - lib-unit
+        - job:
+            name: lib-unit
+            run: playbooks/unit.yaml
+        """,
+    'playbooks/unit.yaml': """
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - command: "true"
+        """,
+    'README': 'The demo library.\n',
+}
+
+
+def say(message: str) -> None:
+    print(f'[{time.strftime("%H:%M:%S")}] {message}', flush=True)
+
+
+def dedent_all(files: dict) -> dict:
+    return {k: textwrap.dedent(v).lstrip('\n') for k, v in files.items()}
+
+
+class Quickstart:
+    def __init__(self, state_dir: str, web_port: int, keep_jobdir: bool = False):
+        self.keep_jobdir = keep_jobdir
+        self.state = state_dir
+        self.web_port = web_port
+        self.stops: list = []
+
+    # -- bring-up -------------------------------------------------------------
+
+    def start(self) -> None:
+        from zuul.devtools.gerrit import DevGerritServer, ReviewStore
+        if os.path.exists(self.state):
+            shutil.rmtree(self.state)
+        os.makedirs(self.state)
+        say(f'State directory: {self.state}')
+        self.key = os.path.join(self.state, 'zuul_id')
+        subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', self.key],
+                       check=True)
+        with open(self.key + '.pub') as f:
+            self.pubkey = f.read().strip()
+
+        say('Starting ZooKeeper')
+        self.zk = LocalZooKeeper(os.path.join(self.state, 'zookeeper'))
+        self.zk.start()
+        self.stops.append(self.zk.stop)
+
+        say('Starting the development code-review server (Gerrit protocol over SSH)')
+        self.store = ReviewStore(os.path.join(self.state, 'review'))
+        self.gerrit = DevGerritServer(self.store, os.path.join(self.state, 'gerrit_host_key'),
+                                      authorized_keys=[self.pubkey])
+        self.gerrit.start()
+        self.stops.append(self.gerrit.stop)
+        known_hosts = os.path.join(self.state, 'known_hosts')
+        with open(known_hosts, 'w') as f:
+            f.write(f'[127.0.0.1]:{self.gerrit.port} {self.gerrit.host_key_line()}\n')
+        self.store.create_project('demo/project-config', dedent_all(PROJECT_CONFIG))
+        self.store.create_project('demo/app', dedent_all(APP))
+        self.store.create_project('demo/lib', dedent_all(LIB))
+
+        self.gear_port = free_port()
+        self._write_configs(known_hosts)
+        self._start_nodepool()
+        self._start_zuul()
+
+    def _write_configs(self, known_hosts: str) -> None:
+        with open(os.path.join(self.state, 'main.yaml'), 'w') as f:
+            f.write(textwrap.dedent(f"""
+                - tenant:
+                    name: {TENANT}
+                    source:
+                      gerrit:
+                        config-projects:
+                          - demo/project-config
+                        untrusted-projects:
+                          - demo/app
+                          - demo/lib
+                """))
+        self.zuul_conf = os.path.join(self.state, 'zuul.conf')
+        # Build dirs hold SSH control sockets, whose paths must stay short.
+        self.job_dir = os.path.join(self.state, 'builds')
+        if len(self.job_dir) > 40:
+            self.job_dir = tempfile.mkdtemp(prefix='gkqs-', dir='/var/tmp')
+            self.stops.append(lambda: shutil.rmtree(self.job_dir, ignore_errors=True))
+        with open(self.zuul_conf, 'w') as f:
+            f.write(textwrap.dedent(f"""
+                [gearman]
+                server = 127.0.0.1
+                port = {self.gear_port}
+
+                [gearman_server]
+                start = true
+                listen_address = 127.0.0.1
+                port = {self.gear_port}
+
+                [zookeeper]
+                hosts = {self.zk.hosts}
+
+                [scheduler]
+                tenant_config = {self.state}/main.yaml
+                state_dir = {self.state}/scheduler
+
+                [merger]
+                git_dir = {self.state}/merger-git
+                git_user_email = zuul@example.org
+                git_user_name = Zuul
+
+                [executor]
+                private_key_file = {self.key}
+                hostname = localhost
+                job_dir = {self.job_dir}
+                state_dir = {self.state}/executor
+                load_multiplier = 0
+                min_avail_mem = 0
+                finger_port = {free_port()}
+                keep_jobdir = {str(self.keep_jobdir).lower()}
+
+                [web]
+                listen_address = 127.0.0.1
+                port = {self.web_port}
+
+                [database]
+                dburi = sqlite:///{self.state}/history.sqlite
+
+                [connection gerrit]
+                driver = gerrit
+                server = 127.0.0.1
+                port = {self.gerrit.port}
+                user = zuul
+                sshkey = {self.key}
+                known_hosts = {known_hosts}
+                """))
+
+    def _start_nodepool(self) -> None:
+        from nodepool.config import load_config_text
+        from nodepool.launcher.launcher import Launcher
+        from nodepool.launcher.settings import LauncherSettings
+        from nodepool.zk.api import NodepoolZooKeeper
+        say('Starting nodepool-launcher (nodes are sshd in network namespaces)')
+        self.netns_dir = os.path.join(self.state, 'netns')
+        config = load_config_text(textwrap.dedent(f"""
+            labels:
+              - name: ubuntu-jammy
+                min-ready: 1
+            providers:
+              - name: local-netns
+                driver: netns
+                bridge: qsbr0
+                subnet: 10.234.0.0/16
+                state-dir: {self.netns_dir}
+                authorized-keys: ['{self.pubkey}']
+                pools:
+                  - name: main
+                    max-servers: 12
+                    labels:
+                      - name: ubuntu-jammy
+                        username: root
+                        python-path: /usr/bin/python3
+            """))
+        self.np_zk = NodepoolZooKeeper.from_hosts(self.zk.hosts)
+        self.launcher = Launcher(config, self.np_zk, LauncherSettings(
+            cleanup_interval=5.0, poll_interval=1.0, min_ready_interval=5.0))
+        self.launcher.start()
+        self.stops.append(self._stop_nodepool)
+
+    def _stop_nodepool(self) -> None:
+        from nodepool.driver.netns.host import NetnsHostManager
+        self.launcher.stop()
+        self.np_zk.close()
+        NetnsHostManager(self.netns_dir, '10.234.0.0/16', 'qsbr0').cleanup_all()
+        subprocess.run(['ip', 'link', 'del', 'qsbr0'], capture_output=True)
+
+    def _start_zuul(self) -> None:
+        from zuul.cmd.executor import build_merger
+        from zuul.cmd.scheduler import SchedulerService
+        from zuul.cmd.web import WebSettings, build_web
+        from zuul.configloader.zuulconf import load_config_parser, load_zuul_conf
+        from zuul.driver.registry import default_registry
+        from zuul.executor.server import ExecutorServer
+        from zuul.executor.settings import ExecutorSettings
+        from zuul.merger.server import MergeServer
+        conf = load_zuul_conf(self.zuul_conf, default_registry())
+        raw = load_config_parser(self.zuul_conf)
+        say('Starting the scheduler\'s embedded Gearman server')
+        self.scheduler_service = SchedulerService(conf)
+        self.scheduler_service.start_gearman()
+        say('Starting zuul-merger')
+        settings = ExecutorSettings.from_config(raw)
+        self.merger = MergeServer([('127.0.0.1', self.gear_port)], build_merger(raw, settings),
+                                  hostname='quickstart-merger')
+        self.merger.start()
+        self.stops.append(self.merger.stop)
+        say('Starting zuul-executor')
+        self.executor = ExecutorServer(settings, '127.0.0.1', self.gear_port,
+                                       build_merger(raw, settings))
+        self.executor.start()
+        self.stops.append(self.executor.stop)
+        say('Starting the scheduler (it loads the tenant through the merger)')
+        self.scheduler_service.start()
+        self.stops.append(self.scheduler_service.stop)
+        say('Starting zuul-web')
+        self.web, self.web_rpc = build_web(WebSettings.from_config(raw))
+        self.web.start()
+        self.stops.append(self.web.stop)
+        self.stops.append(self.web_rpc.shutdown)
+        say(f'Status page: http://127.0.0.1:{self.web_port}/t/{TENANT}/status')
+
+    def stop(self) -> None:
+        for stop in reversed(self.stops):
+            try:
+                stop()
+            except Exception as e:  # keep stopping the rest
+                say(f'(while stopping: {e})')
+
+    # -- the scenario ------------------------------------------------------------
+
+    def status(self) -> dict:
+        url = f'http://127.0.0.1:{self.web_port}/api/tenant/{TENANT}/status'
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.load(r)
+
+    def vote(self, change) -> int:
+        return self.store.get_change(change.number).approval_value('Verified')
+
+    def wait(self, what: str, done, timeout: float = 600.0) -> None:
+        deadline = time.time() + timeout
+        last = None
+        while not done():
+            if time.time() > deadline:
+                raise SystemExit(f'Timed out waiting for {what}')
+            line = self.progress_line()
+            if line and line != last:
+                say(line)
+                last = line
+            time.sleep(1.0)
+
+    def progress_line(self) -> str | None:
+        try:
+            status = self.status()
+        except Exception:
+            return None
+        parts = []
+        for pipeline in status.get('pipelines', []):
+            for queue in pipeline.get('change_queues', []):
+                for head in queue.get('heads', []):
+                    for item in head:
+                        jobs = ', '.join(f'{j["name"]}={_job_state(j)}'
+                                         for j in item.get('jobs', []))
+                        ahead = f' on top of {item["item_ahead"]}' if item.get('item_ahead') \
+                            else ''
+                        parts.append(f'{pipeline["name"]}: {item["id"]}{ahead} [{jobs}]')
+        return '; '.join(parts) or None
+
+    def scenario(self) -> bool:
+        store = self.store
+        say('Proposing three changes to demo/app (the second one breaks the tests)')
+        good1 = store.create_change('demo/app', 'master', 'Add a feature',
+                                    {'feature.txt': 'a feature\n'})
+        bad = store.create_change('demo/app', 'master', 'Break the tests',
+                                  {'run_tests.sh': 'echo "a test fails"; exit 1\n'})
+        good2 = store.create_change('demo/app', 'master', 'Add documentation',
+                                    {'docs.txt': 'documentation\n'})
+        changes = [good1, bad, good2]
+        self.wait('check results', lambda: all(self.vote(c) for c in changes))
+        for c in changes:
+            say(f'check: change {c.number} "{c.subject}" got Verified {self.vote(c):+d}')
+        say('Approving all three: they enter the gate together')
+        for c in changes:
+            store.approve(c, 'Workflow', 1, who='core-reviewer')
+        self.wait('gate results', lambda: all(
+            store.get_change(c.number).status == 'MERGED' or self.vote(c) == -2
+            for c in changes))
+        ok = True
+        for c in changes:
+            state = store.get_change(c.number).status
+            say(f'gate: change {c.number} "{c.subject}": {state} (Verified {self.vote(c):+d})')
+        ok = store.get_change(good1.number).status == 'MERGED' and \
+            store.get_change(good2.number).status == 'MERGED' and \
+            store.get_change(bad.number).status == 'NEW'
+        say('The good changes merged and the broken one was rejected.' if ok else
+            'Unexpected outcome: see the messages above.')
+        return ok
+
+
+def _job_state(job: dict) -> str:
+    if job.get('result'):
+        return job['result']
+    return 'running' if job.get('start_time') else 'waiting'
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--no-wait', action='store_true',
+                        help='stop after the scenario instead of staying up')
+    parser.add_argument('--state-dir', default='/var/tmp/gatekeep-quickstart')
+    parser.add_argument('--web-port', type=int, default=9000)
+    parser.add_argument('--debug', action='store_true')
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        print('The quickstart needs root: its nodes are network namespaces.', file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
+                        format='%(asctime)s %(levelname)s %(name)s: %(message)s',
+                        filename=None if args.debug else os.path.join('/tmp',
+                                                                       'quickstart.log'))
+    qs = Quickstart(args.state_dir, args.web_port, keep_jobdir=args.debug)
+    started = time.time()
+    try:
+        qs.start()
+        ok = qs.scenario()
+        say(f'Scenario finished in {time.time() - started:.0f} s')
+        if args.no_wait:
+            return 0 if ok else 1
+        say(f'The system keeps running. Status page: '
+            f'http://127.0.0.1:{args.web_port}/t/{TENANT}/status ; '
+            f'propose more changes with ssh -p {qs.gerrit.port} ... or press Ctrl-C to stop.')
+        done = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: done.set())
+        try:
+            done.wait()
+        except KeyboardInterrupt:
+            pass
+        return 0 if ok else 1
+    finally:
+        qs.stop()
+
+
+if __name__ == '__main__':
+    sys.exit(main())

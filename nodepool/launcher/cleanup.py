@@ -107,7 +107,7 @@ class CleanupWorker(threading.Thread):
     # -- a pass -------------------------------------------------------------------
 
     def run_pass(self, full: bool, min_ready: bool = True) -> None:
-        steps = [self._node_states]
+        steps = [self._node_states if full else self._quick_node_states]
         if full:
             steps += [self.static.sync, self._leaked_instances, self._lost_requests,
                       self._stale_request_locks]
@@ -123,11 +123,21 @@ class CleanupWorker(threading.Thread):
 
     # -- nodes --------------------------------------------------------------------
 
-    def _node_states(self) -> None:
+    def _quick_node_states(self) -> None:
+        """On a wake-up: only what just changed matters (nodes turned used
+        or deleting, ready nodes); checking every in-use node's lock each
+        time would cost a ZooKeeper read per node per change."""
+        self._node_states(states=(USED, DELETING, READY))
+
+    def _node_states(self, states=None) -> None:
         launcher = self.launcher
         now = launcher.clock()
         registered = launcher.launcher_ids
         for node in launcher.node_cache.values():
+            if states is not None and node.state not in states:
+                continue
+            if launcher.is_deleting(node.id):
+                continue   # one of our delete threads has it
             adapter = launcher.adapters.get(node.provider)
             if adapter is None or node.provider in launcher.broken_providers:
                 continue   # not a provider of ours

@@ -107,26 +107,28 @@ class RequestHandler:
     # -- endings -----------------------------------------------------------------
 
     def _fulfil(self) -> bool:
-        request = self.worker.zk.get_request(self.id)
-        if request is None:
-            self.canceled = True
-            return self._wind_down()
-        request.lock = self.request.lock
+        # Only we write the request while we hold its lock (the requestor
+        # may only delete it), so our copy is current.
+        request = self.request
         request.nodes = [s.node.id for s in self.slots]
         request.set_state(FULFILLED)
+        zk = self.worker.zk
         try:
-            self.worker.zk.store_request(request)
+            if request.requestor == MIN_READY_REQUESTOR:
+                zk.store_request(request)
+            else:
+                # The request and every lock in one transaction: the
+                # requestor finds the nodes unlocked as soon as it looks.
+                zk.fulfil_request(request, [s.node for s in self.slots])
         except RecordGoneError:
             self.canceled = True
             return self._wind_down()
-        self.request = request
         log.info('Request %s fulfilled with nodes %s', self.id, request.nodes)
         if request.requestor == MIN_READY_REQUESTOR:
             # Nodes made for min-ready join the pool unallocated.
             self._release_nodes(deallocate=True)
-            self.worker.zk.delete_request(request)
-        else:
-            self._release_nodes(deallocate=False)
+            zk.delete_request(request)
+        self.slots = [Slot(s.label) for s in self.slots]
         self._finish()
         return True
 

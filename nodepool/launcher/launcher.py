@@ -50,6 +50,7 @@ class Launcher:
         self.changed = threading.Condition()
         self._semaphores: dict[str, threading.Semaphore | None] = {}
         self._machines: set = set()
+        self._deleting: set[str] = set()
         self._machines_lock = threading.Lock()
         self._running = False
 
@@ -170,15 +171,23 @@ class Launcher:
         with self._machines_lock:
             self._machines.discard(machine)
 
+    def is_deleting(self, node_id: str) -> bool:
+        with self._machines_lock:
+            return node_id in self._deleting
+
     def delete_node(self, node: Node, adapter: ProviderAdapter, on_done=None):
         """Delete a node we hold the lock of, in its own thread."""
         def done(machine):
             self.untrack(machine)
+            with self._machines_lock:
+                self._deleting.discard(machine.node.id)
             if on_done is not None:
                 on_done(machine)
             self.notify_changed()
         machine = NodeDeleteStateMachine(self.zk, adapter, node, on_done=done)
         self.track(machine)
+        with self._machines_lock:
+            self._deleting.add(node.id)
         machine.start()
         return machine
 

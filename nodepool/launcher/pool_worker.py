@@ -31,7 +31,7 @@ import time
 from nodepool.launcher.handler import FINISHED, RequestHandler
 from nodepool.launcher.state_machine import NodeLaunchStateMachine
 from nodepool.zk import paths
-from nodepool.zk.api import RecordGoneError
+from nodepool.zk.api import RecordChangedError, RecordGoneError
 from nodepool.zk.records import (
     BUILDING,
     FAILED,
@@ -176,23 +176,37 @@ class PoolWorker(threading.Thread):
         stub = NodeRequest(id=cached.id)
         if not self.zk.lock_request(stub, blocking=False, identifier=self.id):
             return
-        request = self.zk.get_request(cached.id)
-        if request is None or request.state != REQUESTED or self.id in request.declined_by:
-            self.zk.unlock_request(stub)
-            if request is None:
-                self.zk.delete_request_lock_dir(cached.id)
-            return
-        request.lock = stub.lock
+        # Decide on a private copy of the cached request and write it with
+        # a version check: if the cache was stale, read it and decide again.
+        request = NodeRequest.from_dict(cached.to_dict(), id=cached.id, stat=cached.stat)
+        for _ in range(3):
+            if request is None or request.state != REQUESTED or \
+                    self.id in request.declined_by:
+                self.zk.unlock_request(stub)
+                if request is None:
+                    self.zk.delete_request_lock_dir(cached.id)
+                return
+            request.lock = stub.lock
+            try:
+                if self._decide(request):
+                    return
+            except RecordChangedError:
+                request = self.zk.get_request(cached.id)
+                continue
+            except RecordGoneError:
+                self.zk.unlock_request(stub)
+                return
+        self.zk.unlock_request(stub)
+
+    def _decide(self, request: NodeRequest) -> bool:
+        """Decline or accept a locked request; True when it is dealt with."""
+        version = request.stat.version if request.stat is not None else -1
         reason = self.decline_reason(request)
         if reason:
-            self._decline(request, reason)
-            return
+            self._decline(request, reason, expected_version=version)
+            return True
         request.set_state(PENDING)
-        try:
-            self.zk.store_request(request)
-        except RecordGoneError:
-            self.zk.unlock_request(request)
-            return
+        self.zk.store_request(request, expected_version=version)
         handler = RequestHandler(self, request)
         self.handlers[request.id] = handler
         log.info('Request %s (%s, %s): accepted by pool %s/%s', request.id,
@@ -201,6 +215,7 @@ class PoolWorker(threading.Thread):
             self.paused_handler = handler
             log.info('Pool %s/%s: paused for request %s', self.provider.name,
                      self.pool.name, request.id)
+        return True
 
     def decline_reason(self, request: NodeRequest) -> str | None:
         missing = sorted({t for t in request.node_types if t not in self.pool.labels})
@@ -222,19 +237,27 @@ class PoolWorker(threading.Thread):
             return f'{len(request.node_types)} nodes exceed the quota of {capacity}'
         return None
 
-    def _decline(self, request: NodeRequest, reason: str, unlock: bool = True) -> None:
-        request.declined_by.append(self.id)
+    def _decline(self, request: NodeRequest, reason: str, unlock: bool = True,
+                 expected_version: int = -1) -> None:
+        declined_by = [*request.declined_by, self.id]
         launchers = set(self.zk.get_launcher_ids())
-        if launchers <= set(request.declined_by):
-            request.set_state(FAILED)
+        state = FAILED if launchers <= set(declined_by) else request.state
+        original = (request.declined_by, request.state, request.state_time)
+        request.declined_by = declined_by
+        if state != request.state:
+            request.set_state(state)
+        try:
+            self.zk.store_request(request, expected_version=expected_version)
+        except RecordGoneError:
+            pass
+        except RecordChangedError:
+            request.declined_by, request.state, request.state_time = original
+            raise
+        if state == FAILED:
             log.info('Request %s: declined by %s (%s); every launcher declined: failed',
                      request.id, self.id, reason)
         else:
             log.info('Request %s: declined by %s (%s)', request.id, self.id, reason)
-        try:
-            self.zk.store_request(request)
-        except RecordGoneError:
-            pass
         if unlock:
             self.zk.unlock_request(request)
 
@@ -315,12 +338,9 @@ class PoolWorker(threading.Thread):
                     shell_type=pool_label.shell_type,
                     attributes=dict(self.pool.node_attributes))
         with self._creating:
-            self.zk.store_node(node)
+            self.zk.create_locked_node(node, identifier=self.id)
             self._new_nodes[node.id] = time.monotonic()
             self._launching.add(node.id)
-        if not self.zk.lock_node(node, timeout=30, identifier=self.id):
-            self._launching.discard(node.id)
-            raise RuntimeError(f'could not lock new node {node.id}')
         machine = NodeLaunchStateMachine(
             self.zk, self.adapter, node, pool_label.settings, self.provider.boot_timeout,
             self.launcher.settings.boot_poll_interval, on_done=self._launch_done,

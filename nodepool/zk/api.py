@@ -14,6 +14,7 @@ import time
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    BadVersionError,
     KazooException,
     LockTimeout,
     NodeExistsError,
@@ -34,6 +35,10 @@ class ZooKeeperError(RuntimeError):
 
 class RecordGoneError(ZooKeeperError):
     """The znode was deleted under us (a cancelled request, a deleted node)."""
+
+
+class RecordChangedError(ZooKeeperError):
+    """The znode changed since it was read (a versioned write failed)."""
 
 
 def connect(hosts: str, timeout: float = 10.0, tls: dict | None = None,
@@ -128,13 +133,39 @@ class NodepoolZooKeeper:
         return [r for r in self._get_many(self.get_request_ids(), paths.request_path,
                                           NodeRequest) if r is not None]
 
-    def store_request(self, request: NodeRequest) -> None:
-        """Write ``request`` back; RecordGoneError if it was deleted."""
+    def store_request(self, request: NodeRequest, expected_version: int = -1) -> None:
+        """Write ``request`` back; RecordGoneError if it was deleted,
+        RecordChangedError if ``expected_version`` is given and stale."""
         try:
-            stat = self.client.set(paths.request_path(request.id), request.serialize())
+            stat = self.client.set(paths.request_path(request.id), request.serialize(),
+                                   version=expected_version)
         except NoNodeError:
             raise RecordGoneError(f'request {request.id} no longer exists') from None
+        except BadVersionError:
+            raise RecordChangedError(f'request {request.id} changed meanwhile') from None
         request.stat = stat
+
+    def fulfil_request(self, request: NodeRequest, nodes: list[Node]) -> None:
+        """Write the (fulfilled) request and release the locks of its
+        nodes and of the request, in one transaction; RecordGoneError
+        (and nothing changed) if the request was deleted."""
+        tx = self.client.transaction()
+        tx.set_data(paths.request_path(request.id), request.serialize())
+        held = [r.lock for r in [*nodes, request]
+                if getattr(r, 'lock', None) is not None and r.lock.is_acquired]
+        for lock in held:
+            tx.delete(f'{lock.path}/{lock.node}')
+        results = tx.commit()
+        failures = [r for r in results if isinstance(r, Exception)]
+        if failures:
+            if self.client.exists(paths.request_path(request.id)) is None:
+                raise RecordGoneError(f'request {request.id} no longer exists')
+            raise ZooKeeperError(f'fulfilling request {request.id} failed: {failures}')
+        for lock in held:
+            lock.is_acquired = False
+            lock.node = None
+        for record in (*nodes, request):
+            record.lock = None
 
     def delete_request(self, request: NodeRequest | str) -> None:
         request_id = request if isinstance(request, str) else request.id
@@ -162,9 +193,13 @@ class NodepoolZooKeeper:
                      timeout: float | None = None, identifier: str = '') -> bool:
         """Take ``/nodepool/requests-lock/<id>``; the lock object is kept
         on the request (``request.lock``)."""
-        lock = Lock(self.client, paths.request_lock_path(request.id), identifier)
-        if not self._acquire(lock, blocking, timeout):
-            return False
+        path = paths.request_lock_path(request.id)
+        lock = self._lock_new_dir(path, identifier)
+        if lock is None:
+            lock = Lock(self.client, path, identifier)
+            lock.assured_path = True   # _lock_new_dir found it
+            if not self._acquire(lock, blocking, timeout):
+                return False
         request.lock = lock
         return True
 
@@ -203,6 +238,23 @@ class NodepoolZooKeeper:
 
     # -- nodes --------------------------------------------------------------
 
+    def create_locked_node(self, node: Node, identifier: str = '') -> str:
+        """Create a node record and take its lock at once (nobody can have
+        locked a node that did not exist)."""
+        node.id = None
+        now = time.time()
+        node.created_time = node.created_time or now
+        node.state_time = node.state_time or now
+        node.updated_time = now
+        path = self.client.create(f'{paths.NODE_ROOT}/', node.serialize(), sequence=True,
+                                  makepath=True)
+        node.id = path.rsplit('/', 1)[1]
+        lock = self._lock_new_dir(paths.node_lock_path(node.id), identifier)
+        if lock is None:
+            raise ZooKeeperError(f'node {node.id} was locked before its creator could')
+        node.lock = lock
+        return node.id
+
     def store_node(self, node: Node) -> str:
         """Create (no ``id`` yet: a sequential 10-digit id) or update."""
         now = time.time()
@@ -215,7 +267,10 @@ class NodepoolZooKeeper:
             node.id = path.rsplit('/', 1)[1]
             # The lock directory exists from the start: lockers never
             # create it, so locking a deleted node cannot resurrect it.
-            self.client.ensure_path(paths.node_lock_path(node.id))
+            try:
+                self.client.create(paths.node_lock_path(node.id))
+            except NodeExistsError:
+                pass
             return node.id
         try:
             node.stat = self.client.set(paths.node_path(node.id), node.serialize())
@@ -246,17 +301,21 @@ class NodepoolZooKeeper:
                   identifier: str = '') -> bool:
         """Take ``/nodepool/nodes/<id>/lock``; False if the node is locked
         by someone else (non-blocking) or no longer exists."""
-        lock = Lock(self.client, paths.node_lock_path(node.id), identifier)
-        lock.assured_path = True  # see store_node
-        if not self._acquire(lock, blocking, timeout):
-            if not self._repair_lock_dir(node.id):
-                return False
+        for attempt in range(2):
             lock = Lock(self.client, paths.node_lock_path(node.id), identifier)
-            lock.assured_path = True
-            if not self._acquire(lock, blocking, timeout):
+            lock.assured_path = True  # see store_node
+            try:
+                if not lock.acquire(blocking=blocking, timeout=timeout):
+                    return False
+            except LockTimeout:
                 return False
-        node.lock = lock
-        return True
+            except NoNodeError:
+                if attempt or not self._repair_lock_dir(node.id):
+                    return False
+                continue
+            node.lock = lock
+            return True
+        return False
 
     def _repair_lock_dir(self, node_id: str) -> bool:
         """A node whose creator died between creating it and its lock
@@ -287,17 +346,61 @@ class NodepoolZooKeeper:
         """Remove the record and its lock directory (the caller holds the
         lock, which goes with it)."""
         node_id = node if isinstance(node, str) else node.id
-        try:
-            self.client.delete(paths.node_path(node_id), recursive=True)
-        except NoNodeError:
-            pass
+        for attempt in range(10):
+            if self._delete_node_tree(node_id):
+                break
+            if attempt == 9:
+                raise ZooKeeperError(f'node {node_id} could not be deleted: its lock '
+                                     'keeps gaining contenders')
         if not isinstance(node, str):
             lock = getattr(node, 'lock', None)
             if lock is not None:
                 lock.is_acquired = False
                 node.lock = None
 
+    def _delete_node_tree(self, node_id: str) -> bool:
+        """Delete ``<node>/lock/*``, ``<node>/lock`` and ``<node>`` in one
+        transaction; False if a lock contender appeared meanwhile."""
+        node_path, lock_path = paths.node_path(node_id), paths.node_lock_path(node_id)
+        try:
+            contenders = self.client.get_children(lock_path)
+        except NoNodeError:
+            contenders = None
+        tx = self.client.transaction()
+        for child in contenders or []:
+            tx.delete(f'{lock_path}/{child}')
+        if contenders is not None:
+            tx.delete(lock_path)
+        tx.delete(node_path)
+        results = tx.commit()
+        failures = [r for r in results if isinstance(r, Exception)]
+        if not failures:
+            return True
+        if self.client.exists(node_path) is None:
+            return True
+        if any(isinstance(r, (NotEmptyError, NoNodeError)) for r in failures):
+            return False
+        raise failures[0]
+
     # -- helpers ------------------------------------------------------------
+
+    def _lock_new_dir(self, path: str, identifier: str) -> Lock | None:
+        """Create the lock directory ``path`` and our contender in it in
+        one transaction: if that works we hold the lock (one round trip
+        instead of three).  None if the directory already existed."""
+        lock = Lock(self.client, path, identifier)
+        tx = self.client.transaction()
+        tx.create(path)
+        tx.create(lock.create_path, lock.data, ephemeral=True, sequence=True)
+        results = tx.commit()
+        if any(isinstance(r, Exception) for r in results):
+            if isinstance(results[0], NoNodeError):
+                raise NoNodeError(path)
+            return None
+        lock.node = results[1][len(path) + 1:]
+        lock.is_acquired = True
+        lock.assured_path = True
+        return lock
 
     def _acquire(self, lock: Lock, blocking: bool, timeout: float | None) -> bool:
         try:

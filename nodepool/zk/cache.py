@@ -109,8 +109,12 @@ class RecordCache:
     def _children_watch(self, event) -> None:
         if self._stopped or event.type == EventType.NONE:
             return
+        result = self.client.get_children_async(self.root, watch=self._children_watch)
+        result.rawlink(self._children_fetched)
+
+    def _children_fetched(self, result) -> None:
         try:
-            children = self.client.get_children(self.root, watch=self._children_watch)
+            children = result.get()
         except NoNodeError:
             children = []
         except Exception:
@@ -130,8 +134,14 @@ class RecordCache:
         self._fetch(name)
 
     def _fetch(self, name: str) -> None:
+        # Asynchronously: a watch callback must not wait for a round trip,
+        # or every change queues behind the previous one's read.
+        result = self.client.get_async(f'{self.root}/{name}', watch=self._data_watch)
+        result.rawlink(lambda r, name=name: self._fetched(name, r))
+
+    def _fetched(self, name: str, result) -> None:
         try:
-            raw, stat = self.client.get(f'{self.root}/{name}', watch=self._data_watch)
+            raw, stat = result.get()
         except NoNodeError:
             raw, stat = None, None
         except Exception:

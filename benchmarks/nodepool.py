@@ -5,6 +5,9 @@ mark them in-use, delete the request; then release them as used).
 
     .venv/bin/python -m benchmarks.nodepool [--requests N] [--concurrency C]
 
+The launcher runs in its own process, as it does in production (Zuul's
+scheduler is another process); both talk to one ZooKeeper server.
+
 Scenarios:
 
 - burst: N one-node requests submitted at once; each fulfilled request
@@ -12,6 +15,7 @@ Scenarios:
 - closed-loop: C requestors, each submitting its next request when the
   previous one is fulfilled and released.
 - multi-node: N/4 three-node requests at once.
+- one at a time: N/4 requests in sequence (the latency of an idle system).
 
 Latency is from submit to the requestor holding the nodes (in-use).
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import statistics
 import threading
 import time
@@ -128,6 +133,21 @@ def print_table(rows: list[list[str]]) -> None:
         print(' | '.join(v.ljust(w) for v, w in zip(r, widths)))
 
 
+def run_launcher(hosts: str, max_servers: int, ready, stop) -> None:
+    """The launcher process."""
+    logging.basicConfig(level=logging.WARNING)
+    zk = NodepoolZooKeeper.from_hosts(hosts)
+    config = load_config_text(CONFIG.format(max_servers=max_servers))
+    launcher = Launcher(config, zk, LauncherSettings(cleanup_interval=3600,
+                                                     boot_poll_interval=0.01))
+    launcher.start()
+    launcher.wait_for(launcher.registered, what='registration')
+    ready.set()
+    stop.wait()
+    launcher.stop()
+    zk.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--requests', type=int, default=200)
@@ -136,17 +156,21 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rows = []
+    ctx = multiprocessing.get_context('fork')
     with LocalZooKeeper() as server:
-        launcher_zk = NodepoolZooKeeper.from_hosts(server.hosts)
-        config = load_config_text(CONFIG.format(max_servers=args.max_servers))
-        launcher = Launcher(config, launcher_zk, LauncherSettings(cleanup_interval=3600,
-                                                                  boot_poll_interval=0.01))
-        launcher.start()
+        ready, stop = ctx.Event(), ctx.Event()
+        proc = ctx.Process(target=run_launcher,
+                           args=(server.hosts, args.max_servers, ready, stop))
+        proc.start()
         client_zk = NodepoolZooKeeper.from_hosts(server.hosts)
         client = NodeRequestClient(client_zk)
         client.start()
         try:
+            if not ready.wait(60):
+                raise SystemExit('the launcher did not start')
             burst(client, 10)   # warm up
+            rows.append(row('one at a time', *closed_loop(client, max(1, args.requests // 4),
+                                                          1)))
             rows.append(row('burst', *burst(client, args.requests)))
             rows.append(row(f'closed-loop x{args.concurrency}',
                             *closed_loop(client, args.requests, args.concurrency)))
@@ -154,11 +178,12 @@ def main() -> None:
                             *burst(client, max(1, args.requests // 4), ('small',) * 3)))
         finally:
             client.stop()
-            launcher.stop()
+            stop.set()
+            proc.join(60)
             client_zk.close()
-            launcher_zk.close()
     print(f'nodepool: {args.requests} requests, simulated instant provider, '
-          f'max-servers {args.max_servers}, real ZooKeeper on this machine')
+          f'max-servers {args.max_servers}, launcher and requestor in separate processes, '
+          'one local ZooKeeper')
     print_table(rows)
 
 

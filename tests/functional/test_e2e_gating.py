@@ -216,3 +216,64 @@ def test_periodic_pipeline_runs_branch_tips(zuul_system):  # noqa: F811
     periodic = [e for e in system.launches if e['pipeline'] == 'periodic']
     assert all(e == {'pipeline': 'periodic', 'job': 'noop-ok', 'change': 'refs/heads/master',
                      'ahead': []} for e in periodic)
+
+
+def test_merged_config_change_reconfigures_the_tenant(zuul_system):  # noqa: F811
+    system = zuul_system
+    system.create_projects()
+    system.start()
+    store = system.store
+    config = textwrap.dedent("""
+        - job:
+            name: app-extra
+            parent: noop-ok
+        - project:
+            queue: integrated
+            check:
+              jobs:
+                - check-marker
+                - app-extra
+            gate:
+              jobs:
+                - check-marker
+        """)
+    change = store.create_change('org/app', 'master', 'Add app-extra', {'.zuul.yaml': config})
+    wait_for(lambda: system.verified(change) == 1, timeout=240, what='check vote')
+    assert 'app-extra' not in system.scheduler.tenants['example'].layout.jobs
+    store.approve(change, 'Workflow', 1, who='core')
+    wait_for(lambda: store.get_change(change.number).status == 'MERGED', timeout=240,
+             what='merged')
+    wait_for(lambda: 'app-extra' in system.scheduler.tenants['example'].layout.jobs,
+             timeout=60, what='reconfiguration after the merge')
+    later = store.create_change('org/app', 'master', 'Later', {'l.txt': '1\n'})
+    wait_for(lambda: system.verified(later) == 1, timeout=240, what='later check vote')
+    assert (later.number, 'app-extra') in [(e['change'], e['job']) for e in system.launches]
+
+
+def test_full_reconfigure_over_rpc_and_a_new_patchset_replaces_the_old(
+        zuul_system):  # noqa: F811
+    from zuul.scheduler import rpc_protocol as p
+    from zuul.scheduler.rpc import RPCClient
+    system = zuul_system
+    system.create_projects()
+    system.start()
+    store = system.store
+    # Direct push to the config project (no review): picked up after a
+    # full reconfiguration, as "zuul-scheduler full-reconfigure" asks.
+    store.push_branch('org/project-config', 'master', {
+        'zuul.d/more.yaml': '- job:\n    name: pushed-job\n    run: playbooks/noop.yaml\n'})
+    client = RPCClient('127.0.0.1', system.conf.gearman.port, timeout=120)
+    try:
+        result = client.call(p.RECONFIGURE, p.RPCRequest())
+    finally:
+        client.shutdown()
+    assert result == {'reconfigured': ['example']}
+    assert 'pushed-job' in system.scheduler.tenants['example'].layout.jobs
+    # A new patchset: the old one leaves check, only the new one reports.
+    change = store.create_change('org/app', 'master', 'Two patchsets', {'FAIL': '1\n'})
+    store.add_patchset(change, {'FAIL': None, 'ok.txt': '1\n'})
+    wait_for(lambda: system.verified(change) == 1, timeout=240, what='vote on patchset 2')
+    system.settle()
+    reviews = [r for r in store.review_log if r['change'] == change.number and
+               r['user'] == 'zuul']
+    assert [r['patchset'] for r in reviews] == [2]

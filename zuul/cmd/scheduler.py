@@ -137,13 +137,13 @@ def _rpc_reconfigure(conf) -> int:
     from zuul.scheduler.rpc import RPCClient
     client = RPCClient(conf.gearman.server, conf.gearman.port, timeout=600)
     try:
-        response = client.call(p.RECONFIGURE, p.RPCRequest())
+        result = client.call(p.RECONFIGURE, p.RPCRequest())
+    except (p.RPCError, TimeoutError) as e:
+        print(f'zuul-scheduler: {e}', file=sys.stderr)
+        return 1
     finally:
         client.shutdown()
-    if not response.ok:
-        print(f'zuul-scheduler: {response.error}', file=sys.stderr)
-        return 1
-    print('reconfigured: ' + ', '.join(response.result['reconfigured']))
+    print('reconfigured: ' + ', '.join(result['reconfigured']))
     return 0
 
 

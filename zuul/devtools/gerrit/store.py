@@ -147,7 +147,9 @@ class Repos:
                 self.git(project, 'read-tree', parent, env=env)
             for path, content in sorted(files.items()):
                 if content is None:
-                    self.git(project, 'update-index', '--force-remove', path, env=env)
+                    # Mode 0 removes the entry; --index-info needs no work tree.
+                    self.git(project, 'update-index', '--index-info',
+                             input_bytes=f'0 {"0" * 40}\t{path}\n'.encode(), env=env)
                     continue
                 blob = self.git(project, 'hash-object', '-w', '--stdin',
                                 input_bytes=content.encode(), env=env)

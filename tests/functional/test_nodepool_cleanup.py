@@ -45,6 +45,8 @@ def test_ready_node_of_vanished_request_returns_after_the_timeout(launchers, zk)
     launcher.run_cleanup()
     assert zk.get_node(node_id).allocated_to == request.id   # not yet: 300 s
 
+    wait_until(launcher, lambda: launcher.request_cache.get(request.id) is None,
+               'the launcher sees the request gone')
     launcher.clock = lambda: time.time() + 301
     launcher.run_cleanup()
     node = zk.get_node(node_id)
@@ -69,6 +71,8 @@ def test_building_node_without_lock_is_deleted(launchers, zk):
     zk.store_node(node)
     node.external_id = adapter.add_instance(node.id)
     zk.store_node(node)
+    wait_until(launcher, lambda: getattr(launcher.node_cache.get(node.id), 'external_id',
+                                         None), 'the launcher sees the node')
 
     launcher.run_cleanup()
     wait_until(launcher, lambda: zk.get_node(node.id) is None, 'building node deleted')
@@ -118,7 +122,8 @@ def test_failed_delete_is_retried(launchers, requestor, zk):
     node_id = handle.nodes[0].id
     requestor.release(handle)
     wait_until(launcher, lambda: zk.get_node(node_id).state == DELETING
-               and not zk.is_node_locked(node_id), 'delete refused, left deleting')
+               and not zk.is_node_locked(node_id) and not launcher.is_deleting(node_id),
+               'delete refused, left deleting')
     launcher.run_cleanup()
     wait_until(launcher, lambda: zk.get_node(node_id) is None, 'deleted on retry')
     assert not adapter.instances
@@ -163,6 +168,8 @@ def test_stale_request_lock_dirs_are_removed(launchers, zk):
                'request handled')
     zk.client.delete(f'/nodepool/requests/{request.id}')   # a requestor that left
     assert request.id in zk.get_request_lock_ids()
+    wait_until(launcher, lambda: launcher.request_cache.get(request.id) is None,
+               'the launcher sees it gone')
     launcher.run_cleanup()
     assert request.id not in zk.get_request_lock_ids()
 
@@ -173,6 +180,7 @@ def test_max_ready_age_deletes_idle_nodes(launchers, zk):
     launcher = launchers.make(config)
     idle = Node(type='large', provider='sim', pool='main', state=READY)
     zk.store_node(idle)
+    wait_until(launcher, lambda: launcher.node_cache.get(idle.id), 'the launcher sees it')
     launcher.run_cleanup()
     assert zk.get_node(idle.id) is not None
     launcher.clock = lambda: time.time() + 61

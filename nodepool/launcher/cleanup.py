@@ -154,9 +154,10 @@ class CleanupWorker(threading.Thread):
                 if not self.zk.is_node_locked(node.id):
                     self._act(node, adapter, (BUILDING, TESTING), 'its launcher is gone')
             elif node.state in (IN_USE, USED, DELETING):
-                # A used node is usually still locked by its user for a
-                # moment: look again as soon as that lock goes.
-                watch = self._lock_released if node.state == USED else None
+                # A used (or deleting) node is usually still locked by
+                # whoever marked it for a moment: look again as soon as
+                # that lock goes.
+                watch = self._lock_released if node.state in (USED, DELETING) else None
                 if not self.zk.is_node_locked(node.id, watch=watch):
                     self._act(node, adapter, (IN_USE, USED, DELETING),
                               {IN_USE: 'in use but unlocked (its user is gone)',

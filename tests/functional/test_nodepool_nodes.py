@@ -4,6 +4,9 @@ again after use."""
 
 from __future__ import annotations
 
+import itertools
+import os
+
 import pytest
 
 from nodepool.driver.netns.host import NetnsHostManager, available
@@ -21,6 +24,8 @@ from tests.functional.test_nodepool_support import (
 launchers = support.launchers
 requestor = support.requestor
 zk = support.zk
+
+_providers = itertools.count(1)
 
 needs_netns = pytest.mark.skipif(available() is not None,
                                  reason=f'netns nodes unavailable: {available()}')
@@ -67,7 +72,8 @@ def netns_provider(tmp_path):
     """A provider name, subnet, bridge and state dir of this test's own;
     every namespace left behind is removed afterwards."""
     settings = netns_settings(tmp_path)
-    settings['name'] = f'np{tmp_path.name[-12:]}'.replace('_', '-')
+    # Unique on this machine: parallel test runs share the namespaces.
+    settings['name'] = f'np{os.getpid()}-{next(_providers)}'
     yield settings
     manager = NetnsHostManager(base_dir=settings['state-dir'], subnet=settings['subnet'],
                                bridge=settings['bridge'])

@@ -21,12 +21,15 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 
 DEFAULT_SUBNET = '10.231.0.0/16'
 DEFAULT_BRIDGE = 'npbr0'
 DEFAULT_BASE_DIR = '/var/tmp/gatekeep-netns'
+
+_BRIDGE_LOCK = threading.Lock()
 
 
 class NetnsError(RuntimeError):
@@ -125,12 +128,15 @@ class NetnsHostManager:
         return str(self.network.network_address + 1)
 
     def ensure_bridge(self) -> None:
-        if _run('ip', 'link', 'show', self.bridge, check=False).returncode == 0:
-            return
-        _run('ip', 'link', 'add', self.bridge, 'type', 'bridge')
-        _run('ip', 'addr', 'add', f'{self.gateway}/{self.network.prefixlen}', 'dev',
-             self.bridge)
-        _run('ip', 'link', 'set', self.bridge, 'up')
+        # Hosts are created from several threads at once (one per node
+        # launch): the first makes the bridge, the others wait for it.
+        with _BRIDGE_LOCK:
+            if _run('ip', 'link', 'show', self.bridge, check=False).returncode == 0:
+                return
+            _run('ip', 'link', 'add', self.bridge, 'type', 'bridge')
+            _run('ip', 'addr', 'add', f'{self.gateway}/{self.network.prefixlen}', 'dev',
+                 self.bridge)
+            _run('ip', 'link', 'set', self.bridge, 'up')
 
     def create(self, name: str, authorized_keys: list[str], timeout: float = 30.0,
                rootfs: str | None = None) -> NetnsHost:

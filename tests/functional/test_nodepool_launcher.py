@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 
+from nodepool.driver import DriverRegistry, ProviderError
+from nodepool.driver.simulated.driver import SimulatedDriver
 from nodepool.zk.records import (
     BUILDING,
     FAILED,
@@ -272,3 +274,28 @@ def test_request_state_is_fulfilled_before_requestor_takes_it(launchers, zk):
     assert all(n.state == READY and n.allocated_to == request.id for n in nodes)
     assert not any(zk.is_node_locked(n.id) for n in nodes)
     assert done.state_time >= done.created_time
+
+
+class BrokenDriver(SimulatedDriver):
+    """A provider whose API cannot be reached."""
+
+    name = 'broken'
+
+    def get_adapter(self, provider):
+        adapter = super().get_adapter(provider)
+
+        def start():
+            raise ProviderError('cloud API unreachable')
+        adapter.start = start
+        return adapter
+
+
+def test_unreachable_provider_declines_so_requests_fail(launchers, requestor):
+    registry = DriverRegistry([BrokenDriver(), SimulatedDriver()])
+    config = sim_config().replace('driver: simulated', 'driver: broken')
+    launcher = launchers.make(config, registry=registry)
+    assert 'cloud API unreachable' in launcher.broken_providers['sim']
+    handle = requestor.submit(['small'])
+    assert handle.wait(30)
+    assert handle.failed
+    assert handle.request.declined_by == [launcher.workers[0].id]

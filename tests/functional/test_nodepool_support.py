@@ -55,7 +55,7 @@ class LauncherFactory:
 
     def make(self, yaml_text: str, settings: LauncherSettings | None = None,
              registry=None, start: bool = True, wait_registered: bool = True) -> Launcher:
-        config = load_config_text(yaml_text)
+        config = load_config_text(yaml_text, registry=registry)
         client = self.zk_chroot.client()
         launcher = Launcher(config, NodepoolZooKeeper(client), settings or fast_settings(),
                             registry=registry)

@@ -125,8 +125,10 @@ class RequestHandler:
             return self._wind_down()
         log.info('Request %s fulfilled with nodes %s', self.id, request.nodes)
         if request.requestor == MIN_READY_REQUESTOR:
-            # Nodes made for min-ready join the pool unallocated.
+            # Nodes made for min-ready join the pool unallocated; the
+            # request has served its purpose.
             self._release_nodes(deallocate=True)
+            zk.unlock_request(request)
             zk.delete_request(request)
         self.slots = [Slot(s.label) for s in self.slots]
         self._finish()

@@ -238,7 +238,7 @@ def test_min_ready_is_kept(launchers, requestor, zk):
     assert handle.wait(30)
     wait_until(launcher, lambda: ready_unallocated() == 2, 'min-ready topped up')
     assert len(zk.get_nodes()) == 3
-    assert not [r for r in zk.get_requests()]   # min-ready requests are cleaned up
+    wait_until(launcher, lambda: not zk.get_requests(), 'min-ready requests cleaned up')
     requestor.release(handle)
     wait_until(launcher, lambda: len(zk.get_nodes()) == 2, 'used node deleted')
 

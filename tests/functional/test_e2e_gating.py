@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from tests.functional.system_support import zuul_system  # noqa: F401 - fixture
 from tests.harness.waiting import wait_for
 
@@ -277,3 +279,60 @@ def test_full_reconfigure_over_rpc_and_a_new_patchset_replaces_the_old(
     reviews = [r for r in store.review_log if r['change'] == change.number and
                r['user'] == 'zuul']
     assert [r['patchset'] for r in reviews] == [2]
+
+
+def test_rpc_functions_against_the_real_scheduler(zuul_system):  # noqa: F811
+    from zuul.scheduler import rpc_protocol as p
+    from zuul.scheduler.rpc import RPCClient
+    system = zuul_system
+    system.create_projects()
+    system.start()
+    client = RPCClient('127.0.0.1', system.conf.gearman.port, timeout=120)
+
+    def call(function, **kw):
+        return client.call(function, p.RPCRequest(**kw))
+    try:
+        assert call(p.TENANT_LIST) == [{'name': 'example', 'projects': 3, 'queue': 0}]
+        status = call(p.STATUS_GET, tenant='example')
+        assert {pl['name'] for pl in status['pipelines']} == {'check', 'gate', 'post',
+                                                              'periodic'}
+        jobs = {j['name']: j for j in call(p.JOB_LIST, tenant='example')}
+        assert jobs['check-marker']['variants'][0]['source_context']['project'] == \
+            'org/project-config'
+        frozen = call(p.JOB_GET, tenant='example', job='check-marker', project='org/app',
+                      pipeline='check')
+        assert [line.split('@')[0] for line in frozen['inheritance_path']] == [
+            'variant job base', 'variant job check-marker',
+            'project-pipeline variant job check-marker']
+        assert frozen['frozen']['timeout'] == 300
+        projects = call(p.PROJECT_LIST, tenant='example')
+        assert [(e['name'], e['type']) for e in projects] == [
+            ('org/app', 'untrusted'), ('org/lib', 'untrusted'),
+            ('org/project-config', 'config')]
+        app = call(p.PROJECT_GET, tenant='example', project='org/app')
+        assert app['configs'][0]['pipelines'][0]['name'] == 'check'
+        assert call(p.CONFIG_ERRORS, tenant='example') == []
+        assert call(p.KEY_GET, tenant='example', project='org/app').startswith(
+            '-----BEGIN PUBLIC KEY-----')
+        change = system.store.create_change('org/app', 'master', 'Enqueued', {'e': '1\n'},
+                                            owner='developer')
+        wait_for(lambda: system.verified(change) == 1, timeout=240, what='check vote')
+        result = call(p.ENQUEUE, tenant='example', pipeline='check', project='org/app',
+                      change=f'{change.number},1')
+        assert result['change'] == f'{change.number},1'
+        wait_for(lambda: len(system.messages(change)) == 2, timeout=240, what='second report')
+        for kwargs, message in (
+                (dict(tenant='nope'), 'Unknown tenant "nope"'),
+                (dict(tenant='example', pipeline='nope', project='org/app', change='1,1'),
+                 'Unknown pipeline "nope"'),
+                (dict(tenant='example', pipeline='check', project='org/nope', change='1,1'),
+                 'Unknown project "org/nope"'),
+                (dict(tenant='example', pipeline='check', project='org/app', change='1'),
+                 'Malformed change "1"')):
+            with pytest.raises(p.RPCError, match=message):
+                call(p.ENQUEUE, **kwargs)
+        with pytest.raises(p.RPCError, match='not found in pipeline check'):
+            call(p.DEQUEUE, tenant='example', pipeline='check', project='org/app',
+                 change=f'{change.number},1')
+    finally:
+        client.shutdown()

@@ -121,12 +121,31 @@ def test_failed_delete_is_retried(launchers, requestor, zk):
     assert handle.wait(30)
     node_id = handle.nodes[0].id
     requestor.release(handle)
-    wait_until(launcher, lambda: zk.get_node(node_id).state == DELETING
-               and not zk.is_node_locked(node_id) and not launcher.is_deleting(node_id),
-               'delete refused, left deleting')
+    # The provider refuses once: the record stays "deleting", unlocked,
+    # for the next pass to try again.
+
+    def refused_or_gone():
+        node = zk.get_node(node_id)
+        return node is None or (node.state == DELETING and not zk.is_node_locked(node_id)
+                                and not launcher.is_deleting(node_id))
+    wait_until(launcher, refused_or_gone, 'delete refused')
     launcher.run_cleanup()
     wait_until(launcher, lambda: zk.get_node(node_id) is None, 'deleted on retry')
+    assert adapter.failed_deletes == [adapter.created[0]]
+    assert adapter.deleted == [adapter.created[0]]
     assert not adapter.instances
+
+
+def test_deleting_node_left_by_a_dead_launcher_is_deleted(launchers, zk):
+    launcher = launchers.make(sim_config())
+    adapter = launcher.adapters['sim']
+    node = Node(type='small', provider='sim', pool='main', state=DELETING,
+                launcher='dead-1-1')
+    zk.store_node(node)
+    node.external_id = adapter.add_instance(node.id)
+    zk.store_node(node)
+    wait_until(launcher, lambda: zk.get_node(node.id) is None, 'deleted')
+    assert node.external_id in adapter.deleted
 
 
 def test_leaked_instance_is_deleted(launchers, zk):

@@ -21,6 +21,7 @@ class SimulatedAdapter(ProviderAdapter):
         self.instances: dict[str, dict] = {}
         self.created: list[str] = []
         self.deleted: list[str] = []
+        self.failed_deletes: list[str] = []
         self._fail_launches = 0
         self._fail_deletes = 0
         self.boot_gate = threading.Event()
@@ -92,6 +93,7 @@ class SimulatedAdapter(ProviderAdapter):
         with self._lock:
             if self._fail_deletes > 0:
                 self._fail_deletes -= 1
+                self.failed_deletes.append(external_id)
                 raise LaunchError(f'delete of {external_id} failed (injected)')
             self.instances.pop(external_id, None)
             self.deleted.append(external_id)

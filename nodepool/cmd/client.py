@@ -15,6 +15,8 @@ import argparse
 import sys
 import time
 
+from kazoo.handlers.threading import KazooTimeoutError
+
 from nodepool.cmd import DEFAULT_CONFIG
 from nodepool.config import WARNING, ConfigError, load_config, validate_config
 from nodepool.driver import default_registry
@@ -221,8 +223,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f'nodepool: {args.config} has no zookeeper-servers', file=sys.stderr)
         return 1
     cfg = args.config_obj
-    zk = NodepoolZooKeeper.from_hosts(cfg.zookeeper_hosts(), timeout=cfg.zookeeper_timeout,
-                                      tls=cfg.zookeeper_tls)
+    try:
+        zk = NodepoolZooKeeper.from_hosts(cfg.zookeeper_hosts(), timeout=cfg.zookeeper_timeout,
+                                          tls=cfg.zookeeper_tls)
+    except KazooTimeoutError:
+        print(f'nodepool: cannot connect to ZooKeeper at {cfg.zookeeper_hosts()}',
+              file=sys.stderr)
+        return 1
     try:
         return args.func(args, zk)
     finally:

@@ -16,6 +16,8 @@ import signal
 import sys
 import threading
 
+from kazoo.handlers.threading import KazooTimeoutError
+
 from nodepool.cmd import DEFAULT_CONFIG, PidFile, daemonize, setup_logging
 from nodepool.config import ConfigError, load_config
 from nodepool.launcher.launcher import Launcher
@@ -65,9 +67,13 @@ def run(config, settings: LauncherSettings) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    zk = NodepoolZooKeeper.from_hosts(config.zookeeper_hosts(),
-                                      timeout=config.zookeeper_timeout,
-                                      tls=config.zookeeper_tls)
+    try:
+        zk = NodepoolZooKeeper.from_hosts(config.zookeeper_hosts(),
+                                          timeout=config.zookeeper_timeout,
+                                          tls=config.zookeeper_tls)
+    except KazooTimeoutError:
+        log.error('Cannot connect to ZooKeeper at %s', config.zookeeper_hosts())
+        return 1
     launcher = Launcher(config, zk, settings)
     try:
         launcher.start()

@@ -49,7 +49,12 @@ def connect(hosts: str, timeout: float = 10.0, tls: dict | None = None,
         kw.update(use_ssl=True, certfile=tls.get('cert'), keyfile=tls.get('key'),
                   ca=tls.get('ca'))
     client = KazooClient(hosts, timeout=timeout, read_only=read_only, **kw)
-    client.start(timeout=start_timeout)
+    try:
+        client.start(timeout=start_timeout)
+    except Exception:
+        client.stop()
+        client.close()
+        raise
     return client
 
 

@@ -305,7 +305,7 @@ class Quickstart:
               - name: ubuntu-jammy
                 min-ready: 1
             providers:
-              - name: local-netns
+              - name: quickstart-netns
                 driver: netns
                 bridge: qsbr0
                 subnet: 10.234.0.0/16
@@ -329,7 +329,8 @@ class Quickstart:
         from nodepool.driver.netns.host import NetnsHostManager
         self.launcher.stop()
         self.np_zk.close()
-        NetnsHostManager(self.netns_dir, '10.234.0.0/16', 'qsbr0').cleanup_all()
+        NetnsHostManager(self.netns_dir, '10.234.0.0/16', 'qsbr0').cleanup_all(
+            'quickstart-netns-')
         subprocess.run(['ip', 'link', 'del', 'qsbr0'], capture_output=True)
 
     def _start_zuul(self) -> None:

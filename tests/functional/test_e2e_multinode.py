@@ -67,7 +67,7 @@ def launcher(zuul_system, zk_chroot, ssh_keypair, tmp_path):  # noqa: F811
         labels:
           - name: ubuntu-jammy
         providers:
-          - name: local
+          - name: e2e-netns
             driver: netns
             bridge: zqbr0
             subnet: 10.233.0.0/16
@@ -91,7 +91,7 @@ def launcher(zuul_system, zk_chroot, ssh_keypair, tmp_path):  # noqa: F811
     finally:
         launcher.stop()
         zk.close()
-        NetnsHostManager(state, '10.233.0.0/16', 'zqbr0').cleanup_all()
+        NetnsHostManager(state, '10.233.0.0/16', 'zqbr0').cleanup_all('e2e-netns-')
         os.system('ip link del zqbr0 2>/dev/null')
 
 

@@ -112,3 +112,60 @@ def test_two_node_job_runs_on_launched_nodes(zuul_system, launcher):  # noqa: F8
     # Nodes were returned: used, then deleted by the launcher's cleanup.
     wait_for(lambda: not [n for n in zk.get_nodes() if n.state in ('in-use', 'used')],
              timeout=60, what='nodes returned and cleaned up')
+
+
+FAILING_APP = """
+- job:
+    name: always-fails
+    nodeset:
+      nodes:
+        - name: node
+          label: ubuntu-jammy
+    run: playbooks/fails.yaml
+- project:
+    check:
+      jobs:
+        - always-fails
+"""
+
+
+def test_autohold_keeps_the_nodes_of_a_failing_build(zuul_system, launcher,  # noqa: F811
+                                                     capsys):
+    from zuul.scheduler import rpc_protocol as p
+    from zuul.scheduler.rpc import RPCClient
+    system = zuul_system
+    _, zk = launcher
+    system.create_projects(app_config=FAILING_APP)
+    system.store.push_branch('org/app', 'master', {
+        'playbooks/fails.yaml': '- hosts: all\n  gather_facts: false\n  tasks:\n'
+                                '    - command: "false"\n'})
+    system.start()
+    client = RPCClient('127.0.0.1', system.conf.gearman.port, timeout=120)
+    try:
+        hold = client.call(p.AUTOHOLD, p.RPCRequest(
+            tenant='example', project='org/app', job='always-fails', reason='debug it',
+            count=1))
+        assert hold['ref_filter'] == '.*' and hold['count'] == 1
+        first = system.store.create_change('org/app', 'master', 'Fails', {'a': '1\n'})
+        wait_for(lambda: system.verified(first) == -1, timeout=300, what='failure')
+        wait_for(lambda: [n for n in zk.get_nodes() if n.state == 'hold'], timeout=60,
+                 what='held node')
+        (held,) = [n for n in zk.get_nodes() if n.state == 'hold']
+        assert held.hold_job == 'always-fails' and 'debug it' in held.comment
+        listed = client.call(p.AUTOHOLD_LIST, p.RPCRequest(tenant='example'))
+        assert listed[0]['current_count'] == 1
+        assert listed[0]['nodes'][0]['nodes'] == [held.id]
+        # The count is used up: the next failure's nodes are returned.
+        second = system.store.create_change('org/app', 'master', 'Fails too', {'b': '1\n'})
+        wait_for(lambda: system.verified(second) == -1, timeout=300, what='second failure')
+        wait_for(lambda: not [n for n in zk.get_nodes() if n.state in ('in-use', 'used')],
+                 timeout=60, what='second build nodes returned')
+        assert [n.id for n in zk.get_nodes() if n.state == 'hold'] == [held.id]
+    finally:
+        client.shutdown()
+    # nodepool list shows the held node.
+    import argparse
+
+    from nodepool.cmd.client import cmd_list
+    cmd_list(argparse.Namespace(detail=True, json=False), zk)
+    assert 'hold' in capsys.readouterr().out

@@ -97,7 +97,7 @@ class Collaborators:
     def cancel_node_request(self, request):
         self.canceled.append(request)
 
-    def return_nodes(self, nodeset):
+    def return_nodes(self, nodeset, **kw):
         self.returned_nodes.append(nodeset)
 
     def execute(self, pipeline, item, job, nodeset):

@@ -97,6 +97,8 @@ class SchedulerService:
                                                   hostnames, self.layouts.job_spec_for,
                                                   self._merge_mode)
         self.scheduler.nodes = NodesAdapter(self.node_client, self.scheduler)
+        from zuul.scheduler.autohold import AutoholdStore
+        self.scheduler.autoholds = AutoholdStore(self.zk.client)
         from zuul.scheduler.timer import TimerService
         self.timer = TimerService(self.scheduler, self.layouts)
         self.scheduler.timer = self.timer

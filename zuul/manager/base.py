@@ -350,7 +350,7 @@ class PipelineManager:
         item = bs.item
         nodeset = bs.nodesets.pop(build.job.name, None)
         if nodeset is not None:
-            self.ctx.return_nodes(nodeset)
+            self.ctx.return_nodes(nodeset, build=build, result=result)
         if item.current_build_set is not bs or build.canceled:
             build.result = build.result or m.CANCELED
             return

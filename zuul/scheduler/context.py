@@ -138,7 +138,22 @@ class SchedulerContext:
     def cancel_node_request(self, request):
         self.scheduler.nodes.cancel(request)
 
-    def return_nodes(self, nodeset):
+    def return_nodes(self, nodeset, build=None, result=None):
+        """Give nodes back, or hold them for an autohold request that
+        matches this failed build."""
+        from zuul.scheduler.autohold import HOLD_RESULTS
+        store = getattr(self.scheduler, 'autoholds', None)
+        if build is not None and result in HOLD_RESULTS and store is not None and \
+                hasattr(self.scheduler.nodes, 'hold'):
+            item = build.build_set.item
+            request = store.claim(self.tenant.name, item.change.project, build.job.name,
+                                  item.change.ref, build.uuid,
+                                  getattr(nodeset, 'node_ids', []))
+            if request is not None:
+                item_log(item).info('Holding the nodes of %s build %s for autohold %s',
+                                    build.job.name, build.uuid, request.id)
+                self.scheduler.nodes.hold(nodeset, build.job.name, request)
+                return
         self.scheduler.nodes.release(nodeset)
 
     def execute(self, pipeline, item, job, nodeset):

@@ -59,6 +59,28 @@ class NodesAdapter:
         except Exception:
             log.exception('Unable to cancel node request %s', getattr(handle, 'id', None))
 
+    def hold(self, nodeset, job_name: str, request) -> None:
+        """Put the nodes in the ``hold`` state (Nodepool keeps them) and
+        unlock them: an autohold request claimed this failed build."""
+        from nodepool.zk.records import HOLD
+        from nodepool.zk.requestor import ACCEPTED, RELEASED
+        handle = nodeset.handle
+        with handle.lock:
+            if handle.outcome != ACCEPTED:
+                return
+            for node in handle.nodes:
+                try:
+                    node.set_state(HOLD)
+                    node.hold_job = job_name
+                    node.comment = f'autohold {request.id}: {request.reason}'
+                    self.client.zk.store_node(node)
+                    log.info('Node %s held for autohold %s', node.id, request.id)
+                except Exception:
+                    log.exception('Unable to hold node %s', node.id)
+                finally:
+                    self.client.zk.unlock_node(node)
+            handle.outcome = RELEASED
+
     def release(self, nodeset) -> None:
         if nodeset is None:
             return

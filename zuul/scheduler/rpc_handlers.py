@@ -160,11 +160,33 @@ class _Handlers:
         return {'reconfigured': tenants or sorted(self.scheduler.tenants)}
 
     def autohold(self, r):
-        raise p.RPCError('autohold is not available in this version of the scheduler')
+        from zuul.scheduler.autohold import AutoholdRequest
+        state = self._tenant(r)
+        _, project = self._project(state.layout, r.project)
+        if not r.job or r.job not in state.layout.jobs:
+            raise UnknownNameError(f'Unknown job "{r.job}" in tenant "{r.tenant}"')
+        if r.change:
+            number = self._change(r.change).split(',')[0]
+            ref_filter = f'refs/changes/{int(number) % 100:02d}/{number}/.*'
+        else:
+            ref_filter = r.ref or '.*'
+        try:
+            request = self.scheduler.autoholds.add(AutoholdRequest(
+                tenant=r.tenant, project=project, job=r.job, ref_filter=ref_filter,
+                reason=r.reason, max_count=r.count,
+                node_hold_expiration=r.node_hold_expiration))
+        except ValueError as e:
+            raise p.RPCError(str(e)) from None
+        return {'id': request.id, 'tenant': r.tenant, 'project': project, 'job': r.job,
+                'ref_filter': ref_filter, 'count': request.max_count}
 
     def autohold_list(self, r):
         self._tenant(r)
-        return []
+        return [{'id': h.id, 'tenant': h.tenant, 'project': h.project, 'job': h.job,
+                 'ref_filter': h.ref_filter, 'reason': h.reason, 'max_count': h.max_count,
+                 'current_count': h.current_count,
+                 'node_hold_expiration': h.node_hold_expiration, 'nodes': list(h.nodes)}
+                for h in self.scheduler.autoholds.list(r.tenant)]
 
     # -- read-only views of the layout ---------------------------------------------
 

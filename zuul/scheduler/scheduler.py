@@ -53,6 +53,8 @@ class Scheduler:
         # Optional zuul.scheduler.timer.TimerService, told of every
         # reconfiguration.
         self.timer = None
+        from zuul.scheduler.autohold import AutoholdStore
+        self.autoholds = AutoholdStore()
 
     # -- lifecycle ----------------------------------------------------------
 

@@ -212,6 +212,7 @@ class ZuulSystem:
         """Observe (not replace) the scheduler's executor adapter: every
         build launched, with the changes it was tested on top of."""
         self.launches: list[dict] = []
+        self.builds: list = []      # the scheduler's Build objects, in launch order
         adapter = self.service.scheduler.executor
         real = adapter.execute
 
@@ -221,6 +222,7 @@ class ZuulSystem:
                 'pipeline': pipeline.name, 'job': job.name,
                 'change': getattr(item.change, 'number', None) or item.change.ref,
                 'ahead': [getattr(i.change, 'number', None) for i in bs.dependent_items]})
+            self.builds.append(build)
             return real(tenant, pipeline, item, job, nodeset, build)
         adapter.execute = execute
 

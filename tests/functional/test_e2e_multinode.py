@@ -5,6 +5,7 @@ over SSH, and the nodes are returned and deleted afterwards."""
 
 from __future__ import annotations
 
+import io
 import os
 import textwrap
 
@@ -169,3 +170,62 @@ def test_autohold_keeps_the_nodes_of_a_failing_build(zuul_system, launcher,  # n
     from nodepool.cmd.client import cmd_list
     cmd_list(argparse.Namespace(detail=True, json=False), zk)
     assert 'hold' in capsys.readouterr().out
+
+
+SECRET_JOB = """
+- job:
+    name: use-secret
+    nodeset:
+      nodes:
+        - name: node
+          label: ubuntu-jammy
+    secrets:
+      - name: creds
+        secret: app-creds
+    run: playbooks/secret.yaml
+- project:
+    post:
+      jobs:
+        - use-secret
+"""
+
+SECRET_PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: The decrypted secret reached the job
+      assert:
+        that:
+          - creds.password == 'hunter2 with spaces'
+"""
+
+
+def test_zuul_encrypt_output_decrypts_in_a_job(zuul_system, launcher, tmp_path):  # noqa: F811
+    from zuul.cmd.client import main as zuul_main
+    from zuul.scheduler import rpc_protocol as p
+    from zuul.scheduler.rpc import RPCClient
+    system = zuul_system
+    system.create_projects(app_config='[]\n')
+    system.start()
+    client = RPCClient('127.0.0.1', system.conf.gearman.port, timeout=120)
+    try:
+        pem = client.call(p.KEY_GET, p.RPCRequest(tenant='example', project='org/app'))
+    finally:
+        client.shutdown()
+    (tmp_path / 'app.pem').write_text(pem)
+    (tmp_path / 'value').write_text('hunter2 with spaces')
+    out = io.StringIO()
+    rc = zuul_main(['encrypt', '--tenant', 'example', '--project', 'org/app',
+                    '--public-key', str(tmp_path / 'app.pem'), '--infile',
+                    str(tmp_path / 'value'), '--secret-name', 'app-creds',
+                    '--field-name', 'password'], out=out)
+    assert rc == 0
+    stanza = out.getvalue()
+    assert '!encrypted/pkcs1-oaep' in stanza and 'hunter2' not in stanza
+    system.store.push_branch('org/app', 'master', {
+        '.zuul.yaml': stanza + textwrap.dedent(SECRET_JOB),
+        'playbooks/secret.yaml': textwrap.dedent(SECRET_PLAYBOOK)}, 'Add a secret job')
+    wait_for(lambda: [b for b in system.builds if b.job.name == 'use-secret' and b.result],
+             timeout=300, what='the post build')
+    (build,) = [b for b in system.builds if b.job.name == 'use-secret']
+    assert build.result == 'SUCCESS'

@@ -336,3 +336,24 @@ def test_rpc_functions_against_the_real_scheduler(zuul_system):  # noqa: F811
                  change=f'{change.number},1')
     finally:
         client.shutdown()
+
+
+def test_zuul_cli_against_the_real_scheduler(zuul_system, capsys):  # noqa: F811
+    from zuul.cmd.client import main as zuul_main
+    system = zuul_system
+    system.create_projects()
+    system.start()
+    conf = ['-c', system.conf.path]
+    change = system.store.create_change('org/app', 'master', 'CLI', {'c': '1\n'})
+    wait_for(lambda: system.verified(change) == 1, timeout=240, what='check vote')
+    assert zuul_main(conf + ['enqueue', '--tenant', 'example', '--pipeline', 'check',
+                             '--project', 'org/app', '--change', f'{change.number},1']) == 0
+    wait_for(lambda: len(system.messages(change)) == 2, timeout=240, what='second report')
+    assert zuul_main(conf + ['show', '--tenant', 'example']) == 0
+    capsys.readouterr()
+    assert zuul_main(conf + ['enqueue', '--tenant', 'example', '--pipeline', 'nope',
+                             '--project', 'org/app', '--change', '1,1']) == 1
+    assert 'Unknown pipeline "nope"' in capsys.readouterr().err
+    assert zuul_main(conf + ['dequeue', '--tenant', 'example', '--pipeline', 'check',
+                             '--project', 'org/app', '--change', f'{change.number},1']) == 1
+    assert 'not found in pipeline check' in capsys.readouterr().err

@@ -168,6 +168,9 @@ class ZuulSystem:
                 tenant_config = {root}/main.yaml
                 state_dir = {root}/state
 
+                [database]
+                dburi = sqlite:///{root}/history.sqlite
+
                 [connection gerrit]
                 driver = gerrit
                 """))

@@ -357,3 +357,36 @@ def test_zuul_cli_against_the_real_scheduler(zuul_system, capsys):  # noqa: F811
     assert zuul_main(conf + ['dequeue', '--tenant', 'example', '--pipeline', 'check',
                              '--project', 'org/app', '--change', f'{change.number},1']) == 1
     assert 'not found in pipeline check' in capsys.readouterr().err
+
+
+def test_build_history_and_zuul_web_on_the_real_scheduler(zuul_system):  # noqa: F811
+    import json
+    import urllib.request
+
+    from nodepool.zk.localserver import free_port
+    from zuul.cmd.web import WebSettings, build_web
+    system = zuul_system
+    system.create_projects()
+    system.start()
+    change = system.store.create_change('org/app', 'master', 'History', {'FAIL': '1\n'})
+    wait_for(lambda: system.verified(change) == -1, timeout=240, what='check vote')
+    system.settle()
+    (build,) = system.scheduler.history.get_builds('example', project='org/app')
+    assert (build['job_name'], build['result']) == ('check-marker', 'FAILURE')
+    port = free_port()
+    web, rpc = build_web(WebSettings(gearman_port=system.conf.gearman.port, port=port,
+                                     dburi=system.conf.database.dburi))
+    web.start()
+    try:
+        def get(path):
+            with urllib.request.urlopen(f'http://127.0.0.1:{port}/api/{path}',
+                                        timeout=30) as r:
+                return json.load(r)
+        builds = get('tenant/example/builds?project=org/app')
+        assert [(b['job_name'], b['result']) for b in builds] == [('check-marker', 'FAILURE')]
+        status = get('tenant/example/status')
+        assert {p['name'] for p in status['pipelines']} >= {'check', 'gate'}
+        assert [t['name'] for t in get('tenants')] == ['example']
+    finally:
+        web.stop()
+        rpc.shutdown()

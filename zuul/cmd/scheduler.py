@@ -91,6 +91,7 @@ class SchedulerService:
         if conf.database.dburi:
             from zuul.driver.sql.history import BuildHistory
             history = BuildHistory(conf.database.dburi)
+            history.migrate()
         self.scheduler = Scheduler(self.layouts, self.connections, self.merge_client,
                                    None, None, stats=stats, history=history)
         self.scheduler.executor = ExecutorAdapter(self.executor_client, self.scheduler,

@@ -390,3 +390,34 @@ def test_build_history_and_zuul_web_on_the_real_scheduler(zuul_system):  # noqa:
     finally:
         web.stop()
         rpc.shutdown()
+
+
+def test_unsafe_variables_are_never_templated(zuul_system):  # noqa: F811
+    system = zuul_system
+    system.create_projects(app_config="""
+        - job:
+            name: app-unsafe
+            parent: check-unsafe
+            vars:
+              template: !unsafe '{{ lookup("pipe", "echo INJECTED") }}'
+        - project:
+            check:
+              jobs:
+                - app-unsafe
+        """)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/unsafe.yaml': '- job:\n    name: check-unsafe\n'
+                              '    run: playbooks/check-unsafe.yaml\n',
+        'playbooks/check-unsafe.yaml': textwrap.dedent("""
+            - hosts: localhost
+              gather_facts: false
+              tasks:
+                - assert:
+                    that:
+                      - "'lookup' in template"
+                      - "template != 'INJECTED'"
+            """)})
+    system.start()
+    change = system.store.create_change('org/app', 'master', 'Unsafe', {'u': '1\n'})
+    wait_for(lambda: system.verified(change) != 0, timeout=240, what='check vote')
+    assert system.verified(change) == 1, system.messages(change)

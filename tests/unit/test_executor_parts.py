@@ -3,6 +3,7 @@ role paths, plugin refusal, capacity, live-log following."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 
@@ -184,3 +185,15 @@ def test_log_follow_streams_growth_until_finished(tmp_path):
     assert b''.join(chunks) == b'line 1\nline 2\n'
     assert server.get('b1') is None
     server._httpd.server_close()
+
+
+def test_unsafe_strings_survive_the_wire_and_reach_ansible_tagged(tmp_path):
+    from zuul.executor.build import _write_yaml
+    from zuul.lib import yamlutil
+    data = yamlutil.load("x: !unsafe '{{ lookup(\"pipe\", \"id\") }}'\ny: plain\n")
+    wire = json.loads(json.dumps(yamlutil.to_wire(data)))
+    assert wire == {'x': {'__ansible_unsafe__': '{{ lookup("pipe", "id") }}'}, 'y': 'plain'}
+    path = tmp_path / 'vars.yaml'
+    _write_yaml(str(path), wire)
+    text = path.read_text()
+    assert "x: !unsafe '{{ lookup(\"pipe\", \"id\") }}'" in text and 'y: plain' in text

@@ -25,8 +25,6 @@ import os
 import subprocess
 import time
 
-import yaml
-
 from zuul.executor import ansiblecfg, inventory
 from zuul.executor.jobdir import JobDir, PreparedPlaybook
 from zuul.executor.playbooks import PlaybookError, PlaybookPreparer
@@ -36,6 +34,7 @@ from zuul.executor.sandbox import BubblewrapSandbox
 from zuul.executor.settings import ExecutorSettings
 from zuul.executor.vars import zuul_vars
 from zuul.executor.workspace import MergeConflictError, Workspace
+from zuul.lib import yamlutil
 
 log = logging.getLogger('zuul.executor.build')
 
@@ -271,6 +270,8 @@ def _remaining(deadline: float | None) -> float | None:
 
 
 def _write_yaml(path: str, data, mode: int = 0o644) -> None:
+    """Variables for Ansible: strings that came marked unsafe over the
+    wire are written with ``!unsafe`` so Ansible never templates them."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, 'w') as f:
-        yaml.safe_dump(data, f, default_flow_style=False)
+        f.write(yamlutil.dump(yamlutil.from_wire(data), default_flow_style=False))

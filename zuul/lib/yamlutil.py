@@ -102,6 +102,34 @@ class UnsafeStr(str):
     tag = '!unsafe'
 
 
+# How an unsafe string travels in JSON (the executor's wire format): a
+# one-key mapping, turned back into UnsafeStr before Ansible sees it.
+UNSAFE_MARKER = '__ansible_unsafe__'
+
+
+def to_wire(value):
+    """JSON-safe copy of ``value`` with UnsafeStr as ``{UNSAFE_MARKER: s}``."""
+    if isinstance(value, UnsafeStr):
+        return {UNSAFE_MARKER: str(value)}
+    if isinstance(value, dict):
+        return {k: to_wire(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_wire(v) for v in value]
+    return value
+
+
+def from_wire(value):
+    """The inverse of to_wire."""
+    if isinstance(value, dict):
+        if len(value) == 1 and UNSAFE_MARKER in value and \
+                isinstance(value[UNSAFE_MARKER], str):
+            return UnsafeStr(value[UNSAFE_MARKER])
+        return {k: from_wire(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_wire(v) for v in value]
+    return value
+
+
 def unwrap(value):
     """Return the plain value of an Inherit/Override wrapper."""
     if isinstance(value, _Wrapped):

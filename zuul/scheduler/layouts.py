@@ -462,9 +462,10 @@ class Layouts:
 
 
 def _decrypt(keystore, connection, project, value):
-    from zuul.lib.yamlutil import EncryptedPKCS1OAEP
+    from zuul.lib.yamlutil import EncryptedPKCS1OAEP, UnsafeStr, to_wire
     if isinstance(value, EncryptedPKCS1OAEP):
-        return keystore.decrypt(connection, project, value.ciphertext)
+        # Secret values are never templated by Ansible (released behaviour).
+        return to_wire(UnsafeStr(keystore.decrypt(connection, project, value.ciphertext)))
     if isinstance(value, dict):
         return {k: _decrypt(keystore, connection, project, v) for k, v in value.items()}
     if isinstance(value, list):
@@ -473,12 +474,13 @@ def _decrypt(keystore, connection, project, value):
 
 
 def _plain(value):
+    """Wire form of job variables: wrappers removed, ``!unsafe`` strings
+    kept unsafe (zuul.lib.yamlutil.to_wire) so Ansible never templates
+    them."""
     from zuul.lib import yamlutil
     value = yamlutil.unwrap(value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if isinstance(value, yamlutil.UnsafeStr):
-        return str(value)
-    return value
+    return yamlutil.to_wire(value)

@@ -1,9 +1,9 @@
 """nodepool: look at and act on nodes and requests.
 
-    nodepool [-c nodepool.yaml] list [--detail]
+    nodepool [-c nodepool.yaml] list [--detail] [--json]
     nodepool hold <id> [--reason TEXT]
     nodepool delete <id> [--now]
-    nodepool request-list
+    nodepool request-list [--json]
     nodepool info <provider>
     nodepool label-list
     nodepool config-validate
@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -50,28 +51,58 @@ def age(since: float | None, now: float | None = None) -> str:
     return f'{d:02d}:{h:02d}:{m:02d}:{s:02d}'
 
 
-NODE_COLUMNS = ['ID', 'Provider', 'Label', 'Server ID', 'Public IPv4', 'IPv6', 'State', 'Age',
-                'Locked']
-DETAIL_COLUMNS = ['Pool', 'Hostname', 'Private IPv4', 'AZ', 'Port', 'Launcher',
-                  'Allocated To', 'Hold Job', 'Comment']
+# The fields of a node as released Nodepool's status listing names them
+# (its web app's ``/node-list.json`` objects use these keys), with the
+# column headers of the table.  The first nine are the plain table; the
+# rest are added by ``--detail``.  JSON always carries every field.
+NODE_FIELDS = [
+    ('id', 'ID'), ('provider', 'Provider'), ('label', 'Label'), ('server_id', 'Server ID'),
+    ('public_ipv4', 'Public IPv4'), ('ipv6', 'IPv6'), ('state', 'State'), ('age', 'Age'),
+    ('locked', 'Locked'),
+    ('pool', 'Pool'), ('hostname', 'Hostname'), ('private_ipv4', 'Private IPv4'),
+    ('AZ', 'AZ'), ('connection_port', 'Port'), ('launcher', 'Launcher'),
+    ('allocated_to', 'Allocated To'), ('hold_job', 'Hold Job'), ('comment', 'Comment'),
+]
+BRIEF_FIELDS = 9
+NODE_COLUMNS = [header for _, header in NODE_FIELDS[:BRIEF_FIELDS]]
+DETAIL_COLUMNS = [header for _, header in NODE_FIELDS[BRIEF_FIELDS:]]
+
+# Released Nodepool's request listing keys (``/request-list.json``).
+REQUEST_FIELDS = [
+    ('id', 'Request ID'), ('state', 'State'), ('requestor', 'Requestor'),
+    ('node_types', 'Node Types'), ('nodes', 'Nodes'), ('declined_by', 'Declined By'),
+]
+
+
+def node_objects(zk: NodepoolZooKeeper, nodes: list[Node]) -> list[dict]:
+    """One dict per node, keyed as in ``NODE_FIELDS``."""
+    objs = []
+    for n in nodes:
+        values = [n.id, n.provider, n.type, n.external_id, n.public_ipv4, n.public_ipv6,
+                  n.state, age(n.state_time),
+                  'locked' if zk.is_node_locked(n.id) else 'unlocked',
+                  n.pool, n.hostname, n.private_ipv4, n.az, n.connection_port, n.launcher,
+                  n.allocated_to, n.hold_job, n.comment]
+        objs.append(dict(zip([key for key, _ in NODE_FIELDS], values)))
+    return objs
 
 
 def node_rows(zk: NodepoolZooKeeper, nodes: list[Node], detail: bool) -> list[list]:
-    rows = []
-    for n in nodes:
-        row = [n.id, n.provider, n.type, n.external_id, n.public_ipv4, n.public_ipv6,
-               n.state, age(n.state_time), 'locked' if zk.is_node_locked(n.id) else 'unlocked']
-        if detail:
-            row += [n.pool, n.hostname, n.private_ipv4, n.az, n.connection_port, n.launcher,
-                    n.allocated_to, n.hold_job, n.comment]
-        rows.append(row)
-    return rows
+    fields = NODE_FIELDS if detail else NODE_FIELDS[:BRIEF_FIELDS]
+    return [[obj[key] for key, _ in fields] for obj in node_objects(zk, nodes)]
+
+
+def print_json(objs: list[dict]) -> None:
+    print(json.dumps(objs, indent=2))
 
 
 # -- verbs -----------------------------------------------------------------------
 
 
 def cmd_list(args, zk) -> int:
+    if args.json:
+        print_json(node_objects(zk, zk.get_nodes()))
+        return 0
     headers = NODE_COLUMNS + (DETAIL_COLUMNS if args.detail else [])
     print(render_table(headers, node_rows(zk, zk.get_nodes(), args.detail)))
     return 0
@@ -101,6 +132,10 @@ def cmd_label_list(args, zk) -> int:
 
 
 def cmd_request_list(args, zk) -> int:
+    if args.json:
+        print_json([{key: getattr(r, key) for key, _ in REQUEST_FIELDS}
+                    for r in zk.get_requests()])
+        return 0
     rows = [[r.id, r.state, r.requestor, ','.join(r.node_types), ','.join(r.nodes),
              ','.join(r.declined_by), age(r.created_time)] for r in zk.get_requests()]
     print(render_table(['Request ID', 'State', 'Requestor', 'Node Types', 'Nodes',
@@ -189,6 +224,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest='verb', required=True)
     s = sub.add_parser('list', help='list nodes')
     s.add_argument('--detail', action='store_true', help='more columns')
+    s.add_argument('--json', action='store_true',
+                   help='every field of every node as a JSON list of objects')
     s.set_defaults(func=cmd_list)
     s = sub.add_parser('hold', help='hold a node (never given out, never deleted)')
     s.add_argument('id')
@@ -199,6 +236,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--now', action='store_true', help='delete here and now')
     s.set_defaults(func=cmd_delete)
     s = sub.add_parser('request-list', help='list node requests')
+    s.add_argument('--json', action='store_true', help='a JSON list of objects')
     s.set_defaults(func=cmd_request_list)
     s = sub.add_parser('info', help="a provider's nodes in detail")
     s.add_argument('provider')

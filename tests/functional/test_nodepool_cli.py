@@ -3,7 +3,9 @@ ZooKeeper."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -159,3 +161,48 @@ def test_launcher_refuses_a_bad_config(tmp_path):
                            '-d'], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert f'{path}:1' in proc.stderr and 'min-ready' in proc.stderr
+
+
+RELEASED_NODE_KEYS = ['id', 'provider', 'label', 'server_id', 'public_ipv4', 'ipv6', 'state',
+                      'age', 'locked', 'pool', 'hostname', 'private_ipv4', 'AZ',
+                      'connection_port', 'launcher', 'allocated_to', 'hold_job', 'comment']
+
+
+def test_list_and_request_list_as_json(launchers, requestor, zk, config_file, capsys):
+    rc, out, _ = run_cli(config_file, 'list', '--json', capsys=capsys)
+    assert rc == 0 and json.loads(out) == []
+
+    launcher = launchers.make(sim_config())
+    handle = requestor.submit(['small'])
+    assert handle.wait(30)
+    in_use = handle.nodes[0]
+    launcher.adapters['sim'].hold_boots()
+    pending = NodeRequest(node_types=['large'], requestor='json-test')
+    zk.submit_request(pending, priority=300)
+    wait_until(launcher, lambda: len(zk.get_nodes()) == 2, 'a second node building')
+
+    for extra in ((), ('--detail',)):      # JSON carries every field either way
+        rc, out, _ = run_cli(config_file, 'list', '--json', *extra, capsys=capsys)
+        assert rc == 0
+        objs = json.loads(out)
+        assert [list(o) for o in objs] == [RELEASED_NODE_KEYS] * 2
+        by_id = {o['id']: o for o in objs}
+        used = by_id[in_use.id]
+        assert (used['provider'], used['pool'], used['label'], used['state'],
+                used['locked']) == ('sim', 'main', 'small', IN_USE, 'locked')
+        assert used['server_id'] == in_use.external_id
+        assert used['public_ipv4'] == in_use.public_ipv4 and used['AZ'] == 'sim-az'
+        assert used['allocated_to'] == handle.request.id
+        assert used['connection_port'] == 22 and used['launcher'] == launcher.workers[0].id
+        assert re.fullmatch(r'\d\d:\d\d:\d\d:\d\d', used['age'])
+        building = next(o for o in objs if o['id'] != in_use.id)
+        assert (building['label'], building['state'], building['allocated_to']) == \
+            ('large', 'building', pending.id)
+
+    rc, out, _ = run_cli(config_file, 'request-list', '--json', capsys=capsys)
+    assert rc == 0
+    assert json.loads(out) == [{'id': pending.id, 'state': 'pending',
+                                'requestor': 'json-test', 'node_types': ['large'],
+                                'nodes': [], 'declined_by': []}]
+    launcher.adapters['sim'].release_boots()
+    requestor.release(handle)

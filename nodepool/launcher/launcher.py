@@ -19,6 +19,7 @@ from nodepool.config import NodepoolConfig
 from nodepool.driver import DriverRegistry, ProviderAdapter, default_registry
 from nodepool.launcher.cleanup import CleanupWorker
 from nodepool.launcher.pool_worker import PoolWorker
+from nodepool.launcher.ratelimit import rate_limited
 from nodepool.launcher.settings import LauncherSettings
 from nodepool.launcher.state_machine import NodeDeleteStateMachine
 from nodepool.zk import paths
@@ -81,7 +82,9 @@ class Launcher:
     def _start_adapters(self) -> None:
         for provider in self.config.providers.values():
             adapter = self.registry.get(provider.driver).get_adapter(provider)
-            self.adapters[provider.name] = adapter
+            # Every API call of the framework to this provider honours its
+            # ``rate`` (the adapter itself never sees the limit).
+            self.adapters[provider.name] = rate_limited(adapter, provider.rate)
             limit = provider.max_concurrency
             self._semaphores[provider.name] = threading.Semaphore(limit) if limit > 0 else None
             try:

@@ -5,9 +5,11 @@ cancelling, min-ready, and what survives a lost session."""
 from __future__ import annotations
 
 import threading
+import time
 
 from nodepool.driver import DriverRegistry, ProviderError
 from nodepool.driver.simulated.driver import SimulatedDriver
+from nodepool.launcher.ratelimit import RateLimitedAdapter
 from nodepool.zk.records import (
     BUILDING,
     FAILED,
@@ -299,3 +301,35 @@ def test_unreachable_provider_declines_so_requests_fail(launchers, requestor):
     assert handle.wait(30)
     assert handle.failed
     assert handle.request.declined_by == [launcher.workers[0].id]
+
+
+def test_provider_rate_spaces_its_api_calls(launchers, requestor, zk):
+    rate = 0.1
+    config = sim_config().replace('    driver: simulated\n',
+                                  f'    driver: simulated\n    rate: {rate}\n')
+    launcher = launchers.make(config)
+    wrapped = launcher.adapters['sim']
+    assert isinstance(wrapped, RateLimitedAdapter) and wrapped.limiter.rate == rate
+    wait_until(launcher, lambda: launcher.cleanup.passes >= 1, 'the first cleanup pass')
+    calls = []
+
+    def recorder(name, real):
+        def record(*args):
+            calls.append((name, time.monotonic()))
+            return real(*args)
+        return record
+    for name in ('create', 'poll', 'delete', 'list'):
+        setattr(wrapped.adapter, name, recorder(name, getattr(wrapped.adapter, name)))
+
+    start = time.monotonic()
+    handle = requestor.submit(['small', 'large'])
+    assert handle.wait(30) and handle.fulfilled
+    requestor.release(handle)
+    wait_until(launcher, lambda: not zk.get_nodes(), 'used nodes deleted')
+    names = [name for name, _ in calls]
+    assert (names.count('create'), names.count('delete')) == (2, 2)
+    assert names.count('poll') >= 2
+    # Every call had a slot of its own, the slots ``rate`` apart and none
+    # before ``start``: the last call cannot have come sooner than this.
+    # (A lower bound: a loaded machine only makes it later.)
+    assert max(t for _, t in calls) - start >= (len(calls) - 1) * rate

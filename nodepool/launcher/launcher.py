@@ -151,7 +151,15 @@ class Launcher:
     def _launchers_changed(self, children) -> None:
         if not self._running:
             return False
+        gone = self.launcher_ids - set(children)
         self.launcher_ids = set(children)
+        if gone and self.cleanup is not None:
+            # A launcher's session ended (it stopped, or died): its locks
+            # went in the same moment, so what it was doing (pending
+            # requests, building nodes) can be recovered now rather than
+            # at the next periodic pass.
+            log.info('Launchers gone: %s; recovering their work', ', '.join(sorted(gone)))
+            self.cleanup.wake(full=True)
         self.wake_workers()
         self.notify_changed()
 

@@ -90,7 +90,7 @@ def test_api_calls_wait_other_calls_pass_through():
     assert t.sleeps == [0.5, 1.0, 1.5]   # create went at once; three more waited
     adapter.quota()                       # not an API call: no wait
     adapter.hold_boots()                  # driver-specific parts are reachable
-    assert not inner.boot_gate.is_set()
+    assert inner.cloud.held()
     assert adapter.reuses_nodes is False and adapter.provider.rate == 0.5
     assert t.sleeps == [0.5, 1.0, 1.5]
 

@@ -4,15 +4,18 @@
       driver: simulated
       boot-delay: 0.0        # seconds until an instance is ready
       quota: 50              # instances the "cloud" allows (optional)
+      state-dir: /tmp/sim    # share the cloud between launchers (optional)
       pools:
         - name: main
           max-servers: 10
           labels:
             - name: small
 
-Instances exist only in the launcher's memory and have documentation
-addresses (192.0.2.0/24); nothing can log in to them.  Tests reach the
-adapter (``launcher.adapters[name]``) to inject failures.
+Instances exist only in the launcher's memory (or, with ``state-dir``,
+as files there that every launcher using the directory shares) and have
+documentation addresses (192.0.2.0/24); nothing can log in to them.
+Tests reach the adapter (``launcher.adapters[name]``) to inject
+failures.
 """
 
 from __future__ import annotations
@@ -32,13 +35,14 @@ class SimulatedDriver(Driver):
     def provider_schema(self) -> v.Schema:
         pool = make_pool_schema(label={}, **{'max-servers': int})
         return make_provider_schema(pool, **{'boot-delay': v.Any(int, float),
-                                             'quota': int})
+                                             'quota': int, 'state-dir': str})
 
     def load_provider(self, raw: dict) -> ProviderConfig:
         unique_pools(raw)
         provider = common_provider(raw)
         provider.settings = {'boot-delay': float(raw.get('boot-delay', 0)),
-                             'quota': raw.get('quota')}
+                             'quota': raw.get('quota'),
+                             'state-dir': raw.get('state-dir')}
         for raw_pool in raw['pools']:
             pool = common_pool(provider, raw_pool)
             provider.pools[pool.name] = pool

@@ -81,6 +81,19 @@ PIPELINES = """
     trigger:
       timer:
         - time: '* * * * * */2'
+- pipeline:
+    name: dependents
+    manager: independent
+    trigger:
+      zuul:
+        - event: parent-change-enqueued
+          pipeline: gate
+- pipeline:
+    name: merge-check
+    manager: independent
+    trigger:
+      zuul:
+        - event: project-change-merged
 - job:
     name: check-marker
     description: Fails when any project under test has a FAIL file.

@@ -421,3 +421,35 @@ def test_unsafe_variables_are_never_templated(zuul_system):  # noqa: F811
     change = system.store.create_change('org/app', 'master', 'Unsafe', {'u': '1\n'})
     wait_for(lambda: system.verified(change) != 0, timeout=240, what='check vote')
     assert system.verified(change) == 1, system.messages(change)
+
+
+def test_zuul_driver_events(zuul_system):  # noqa: F811
+    system = zuul_system
+    system.create_projects(app_config="""
+        - project:
+            queue: integrated
+            check:
+              jobs: [check-marker]
+            gate:
+              jobs: [check-marker]
+            dependents:
+              jobs: [noop-ok]
+            merge-check:
+              jobs: [noop-ok]
+        """)
+    system.start()
+    store = system.store
+    parent = store.create_change('org/app', 'master', 'Parent', {'p.txt': '1\n'})
+    child = store.create_change('org/app', 'master', 'Child', {'c.txt': '1\n'},
+                                parent=parent)
+    other = store.create_change('org/app', 'master', 'Other', {'o.txt': '1\n'})
+    wait_for(lambda: all(system.verified(c) == 1 for c in (parent, child, other)),
+             timeout=240, what='check votes')
+    store.approve(parent, 'Workflow', 1, who='core')
+    wait_for(lambda: store.get_change(parent.number).status == 'MERGED', timeout=240,
+             what='parent merged')
+    wait_for(lambda: {(e['pipeline'], e['change']) for e in system.launches} >= {
+        ('dependents', child.number), ('merge-check', child.number),
+        ('merge-check', other.number)}, timeout=240, what='zuul driver pipelines')
+    assert ('dependents', other.number) not in {(e['pipeline'], e['change'])
+                                               for e in system.launches}

@@ -12,6 +12,7 @@ import logging
 from zuul.manager.base import item_log
 from zuul.model import item as m
 from zuul.model.change import Branch, Change, Ref
+from zuul.model.events import TriggerEvent
 from zuul.scheduler.reporting import format_report
 
 log = logging.getLogger('zuul.scheduler.context')
@@ -187,11 +188,48 @@ class SchedulerContext:
         if not isinstance(change, Change):
             return False
         connection = self.connections.get(change.connection)
-        return bool(connection and connection.is_merged(change))
+        merged = bool(connection and connection.is_merged(change))
+        if merged:
+            self._emit_project_change_merged(change)
+        return merged
 
     def item_enqueued(self, pipeline, item):
         if self.scheduler.stats:
             self.scheduler.stats.item_enqueued(self.tenant.name, pipeline, item)
+        self._emit_parent_change_enqueued(pipeline, item)
+
+    def _emit_parent_change_enqueued(self, pipeline, item) -> None:
+        """The zuul driver's ``parent-change-enqueued``: one event per
+        change that needs this one (its git children)."""
+        change = item.change
+        if not isinstance(change, Change) or not item.live:
+            return
+        for key in change.needed_by_changes:
+            connection, _, number = key.rpartition('/')
+            if not number.isdigit():
+                continue
+            self.scheduler.add_trigger_event(TriggerEvent(
+                type='parent-change-enqueued', connection=connection or change.connection,
+                project='', change_number=int(number), pipeline=pipeline.name))
+
+    def _emit_project_change_merged(self, change) -> None:
+        """The zuul driver's ``project-change-merged``: one event per open
+        change of the project whose change just merged."""
+        connection = self.connections.get(change.connection)
+        if not hasattr(connection, 'open_changes'):
+            return
+        try:
+            others = connection.open_changes(change.project, change.branch)
+        except Exception:
+            log.exception('Unable to list the open changes of %s', change.project)
+            return
+        for other in others:
+            if other.number == change.number:
+                continue
+            self.scheduler.add_trigger_event(TriggerEvent(
+                type='project-change-merged', connection=change.connection,
+                project=change.project, branch=change.branch,
+                change_number=other.number, patchset=other.patchset))
 
     def item_dequeued(self, pipeline, item):
         if self.scheduler.stats:

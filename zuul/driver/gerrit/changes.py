@@ -93,10 +93,11 @@ def change_from_query(data: dict, connection: str, patchset: int | None = None) 
         topic=data.get('topic'), wip=bool(data.get('wip', False)),
         hashtags=list(data.get('hashtags') or []),
         last_updated=int(data.get('lastUpdated') or 0))
-    if chosen is current:
+    # Dependencies are of the current patchset (the chosen one may be the
+    # same patchset from the patchSets list: compare numbers).
+    if current and str(chosen.get('number')) == str(current.get('number')):
         change.git_parent_changes = [
-            f'{connection}/{int(d["number"])}' for d in data.get('dependsOn') or []
-]
+            f'{connection}/{int(d["number"])}' for d in data.get('dependsOn') or []]
         change.needed_by_changes = [
             f'{connection}/{int(d["number"])}' for d in data.get('neededBy') or []]
     return change

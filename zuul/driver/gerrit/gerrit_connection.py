@@ -154,6 +154,12 @@ class GerritConnection:
             return None
         return change_from_query(rows[0], self.name, patchset)
 
+    def open_changes(self, project: str, branch: str | None = None) -> list[Change]:
+        """Every open change of ``project`` (on ``branch``), current
+        patchsets (for ``project-change-merged``)."""
+        query = f'status:open project:{project}' + (f' branch:{branch}' if branch else '')
+        return [change_from_query(row, self.name) for row in self.ssh.query(query)]
+
     def get_change_for_event(self, event: TriggerEvent):
         if event.is_change_event:
             return self.query_change(event.change_number, event.patchset)

@@ -136,3 +136,17 @@ def test_depends_on_footers_dedup_and_case():
 
 def test_corpus_dir_exists():
     assert os.path.isdir(CORPUS)
+
+
+def test_dependencies_kept_when_the_event_names_the_current_patchset():
+    ps1 = {'number': 1, 'revision': 'a' * 40, 'ref': 'refs/changes/01/1/1'}
+    ps2 = {'number': 2, 'revision': 'b' * 40, 'ref': 'refs/changes/01/1/2'}
+    row = {'project': 'org/p', 'branch': 'master', 'id': 'I1', 'number': 1,
+           'subject': 's', 'status': 'NEW', 'currentPatchSet': dict(ps2),
+           'patchSets': [ps1, ps2],
+           'dependsOn': [{'number': 7}], 'neededBy': [{'number': 9}]}
+    current = change_from_query(row, 'review', 2)
+    assert current.git_parent_changes == ['review/7']
+    assert current.needed_by_changes == ['review/9']
+    old = change_from_query(row, 'review', 1)
+    assert old.needed_by_changes == [] and not old.is_current_patchset

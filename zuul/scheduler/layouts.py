@@ -317,11 +317,24 @@ class Layouts:
 
     def event_updates_config(self, layout, event, change) -> bool:
         files = getattr(change, 'files', None)
-        if event.type == 'ref-updated' and files is None:
-            # Without a file list, a branch update of a project may have
-            # changed its config; re-reading one project is cheap.
-            return event.ref is not None and event.ref.startswith('refs/heads/')
         tp = self._tenant_project(layout, change.connection, change.project)
+        if event.type == 'ref-updated' and files is None:
+            # A branch moved without a file list (a submit, a direct push):
+            # compare the branch's config files with the cached ones (one
+            # merger read) rather than reload the tenant on every merge.
+            if tp is None or not (event.ref or '').startswith('refs/heads/'):
+                return False
+            branch = event.ref[len('refs/heads/'):]
+            cache = self._cache.get((tp.connection, tp.name))
+            if cache is None or branch not in cache.files:
+                return True
+            try:
+                current = self.fetcher.files(tp.connection, tp.name, branch,
+                                             READ_PATHS + tuple(tp.extra_config_paths))
+            except Exception:
+                log.exception('Unable to read the configuration of %s %s', tp.name, branch)
+                return True
+            return current != cache.files[branch]
         return self.touches_config(files, tp.extra_config_paths if tp else ())
 
     def read_paths(self, layout, project) -> list[str]:

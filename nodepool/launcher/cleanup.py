@@ -16,7 +16,10 @@ Seed 000's three cases, and what else leaks in practice:
 - lock directories of requests that no longer exist.
 
 Node-state cases run on every wake-up (a node became ``used``); the rest
-once per ``cleanup_interval``.  ``min-ready`` runs here too.
+once per ``cleanup_interval``, and at once when another launcher's
+registration goes (its session ended, taking its locks with it: what it
+was building or had pending is recovered without waiting for the
+period).  ``min-ready`` runs here too.
 """
 
 from __future__ import annotations

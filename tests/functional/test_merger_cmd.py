@@ -62,3 +62,40 @@ def test_daemon_refuses_a_missing_config(tmp_path):
                            str(tmp_path / 'nope.conf'), '-d'], capture_output=True, text=True)
     assert proc.returncode == 2
     assert 'nope.conf' in proc.stderr
+
+
+def test_command_socket_pause_resume_and_stop(tmp_path, gearman_server, upstream):
+    import time
+    upstream.create('org/project', {'a.txt': 'a\n'})
+    upstream.add_change('org/project', 1, {'b.txt': 'b\n'})
+    conf = tmp_path / 'zuul.conf'
+    conf.write_text(CONF.format(port=gearman_server.port, git_dir=tmp_path / 'git',
+                                upstream=upstream.root))
+    top = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    cmd = [sys.executable, '-m', 'zuul.cmd.merger', '-c', str(conf)]
+    assert subprocess.run(cmd + ['pause'], capture_output=True, cwd=top).returncode == 1
+    proc = subprocess.Popen(cmd + ['-d'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            cwd=top)
+    client = MergeClient('127.0.0.1', gearman_server.port)
+    try:
+        socket = tmp_path / 'merger.socket'
+        deadline = time.monotonic() + 60
+        while not socket.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, 'no command socket'
+            time.sleep(0.05)
+        out = subprocess.run(cmd + ['pause'], capture_output=True, text=True, cwd=top)
+        assert (out.returncode, out.stdout.strip()) == (0, 'ok')
+        item = MergeItem('gerrit', 'org/project', 'master', change_ref(1), 1, 1)
+        handle = client.merge_items([item], None)
+        assert handle.wait(3) is None           # paused: nobody takes the job
+        assert subprocess.run(cmd + ['resume'], capture_output=True, cwd=top).returncode == 0
+        result = handle.wait(120)
+        assert result is not None and result.merged
+        assert subprocess.run(cmd + ['stop'], capture_output=True, cwd=top).returncode == 0
+        proc.wait(60)
+    finally:
+        client.stop()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    assert not socket.exists()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 import configparser
-import logging
 import os
 import signal
+import sys
 import threading
 
 from zuul.executor.server import ExecutorServer
@@ -35,17 +35,37 @@ def build_merger(config: configparser.ConfigParser, settings: ExecutorSettings):
                   git_user_name=config.get('merger', 'git_user_name', fallback='Zuul'))
 
 
+def socket_path(config: configparser.ConfigParser, settings: ExecutorSettings) -> str:
+    return config.get('executor', 'command_socket', fallback=None) or \
+        os.path.join(settings.state_dir, 'executor.socket')
+
+
 def main(argv=None) -> int:
+    from zuul.cmd import PidFile, daemonize, setup_logging
+    from zuul.lib.commandsocket import CommandSocket, send_command
     parser = argparse.ArgumentParser(prog='zuul-executor', description=__doc__)
     parser.add_argument('-c', dest='config', default='/etc/zuul/zuul.conf')
-    parser.add_argument('-d', dest='debug', action='store_true')
+    parser.add_argument('-d', dest='foreground', action='store_true',
+                        help='do not detach; log to the console')
+    parser.add_argument('command', nargs='?',
+                        choices=('stop', 'graceful', 'pause', 'resume'),
+                        help='send a command to the running executor')
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
-                        format='%(asctime)s %(levelname)s %(name)s: %(message)s')
     config = configparser.ConfigParser()
     if not config.read(args.config):
         parser.error(f'cannot read {args.config}')
     settings = ExecutorSettings.from_config(config)
+    if args.command:
+        try:
+            answer = send_command(socket_path(config, settings), args.command)
+        except OSError as e:
+            print(f'zuul-executor: {e}', file=sys.stderr)
+            return 1
+        print(answer)
+        return 0 if answer == 'ok' else 1
+    if not args.foreground:
+        daemonize()
+    setup_logging(config.get('executor', 'log_config', fallback=None), args.foreground)
     server = ExecutorServer(settings, config.get('gearman', 'server', fallback='127.0.0.1'),
                             config.getint('gearman', 'port', fallback=4730),
                             build_merger(config, settings),
@@ -53,18 +73,30 @@ def main(argv=None) -> int:
                                                                fallback=False))
     done = threading.Event()
 
-    def on_signal(signum, frame):
-        if signum == signal.SIGUSR1:
-            threading.Thread(target=lambda: (server.graceful_stop(), done.set()),
-                             daemon=True).start()
-        else:
-            server.stop()
-            done.set()
+    def graceful():
+        server.graceful_stop()
+        done.set()
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
-        signal.signal(sig, on_signal)
-    server.start()
-    done.wait()
+    def stop():
+        server.stop()
+        done.set()
+
+    def on_signal(signum, frame):
+        threading.Thread(target=graceful if signum == signal.SIGUSR1 else stop,
+                         daemon=True).start()
+
+    pidfile = None if args.foreground else config.get('executor', 'pidfile',
+                                                      fallback='/var/run/zuul/executor.pid')
+    with PidFile(pidfile):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            signal.signal(sig, on_signal)
+        server.start()
+        commands = CommandSocket(socket_path(config, settings), {
+            'stop': stop, 'graceful': graceful, 'pause': server.pause,
+            'resume': server.resume})
+        commands.start()
+        done.wait()
+        commands.stop()
     return 0
 
 

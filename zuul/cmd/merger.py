@@ -1,11 +1,14 @@
 """zuul-merger: argv, config, logging, signals and wiring.
 
     zuul-merger -c /etc/zuul/zuul.conf [-d]
+    zuul-merger -c /etc/zuul/zuul.conf stop|pause|resume
 
 Reads [gearman] (where to take jobs), [merger] (git_dir, git_user_name,
 git_user_email, log_config, pidfile, hostname) and every
 [connection NAME] (where projects are fetched from).  SIGTERM/SIGINT stop
-gracefully: no new jobs, the running one finishes, then exit.
+gracefully: no new jobs, the running one finishes, then exit. The command
+socket ([merger] command_socket, default <git_dir>/../merger.socket) takes
+``stop``, ``pause`` and ``resume``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import threading
 
 from zuul.cmd import PidFile, base_parser, daemonize, install_signal_handlers, setup_logging
 from zuul.configloader.zuulconf import ZuulConf, ZuulConfError, load_zuul_conf
+from zuul.lib.commandsocket import CommandSocket, send_command
 
 log = logging.getLogger('zuul.cmd.merger')
 
@@ -39,13 +43,23 @@ def build_server(conf: ZuulConf):
                        hostname=settings.hostname)
 
 
+def socket_path(conf: ZuulConf) -> str:
+    import os
+    return conf.merger.command_socket or os.path.join(
+        os.path.dirname(conf.merger.git_dir.rstrip('/')), 'merger.socket')
+
+
 def main(argv=None) -> int:
     parser = base_parser('zuul-merger: speculative merges and config reads over Gearman')
+    parser.add_argument('command', nargs='?', choices=('stop', 'pause', 'resume'),
+                        help='send a command to the running merger')
     args = parser.parse_args(argv)
     try:
         conf = load_zuul_conf(args.config)
     except ZuulConfError as exc:
         parser.error(str(exc))
+    if args.command:
+        return send(socket_path(conf), args.command)
     if not args.foreground:
         daemonize()
     setup_logging(conf.merger.log_config, args.foreground)
@@ -54,10 +68,26 @@ def main(argv=None) -> int:
         server = build_server(conf)
         install_signal_handlers(done.set)
         server.start()
+        commands = CommandSocket(socket_path(conf), {
+            'stop': done.set, 'pause': server.pause, 'resume': server.resume})
+        commands.start()
         done.wait()
+        commands.stop()
         log.info('Stopping: waiting for the running merge jobs')
         server.stop()
     return 0
+
+
+def send(path: str, command: str) -> int:
+    """``zuul-merger stop`` etc.: one command to the running daemon."""
+    import sys
+    try:
+        answer = send_command(path, command)
+    except OSError as e:
+        print(f'zuul-merger: {e}', file=sys.stderr)
+        return 1
+    print(answer)
+    return 0 if answer == 'ok' else 1
 
 
 if __name__ == '__main__':

@@ -135,6 +135,11 @@ class SchedulerService:
                 log.exception('Error while stopping')
 
 
+def _socket_path(conf) -> str:
+    return conf.scheduler.command_socket or os.path.join(conf.scheduler.state_dir,
+                                                         'scheduler.socket')
+
+
 def _rpc_reconfigure(conf) -> int:
     from zuul.scheduler import rpc_protocol as p
     from zuul.scheduler.rpc import RPCClient
@@ -156,7 +161,7 @@ def main(argv=None) -> int:
     parser.add_argument('-d', dest='foreground', action='store_true',
                         help='do not detach; log to the console')
     parser.add_argument('command', nargs='?',
-                        choices=('tenant-conf-check', 'full-reconfigure'))
+                        choices=('tenant-conf-check', 'full-reconfigure', 'stop'))
     args = parser.parse_args(argv)
     from zuul.configloader.zuulconf import ZuulConfError, load_zuul_conf
     from zuul.driver.registry import default_registry
@@ -170,6 +175,15 @@ def main(argv=None) -> int:
         return 2
     if args.command == 'full-reconfigure':
         return _rpc_reconfigure(conf)
+    if args.command == 'stop':
+        from zuul.lib.commandsocket import send_command
+        try:
+            answer = send_command(_socket_path(conf), 'stop')
+        except OSError as e:
+            print(f'zuul-scheduler: {e}', file=sys.stderr)
+            return 1
+        print(answer)
+        return 0 if answer == 'ok' else 1
     if not conf.scheduler.tenant_config:
         print(f'zuul-scheduler: {args.config}: [scheduler] tenant_config is not set',
               file=sys.stderr)
@@ -184,7 +198,12 @@ def main(argv=None) -> int:
         install_signal_handlers(on_term=stopped.set,
                                 on_hup=lambda: threading.Thread(
                                     target=service.reconfigure, daemon=True).start())
+        from zuul.lib.commandsocket import CommandSocket
+        commands = CommandSocket(_socket_path(conf), {
+            'stop': stopped.set, 'full-reconfigure': service.reconfigure})
+        commands.start()
         stopped.wait()
+        commands.stop()
         service.stop()
     return 0
 

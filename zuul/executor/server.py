@@ -117,6 +117,17 @@ class ExecutorServer:
                                             hostname=self.settings.hostname)
             self.merge_server.start()
 
+    def pause(self) -> None:
+        """Take no new builds (running ones go on); ``resume`` undoes it."""
+        with self._lock:
+            self._accepting = False
+        self._update_registration()
+
+    def resume(self) -> None:
+        with self._lock:
+            self._accepting = True
+        self._update_registration()
+
     def graceful_stop(self) -> None:
         """Take no more builds; return when the running ones have finished."""
         with self._lock:
@@ -157,6 +168,10 @@ class ExecutorServer:
             self._registered_execute = want
         if self.worker is not None and (changed or not want):
             self.worker.setFunctions([gear.FunctionRecord(f.encode("utf8")) for f in functions])
+            if want and changed:
+                # Builds queued while we did not take any wake nobody:
+                # ask for them now.
+                self.worker.stopWaitingForJobs()
             if not want and self.governor.reason:
                 log.info('Not accepting builds: %s', self.governor.reason)
 
@@ -174,7 +189,9 @@ class ExecutorServer:
             try:
                 job = self.worker.getJob()
             except gear.InterruptedError:
-                return
+                if not self._running:
+                    return
+                continue    # woken to ask for jobs again
             except Exception:  # keep serving on a single bad packet
                 log.exception('Error getting a gearman job')
                 continue

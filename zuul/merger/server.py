@@ -86,6 +86,19 @@ class MergeServer:
             self._threads.append(thread)
         log.info('Merger %s serving %s', self.hostname, ', '.join(FUNCTIONS))
 
+    def pause(self) -> None:
+        """Take no new jobs (running ones finish); ``resume`` undoes it."""
+        for worker in self.workers:
+            worker.setFunctions([])
+        log.info('Merger %s paused', self.hostname)
+
+    def resume(self) -> None:
+        for worker in self.workers:
+            worker.setFunctions([gear.FunctionRecord(f.encode('utf8')) for f in FUNCTIONS])
+            # Jobs queued while paused wake nobody: ask for them now.
+            worker.stopWaitingForJobs()
+        log.info('Merger %s resumed', self.hostname)
+
     def stop(self, timeout: float | None = None) -> None:
         """Take no new jobs, let running ones finish, disconnect."""
         self._running = False
@@ -108,7 +121,9 @@ class MergeServer:
             try:
                 job = worker.getJob()
             except gear.InterruptedError:
-                return
+                if not self._running:
+                    return
+                continue    # woken to ask for jobs again (resume)
             except Exception:  # keep serving after a bad packet
                 log.exception('Error getting a gearman job')
                 continue

@@ -1,0 +1,26 @@
+"""The daemons' command socket: commands run, unknown ones are refused,
+and a missing daemon is a clear error."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from zuul.lib.commandsocket import CommandSocket, send_command
+
+
+def test_commands_run_and_unknown_ones_are_refused(tmp_path):
+    paused = threading.Event()
+    sock = CommandSocket(str(tmp_path / 'x.socket'), {'pause': paused.set,
+                                                      'resume': lambda: None})
+    sock.start()
+    try:
+        assert send_command(sock.path, 'pause') == 'ok'
+        assert paused.wait(10)
+        answer = send_command(sock.path, 'explode')
+        assert answer == 'error: unknown command "explode" (known: pause, resume)'
+    finally:
+        sock.stop()
+    with pytest.raises(OSError, match='no daemon is listening on'):
+        send_command(sock.path, 'pause')

@@ -453,3 +453,18 @@ def test_zuul_driver_events(zuul_system):  # noqa: F811
         ('merge-check', other.number)}, timeout=240, what='zuul driver pipelines')
     assert ('dependents', other.number) not in {(e['pipeline'], e['change'])
                                                for e in system.launches}
+
+
+def test_a_direct_push_of_config_reconfigures_without_blocking(zuul_system):  # noqa: F811
+    system = zuul_system
+    system.create_projects()
+    system.start()
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/pushed.yaml': '- job:\n    name: pushed-later\n    run: playbooks/noop.yaml\n'})
+    wait_for(lambda: 'pushed-later' in system.scheduler.tenants['example'].layout.jobs,
+             timeout=120, what='reconfiguration after a direct push')
+    # A push that does not touch config leaves the layout object alone.
+    layout = system.scheduler.tenants['example'].layout
+    system.store.push_branch('org/project-config', 'master', {'README': 'more\n'})
+    system.settle()
+    assert system.scheduler.tenants['example'].layout is layout

@@ -103,6 +103,8 @@ class Layouts:
         self.tenant_config = None
         self._cache: dict[tuple, _ProjectCache] = {}
         self._pipeline_objects: dict[int, dict] = {}
+        # Branch heads produced by submits we saw as change-merged events.
+        self._merged_revs: dict[str, None] = {}
 
     # -- loading --------------------------------------------------------------
 
@@ -315,27 +317,48 @@ class Layouts:
                 return True
         return False
 
-    def event_updates_config(self, layout, event, change) -> bool:
+    def event_updates_config(self, layout, event, change, later=None) -> bool:
+        """Whether ``event`` changed configuration (reconfigure now).
+
+        A branch update without a file list (a submit's ref-updated, a
+        direct push) is judged by reading the branch's config files and
+        comparing them with the cache; with ``later`` given, that read
+        happens off the scheduler thread and ``later()`` is called if the
+        files changed (the answer now is False)."""
         files = getattr(change, 'files', None)
         tp = self._tenant_project(layout, change.connection, change.project)
+        if event.type == 'change-merged' and event.newrev:
+            # Its ref-updated twin is judged by this change's files.
+            self._merged_revs[event.newrev] = None
+            while len(self._merged_revs) > 1000:
+                self._merged_revs.pop(next(iter(self._merged_revs)))
+        if event.type == 'ref-updated' and event.newrev in self._merged_revs:
+            return False
         if event.type == 'ref-updated' and files is None:
-            # A branch moved without a file list (a submit, a direct push):
-            # compare the branch's config files with the cached ones (one
-            # merger read) rather than reload the tenant on every merge.
             if tp is None or not (event.ref or '').startswith('refs/heads/'):
                 return False
             branch = event.ref[len('refs/heads/'):]
             cache = self._cache.get((tp.connection, tp.name))
             if cache is None or branch not in cache.files:
                 return True
-            try:
-                current = self.fetcher.files(tp.connection, tp.name, branch,
-                                             READ_PATHS + tuple(tp.extra_config_paths))
-            except Exception:
-                log.exception('Unable to read the configuration of %s %s', tp.name, branch)
-                return True
-            return current != cache.files[branch]
+            if later is None:
+                return self._branch_config_changed(tp, branch, cache)
+
+            def check():
+                if self._branch_config_changed(tp, branch, cache):
+                    later()
+            threading.Thread(target=check, name='config-check', daemon=True).start()
+            return False
         return self.touches_config(files, tp.extra_config_paths if tp else ())
+
+    def _branch_config_changed(self, tp, branch: str, cache) -> bool:
+        try:
+            current = self.fetcher.files(tp.connection, tp.name, branch,
+                                         READ_PATHS + tuple(tp.extra_config_paths))
+        except Exception:
+            log.exception('Unable to read the configuration of %s %s', tp.name, branch)
+            return True
+        return current != cache.files.get(branch)
 
     def read_paths(self, layout, project) -> list[str]:
         tp = self._tenant_project(layout, None, project)

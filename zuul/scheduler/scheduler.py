@@ -187,7 +187,12 @@ class Scheduler:
         return _NullManager()
 
     def _maybe_reconfigure(self, tenant: TenantState, event, change) -> None:
-        if self.layouts.event_updates_config(tenant.layout, event, change):
+        def later():
+            log.info('[e: %s] Config of %s changed on %s; reconfiguring tenant %s',
+                     event.event_id, event.project, event.ref, tenant.name)
+            self.loop.add_management_event(ManagementEvent(
+                'reconfigure', tenants=[tenant.name], projects=[event.project]))
+        if self.layouts.event_updates_config(tenant.layout, event, change, later=later):
             log.info('[e: %s] Config of %s changed; reconfiguring tenant %s',
                      event.event_id, event.project, tenant.name)
             self.reconfigure(tenant_names=[tenant.name], projects=[event.project])

@@ -74,6 +74,10 @@ def _change_event(event: TriggerEvent, data: dict) -> TriggerEvent:
         event.patchset = _int(patchset.get('number'), 'patchset number')
         event.ref = patchset.get('ref')
         event.newrev = patchset.get('revision')
+    if event.type == 'change-merged' and data.get('newRev'):
+        # The branch head the submit produced (a merge commit, or the
+        # patchset itself on a fast-forward).
+        event.newrev = data['newRev']
     event.comment = data.get('comment')
     event.approvals = [
         {'type': a.get('type'), 'description': a.get('description'),

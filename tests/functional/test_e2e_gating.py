@@ -468,3 +468,36 @@ def test_a_direct_push_of_config_reconfigures_without_blocking(zuul_system):  # 
     system.store.push_branch('org/project-config', 'master', {'README': 'more\n'})
     system.settle()
     assert system.scheduler.tenants['example'].layout is layout
+
+
+def test_project_vars_reach_jobs_under_job_vars(zuul_system):  # noqa: F811
+    system = zuul_system
+    system.create_projects(app_config="""
+        - job:
+            name: app-vars
+            parent: check-vars
+            vars:
+              both: from-job
+        - project:
+            vars:
+              only_project: from-project
+              both: from-project
+            check:
+              jobs:
+                - app-vars
+        """)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/vars.yaml': '- job:\n    name: check-vars\n    run: playbooks/check-vars.yaml\n',
+        'playbooks/check-vars.yaml': textwrap.dedent("""
+            - hosts: localhost
+              gather_facts: false
+              tasks:
+                - assert:
+                    that:
+                      - only_project == 'from-project'
+                      - both == 'from-job'
+            """)})
+    system.start()
+    change = system.store.create_change('org/app', 'master', 'Vars', {'v': '1\n'})
+    wait_for(lambda: system.verified(change) != 0, timeout=240, what='check vote')
+    assert system.verified(change) == 1, system.messages(change)

@@ -105,3 +105,15 @@ def test_released_lookahead_username_filter():
     f = GerritEventFilter({'event': 'comment-added', 'username': r'^(?!^zuul$)\S+$'})
     assert f.usernames[0].search('alice')
     assert not f.usernames[0].search('zuul')
+
+
+def test_released_username_filter_spellings_in_approvals():
+    for key in ('username-filter', 'username_filter', 'username'):
+        f = GerritEventFilter({'event': 'comment-added',
+                               'approval': [{'Workflow': 1, key: '^core$'}]})
+        event = TriggerEvent(type='comment-added', connection='gerrit', project='p',
+                             approvals=[{'type': 'Workflow', 'value': '1',
+                                         'by': {'username': 'core'}}])
+        assert f.matches(event), key
+        event.approvals[0]['by']['username'] = 'someone'
+        assert not f.matches(event), key

@@ -319,3 +319,9 @@ def test_window_shrinks_on_failure_and_limits_actionable_items():
     assert [numbers[-1] for _, numbers in ctx.pending_merges] == [1, 2]
     ctx.run()
     assert manager.queues[0].window >= 1
+
+
+def test_serial_pipelines_are_dependent_with_their_window():
+    from zuul.manager.dependent import DependentPipelineManager
+    manager = manager_for(_pipeline(manager='serial', window=1), Collaborators())
+    assert isinstance(manager, DependentPipelineManager)

@@ -28,7 +28,9 @@ def build_merger(config: configparser.ConfigParser, settings: ExecutorSettings):
         if section.startswith('connection '):
             connections[section.split(' ', 1)[1].strip().strip('"\'')] = {
                 'driver': config[section].get('driver'), 'options': dict(config[section])}
-    git_dir = (config.get('merger', 'git_dir', fallback=None)
+    # The executor's own cache ([executor] git_dir, as released): a merger
+    # on the same host must not share it.
+    git_dir = (config.get('executor', 'git_dir', fallback=None)
                or os.path.join(settings.state_dir, 'executor-git'))
     return Merger(git_dir, RepoUrlResolver(connections),
                   git_user_email=config.get('merger', 'git_user_email', fallback='zuul@localhost'),

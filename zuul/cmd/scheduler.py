@@ -90,7 +90,7 @@ class SchedulerService:
                                                conf.statsd.prefix))
         if conf.database.dburi:
             from zuul.driver.sql.history import BuildHistory
-            history = BuildHistory(conf.database.dburi)
+            history = BuildHistory(conf.database.dburi, conf.database.table_prefix)
             history.migrate()
         self.scheduler = Scheduler(self.layouts, self.connections, self.merge_client,
                                    None, None, stats=stats, history=history)

@@ -8,6 +8,9 @@ MANAGERS = {
     'independent': IndependentPipelineManager,
     'dependent': DependentPipelineManager,
     'supercedent': SupercedentPipelineManager,
+    # serial: a dependent pipeline whose window is 1 (the parser sets it),
+    # so one item at a time is tested and merged.
+    'serial': DependentPipelineManager,
 }
 
 

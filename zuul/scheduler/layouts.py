@@ -252,9 +252,14 @@ class Layouts:
             for connection, config in by_connection.items():
                 driver = self._driver(connection)
                 live = self.connections.get(connection)
-                if driver is not None and live is not None and \
-                        hasattr(driver, 'get_reporter'):
+                if driver is None or live is None or not hasattr(driver, 'get_reporter'):
+                    continue
+                try:
                     reporters.append(driver.get_reporter(live, pipeline, config))
+                except NotImplementedError:
+                    # e.g. the sql "reporter": build history is recorded
+                    # for every pipeline anyway when [database] is set.
+                    log.debug('Driver of %s reports nothing itself', connection)
             objects['reporters'][action] = reporters
         self._pipeline_objects[id(pipeline)] = objects
         return objects
@@ -466,7 +471,7 @@ class Layouts:
             attempts=int(frozen.get('attempts') or 3),
             pre_run=playbooks('pre_run'), run=playbooks('run'),
             post_run=playbooks('post_run'), cleanup_run=playbooks('cleanup_run'),
-            vars=_plain(frozen.get('vars') or {}),
+            vars=self._job_vars(layout, item, frozen),
             extra_vars=_plain(frozen.get('extra_vars') or {}),
             host_vars=_plain(frozen.get('host_vars') or {}),
             group_vars=_plain(frozen.get('group_vars') or {}),
@@ -475,6 +480,13 @@ class Layouts:
             groups=[ep.GroupSpec(g.name, list(g.nodes)) for g in nodes.groups]
             if nodes else [],
             inheritance_path=list(frozen.inheritance_path))
+
+    @staticmethod
+    def _job_vars(layout, item, frozen) -> dict:
+        """The project's ``vars`` under the job's own (job vars win)."""
+        from zuul.model.freeze import deep_merge
+        project_vars = _plain(layout.get_project_metadata(item.change.project)['variables'])
+        return deep_merge(project_vars, _plain(frozen.get('vars') or {}))
 
     def _role(self, layout, role, sc) -> ep.RoleSpec:
         tp = self._tenant_project(layout, None, role.project) if role.project else None

@@ -30,6 +30,16 @@ class _Regex:
         return self.regex.search(text or '')
 
 
+def _pop_first(conf: dict, *keys):
+    """The value of the first of ``keys`` present; all of them removed."""
+    found = None
+    for key in keys:
+        value = conf.pop(key, None)
+        if found is None and value is not None:
+            found = value
+    return found
+
+
 def _compile_all(values) -> list:
     return [_Regex(v) for v in _as_list(values)]
 
@@ -50,9 +60,11 @@ class ApprovalFilter:
 
     def __init__(self, conf: dict):
         conf = dict(conf)
-        self.username = _compile_all(conf.pop('username', None) or conf.pop('username_filter',
-                                                                             None))
-        self.email = _compile_all(conf.pop('email', None) or conf.pop('email_filter', None))
+        # Released spellings: username/email, and the older username-filter /
+        # email-filter (also with underscores).
+        self.username = _compile_all(_pop_first(conf, 'username', 'username-filter',
+                                                'username_filter'))
+        self.email = _compile_all(_pop_first(conf, 'email', 'email-filter', 'email_filter'))
         self.newer_than = conf.pop('newer-than', None)
         self.older_than = conf.pop('older-than', None)
         self.labels = {label: [int(v) for v in _as_list(value)] for label, value in conf.items()}
@@ -95,8 +107,10 @@ class GerritEventFilter:
         self.refs = _compile_all(conf.get('ref'))
         self.ignore_deletes = conf.get('ignore-deletes', True)
         self.comments = _compile_all(conf.get('comment') or conf.get('comment_filter'))
-        self.emails = _compile_all(conf.get('email') or conf.get('email_filter'))
-        self.usernames = _compile_all(conf.get('username') or conf.get('username_filter'))
+        self.emails = _compile_all(conf.get('email') or conf.get('email-filter') or
+                                   conf.get('email_filter'))
+        self.usernames = _compile_all(conf.get('username') or conf.get('username-filter') or
+                                      conf.get('username_filter'))
         self.approvals = [ApprovalFilter(a) for a in _as_list(conf.get('approval'))]
         self.require_approvals = [ApprovalFilter(a) for a in
                                   _as_list(conf.get('require-approval'))]

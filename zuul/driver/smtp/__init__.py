@@ -22,5 +22,9 @@ class SMTPDriver(Driver, ConnectionInterface, ReporterInterface):
         from zuul.driver.smtp.connection import SMTPConnection
         return SMTPConnection(name, config)
 
+    def get_reporter(self, connection, pipeline, config):
+        from zuul.driver.smtp.connection import SMTPReporter
+        return SMTPReporter(connection, config)
+
     def get_reporter_schema(self):
         return vs.Any(None, _reporter)

@@ -49,7 +49,7 @@ PROJECT_CONFIG = {
               gerrit:
                 - event: patchset-created
                 - event: comment-added
-                  comment: (?i)^\\s*recheck\\s*$
+                  comment: (?i)^(Patch Set [0-9]+:)?( [\\w\\\\+-]*)*(\\n\\n)?\\s*recheck
             success:
               gerrit:
                 Verified: 1
@@ -361,6 +361,11 @@ class Quickstart:
         say('Starting the scheduler (it loads the tenant through the merger)')
         self.scheduler_service.start()
         self.stops.append(self.scheduler_service.stop)
+        # Propose nothing before the event stream is up: events sent
+        # earlier would reach nobody.
+        gerrit = self.scheduler_service.connections.get('gerrit')
+        if not gerrit.stream.connected.wait(60):
+            raise SystemExit('The scheduler could not connect to the code-review server')
         say('Starting zuul-web')
         self.web, self.web_rpc = build_web(WebSettings.from_config(raw))
         self.web.start()
@@ -467,6 +472,12 @@ def main(argv=None) -> int:
                         filename=None if args.debug else os.path.join('/tmp',
                                                                        'quickstart.log'))
     qs = Quickstart(args.state_dir, args.web_port, keep_jobdir=args.debug)
+
+    def on_term(*_):
+        # Unwind through the finally below so every daemon and node is
+        # stopped and cleaned up, whenever the signal arrives.
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
     started = time.time()
     try:
         qs.start()
@@ -477,13 +488,14 @@ def main(argv=None) -> int:
         say(f'The system keeps running. Status page: '
             f'http://127.0.0.1:{args.web_port}/t/{TENANT}/status ; '
             f'propose more changes with ssh -p {qs.gerrit.port} ... or press Ctrl-C to stop.')
-        done = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: done.set())
         try:
-            done.wait()
+            threading.Event().wait()
         except KeyboardInterrupt:
             pass
         return 0 if ok else 1
+    except KeyboardInterrupt:
+        say('Interrupted: stopping everything')
+        return 130
     finally:
         qs.stop()
 

@@ -27,3 +27,30 @@ def test_quickstart_scenario(tmp_path):
     assert 'gate: change 2 "Break the tests": NEW (Verified -2)' in out
     assert 'gate: change 3 "Add documentation": MERGED' in out
     assert 'The good changes merged and the broken one was rejected.' in out
+
+
+def test_quickstart_cleans_up_when_terminated_midway(tmp_path):
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(TOP, 'tools', 'quickstart.py'),
+         '--state-dir', str(tmp_path / 'state'), '--web-port', str(free_port())],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if 'Proposing three changes' in line:
+                proc.send_signal(signal.SIGTERM)
+                break
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, ''.join(seen) + out
+    assert 'Interrupted: stopping everything' in out
+    namespaces = subprocess.run(['ip', 'netns', 'list'], capture_output=True,
+                                text=True).stdout
+    assert 'quickstart-netns-' not in namespaces
+    links = subprocess.run(['ip', 'link', 'show'], capture_output=True, text=True).stdout
+    assert 'qsbr0' not in links

@@ -294,8 +294,8 @@ def test_rpc_functions_against_the_real_scheduler(zuul_system):  # noqa: F811
     try:
         assert call(p.TENANT_LIST) == [{'name': 'example', 'projects': 3, 'queue': 0}]
         status = call(p.STATUS_GET, tenant='example')
-        assert {pl['name'] for pl in status['pipelines']} == {'check', 'gate', 'post',
-                                                              'periodic'}
+        assert {pl['name'] for pl in status['pipelines']} == {
+            'check', 'gate', 'post', 'periodic', 'dependents', 'merge-check'}
         jobs = {j['name']: j for j in call(p.JOB_LIST, tenant='example')}
         assert jobs['check-marker']['variants'][0]['source_context']['project'] == \
             'org/project-config'

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 import textwrap
 
@@ -167,6 +168,10 @@ class ZuulSystem:
                           - org/app
                           - org/lib
                 """))
+        # A statsd "server": every metric packet the scheduler sends.
+        self.statsd = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.statsd.bind(('127.0.0.1', 0))
+        self.statsd.settimeout(0.2)
         conf_path = os.path.join(root, 'zuul.conf')
         with open(conf_path, 'w') as f:
             f.write(textwrap.dedent(f"""
@@ -183,6 +188,10 @@ class ZuulSystem:
 
                 [database]
                 dburi = sqlite:///{root}/history.sqlite
+
+                [statsd]
+                server = 127.0.0.1
+                port = {self.statsd.getsockname()[1]}
 
                 [connection gerrit]
                 driver = gerrit
@@ -243,11 +252,22 @@ class ZuulSystem:
         adapter.execute = execute
 
     def stop(self) -> None:
+        self.statsd.close()
         for stop in (self.service.stop, self.executor.stop, self.merge_server.stop):
             try:
                 stop()
             except Exception:  # pragma: no cover - best effort teardown
                 pass
+
+    def metrics(self) -> list[str]:
+        """The statsd lines received so far."""
+        lines = []
+        while True:
+            try:
+                data = self.statsd.recv(65536)
+            except (socket.timeout, BlockingIOError):
+                return lines
+            lines.extend(data.decode().splitlines())
 
     @property
     def scheduler(self):

@@ -501,3 +501,18 @@ def test_project_vars_reach_jobs_under_job_vars(zuul_system):  # noqa: F811
     change = system.store.create_change('org/app', 'master', 'Vars', {'v': '1\n'})
     wait_for(lambda: system.verified(change) != 0, timeout=240, what='check vote')
     assert system.verified(change) == 1, system.messages(change)
+
+
+def test_statsd_metrics_for_queues_and_builds(zuul_system):  # noqa: F811
+    system = zuul_system
+    system.create_projects()
+    system.start()
+    change = system.store.create_change('org/app', 'master', 'Metrics', {'m': '1\n'})
+    wait_for(lambda: system.verified(change) == 1, timeout=240, what='check vote')
+    system.settle()
+    metrics = system.metrics()
+    names = {line.split(':')[0] for line in metrics}
+    assert 'zuul.tenant.example.pipeline.check.current_changes' in names
+    assert any(n.startswith('zuul.tenant.example.pipeline.check.project.org.app.master.job.'
+                            'check-marker.SUCCESS') for n in names), sorted(names)
+    assert any(line.endswith('|ms') for line in metrics)

@@ -146,7 +146,14 @@ class Scheduler:
             build.log_url = args.get('log_url') or build.log_url
             build.result_data = args.get('result_data') or {}
             build.error_detail = args.get('error_detail')
-            self._manager_of(build.build_set.item).on_build_completed(build, args['result'])
+            manager = self._manager_of(build.build_set.item)
+            manager.on_build_completed(build, args['result'])
+            if self.stats is not None and hasattr(manager, 'pipeline'):
+                tenant = next((t for t in self.tenants.values()
+                               if manager in t.managers.values()), None)
+                if tenant is not None:
+                    self.stats.build_completed(tenant.name, manager.pipeline,
+                                               build.build_set.item, build)
         else:
             log.error('Unknown result event %s', event.kind)
 
@@ -175,6 +182,8 @@ class Scheduler:
         for tenant in list(self.tenants.values()):
             for manager in list(tenant.managers.values()):
                 changed |= manager.process_queues()
+            if changed and self.stats is not None:
+                self.stats.queue_lengths(tenant.name, tenant.managers.values())
         return changed
 
     # -- helpers -------------------------------------------------------------

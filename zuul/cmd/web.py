@@ -1,6 +1,6 @@
 """zuul-web: argv, config, logging, signals and wiring.
 
-    zuul-web -c /etc/zuul/zuul.conf [-d]
+    zuul-web -c /etc/zuul/zuul.conf [-d] [--debug]
 
 Reads [gearman] (where the scheduler's RPC is), [web] listen_address and
 port, and [database] dburi (build history; none means the history
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import configparser
-import logging
 import signal
 import threading
 from dataclasses import dataclass
@@ -53,27 +52,34 @@ def build_web(settings: WebSettings):
 
 
 def main(argv=None) -> int:
+    from zuul.cmd import PidFile, daemonize, setup_logging
     parser = argparse.ArgumentParser(prog='zuul-web', description=__doc__)
     parser.add_argument('-c', dest='config', default='/etc/zuul/zuul.conf')
-    parser.add_argument('-d', dest='debug', action='store_true')
+    parser.add_argument('-d', dest='foreground', action='store_true',
+                        help='do not detach; log to the console')
+    parser.add_argument('--debug', action='store_true', help='debug logging')
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
-                        format='%(asctime)s %(levelname)s %(name)s: %(message)s')
     config = configparser.ConfigParser()
     if not config.read(args.config):
         parser.error(f'cannot read {args.config}')
-    web, rpc = build_web(WebSettings.from_config(config))
-    done = threading.Event()
+    if not args.foreground:
+        daemonize()
+    setup_logging(config.get('web', 'log_config', fallback=None), args.foreground,
+                  debug=args.debug)
+    pidfile = None if args.foreground else config.get('web', 'pidfile',
+                                                      fallback='/var/run/zuul/web.pid')
+    with PidFile(pidfile):
+        web, rpc = build_web(WebSettings.from_config(config))
+        done = threading.Event()
 
-    def on_signal(signum, frame):
-        done.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
-    web.start()
-    done.wait()
-    web.stop()
-    rpc.shutdown()
+        def on_signal(signum, frame):
+            done.set()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, on_signal)
+        web.start()
+        done.wait()
+        web.stop()
+        rpc.shutdown()
     return 0
 
 

@@ -148,6 +148,19 @@ class PoolLabel:
     python_path: str = 'auto'
     shell_type: str | None = None
     settings: dict = field(default_factory=dict)
+    #: The provider diskimage (``diskimage:``) this label boots, if any;
+    #: the launcher then launches from that image's newest ready upload.
+    diskimage: str | None = None
+
+
+@dataclass
+class ProviderDiskImage:
+    """A provider's ``diskimages:`` entry: a built image it uses."""
+
+    name: str
+    pause: bool = False
+    meta: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -172,6 +185,9 @@ class ProviderConfig:
     launch_timeout: float = 3600.0
     rate: float = 0.0
     settings: dict = field(default_factory=dict)
+    #: Built images (top-level ``diskimages:``) this provider uploads and
+    #: launches from, by name.  Drivers that take uploads fill this in.
+    diskimages: dict[str, ProviderDiskImage] = field(default_factory=dict)
 
 
 @dataclass

@@ -59,6 +59,46 @@ class InstanceSpec:
     label_settings: dict = field(default_factory=dict)
     username: str | None = None
     metadata: dict = field(default_factory=dict)
+    #: For labels with ``diskimage:``: the upload the launcher chose (the
+    #: highest-numbered ready upload of that image to this provider).
+    #: None for labels that don't use a built image.
+    image: ImageRef | None = None
+
+
+@dataclass
+class ImageRef:
+    """A built image's upload to one provider, as a launch uses it.
+
+    ``image_id`` is what a node records as its ``image_id``:
+    ``<image>-<build id>-<upload id>``.
+    """
+
+    image_name: str
+    build_id: str
+    upload_id: str
+    external_id: str
+    image_id: str = ''
+
+
+@dataclass
+class UploadSpec:
+    """What the builder asks a provider to upload.
+
+    ``files`` maps each format the build produced to its file
+    (``<images-dir>/<image>-<build id>.<format>``); the adapter picks a
+    format it accepts (see ``ProviderAdapter.image_formats``).
+    ``upload_name`` is the name to give it in the provider
+    (``<image>-<build id as zero-padded number>``), ``meta`` the
+    provider-diskimage's ``meta`` plus nodepool's own keys
+    (``nodepool_build_id``, ``nodepool_upload_id``, ``nodepool_provider_name``).
+    """
+
+    image_name: str
+    build_id: str
+    upload_id: str
+    upload_name: str
+    files: dict[str, str]
+    meta: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -163,6 +203,22 @@ class ProviderAdapter:
     def quota(self) -> Quota:
         """The provider's own limits; called once per request decision."""
         return Quota()
+
+    # -- images (for providers with ``diskimages:``; used by the builder) --
+
+    def image_formats(self) -> list[str]:
+        """The image formats this provider accepts, preferred first."""
+        return []
+
+    def upload_image(self, spec: UploadSpec) -> str:
+        """Upload a built image; return its external id when the
+        provider has it ready to boot.  Raise ``ProviderError`` on failure
+        (the builder records the upload as failed and retries later)."""
+        raise ProviderError(f'provider {self.provider.name!r} does not take image uploads')
+
+    def delete_image(self, external_id: str) -> None:
+        """Remove an uploaded image (return quietly if it is gone)."""
+        raise ProviderError(f'provider {self.provider.name!r} does not take image uploads')
 
     def static_hosts(self) -> list[StaticHost]:
         """For ``reuses_nodes`` providers: the hosts to register."""

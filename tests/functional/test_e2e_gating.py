@@ -516,3 +516,52 @@ def test_statsd_metrics_for_queues_and_builds(zuul_system):  # noqa: F811
     assert any(n.startswith('zuul.tenant.example.pipeline.check.project.org.app.master.job.'
                             'check-marker.SUCCESS') for n in names), sorted(names)
     assert any(line.endswith('|ms') for line in metrics)
+
+
+def test_semaphore_keeps_jobs_from_running_at_once(zuul_system, tmp_path):  # noqa: F811
+    """Two jobs sharing a ``max: 1`` semaphore: each takes a directory as
+    a lock on the executor host and fails if the other holds it, so a
+    broken semaphore fails the change; build history shows no overlap."""
+    system = zuul_system
+    lock = tmp_path / 'serial-lock'
+    system.create_projects(app_config="""
+        - project:
+            check:
+              jobs:
+                - serial-one
+                - serial-two
+        """)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/serial.yaml': textwrap.dedent("""
+            - semaphore:
+                name: serial
+                max: 1
+            - job:
+                name: serial-base
+                run: playbooks/serial.yaml
+                semaphore: serial
+            - job:
+                name: serial-one
+                parent: serial-base
+            - job:
+                name: serial-two
+                parent: serial-base
+            """),
+        'playbooks/serial.yaml': textwrap.dedent(f"""
+            - hosts: localhost
+              gather_facts: false
+              tasks:
+                - name: Hold the lock a while; fail if another job holds it
+                  shell: mkdir {lock} && sleep 2 && rmdir {lock}
+            """)})
+    system.start()
+    change = system.store.create_change('org/app', 'master', 'Serial', {'s': '1\n'})
+    wait_for(lambda: system.verified(change) != 0, timeout=240, what='check vote')
+    assert system.verified(change) == 1, system.messages(change)
+    system.settle()
+    builds = system.scheduler.history.get_builds('example', project='org/app')
+    spans = sorted((b['start_time'], b['end_time'], b['job_name']) for b in builds)
+    assert [s[2] for s in spans] in (['serial-one', 'serial-two'],
+                                     ['serial-two', 'serial-one'])
+    assert spans[0][1] <= spans[1][0], spans
+    assert system.scheduler.semaphore_handler('example').holders == {}

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from zuul.manager import manager_for
 from zuul.model import item as m
 from zuul.model.change import Change, Ref
+from zuul.scheduler.semaphores import SemaphoreHandler
 
 
 def _pipeline(name='gate', manager='dependent', **kw):
@@ -34,8 +35,15 @@ class Collaborators:
     """The ctx a manager gets, recording what it was asked to do."""
 
     def __init__(self, jobs=('job1',), broken=(), conflicting=(), queues=None,
-                 needs=None, nodes=False, deps=None):
+                 needs=None, nodes=False, deps=None, semaphores=None, job_semaphores=None,
+                 failed_nodes=()):
         self.jobs = jobs
+        self.layout = SimpleNamespace(semaphores={
+            name: SimpleNamespace(max=n) for name, n in (semaphores or {}).items()})
+        self.job_semaphores = job_semaphores or {}
+        self.sem = SemaphoreHandler('tenant')
+        self.failed_nodes = set(failed_nodes)
+        self.max_holding = {}
         self.deps = deps or {}
         self.broken = set(broken)
         self.conflicting = set(conflicting)
@@ -84,8 +92,23 @@ class Collaborators:
         pass
 
     def freeze_jobs(self, pipeline, item):
-        return [m.JobRef(j, hard_dependencies=tuple(self.deps.get(j, ())))
+        return [m.JobRef(j, hard_dependencies=tuple(self.deps.get(j, ())),
+                         semaphores=tuple(self.job_semaphores.get(j, ())))
                 for j in self.jobs], []
+
+    def acquire_semaphores(self, item, job):
+        if not job.semaphores:
+            return True
+        ok = self.sem.acquire(self.layout, item.current_build_set, job.name, job.semaphores)
+        for name in job.semaphores:
+            self.max_holding[name] = max(self.max_holding.get(name, 0), self.sem.held(name))
+        return ok
+
+    def release_semaphores(self, build_set, job_name=None):
+        if job_name is None:
+            self.sem.release_build_set(build_set)
+        else:
+            self.sem.release(build_set, job_name)
 
     def request_nodes(self, pipeline, item, job):
         if not self.nodes:
@@ -142,8 +165,10 @@ class Collaborators:
                 continue
             if self.node_requests:
                 req = self.node_requests.pop(0)
+                failed = req.item.change.number in self.failed_nodes
                 self.manager.on_nodes_provisioned(req.item, req.job, req,
-                                                  f'nodes-{req.job}', False)
+                                                  None if failed else f'nodes-{req.job}',
+                                                  failed)
                 continue
             if self.running:
                 build = self.running.pop(0)
@@ -325,3 +350,94 @@ def test_serial_pipelines_are_dependent_with_their_window():
     from zuul.manager.dependent import DependentPipelineManager
     manager = manager_for(_pipeline(manager='serial', window=1), Collaborators())
     assert isinstance(manager, DependentPipelineManager)
+
+
+# -- semaphores ---------------------------------------------------------------
+
+
+def _start(ctx, manager):
+    """Process and complete merges, but run no build."""
+    for _ in range(10):
+        manager.process_queues()
+        while ctx.pending_merges:
+            bs, _numbers = ctx.pending_merges.pop(0)
+            manager.on_merge_completed(bs, MergeResult(True))
+
+
+def test_semaphore_max_one_serialises_a_job_across_changes():
+    ctx, manager = _setup(_pipeline('check', 'independent'), jobs=('job1', 'free'),
+                          semaphores={'lock': 1}, job_semaphores={'job1': ['lock']})
+    for n in (1, 2, 3):
+        manager.add_change(_change(ctx, n))
+    _start(ctx, manager)
+    # every change merged; only one of the three job1 builds may start
+    started = [(b.job.name, b.tested[-1]) for b in ctx.running]
+    assert sum(1 for name, _ in started if name == 'job1') == 1
+    assert sum(1 for name, _ in started if name == 'free') == 3
+    ctx.run()
+    assert sorted(ctx.reports) == [(1, 'success'), (2, 'success'), (3, 'success')]
+    assert ctx.max_holding['lock'] == 1
+    assert [t for job, _, t in ctx.history if job == 'job1'] == [(1,), (2,), (3,)]
+    assert ctx.sem.held('lock') == 0
+
+
+def test_semaphore_max_two_runs_two_at_once():
+    ctx, manager = _setup(_pipeline('check', 'independent'),
+                          semaphores={'pair': 2}, job_semaphores={'job1': ['pair']})
+    for n in (1, 2, 3):
+        manager.add_change(_change(ctx, n))
+    _start(ctx, manager)
+    assert len(ctx.running) == 2
+    ctx.run()
+    assert ctx.max_holding['pair'] == 2
+    assert len(ctx.reports) == 3 and ctx.sem.held('pair') == 0
+
+
+def test_semaphores_are_all_or_nothing():
+    # job1 needs a and b; job2 holds b: job1 must not sit on a meanwhile
+    ctx, manager = _setup(_pipeline('check', 'independent'), jobs=('job2', 'job1'),
+                          semaphores={'a': 1, 'b': 1},
+                          job_semaphores={'job1': ['a', 'b'], 'job2': ['b']})
+    manager.add_change(_change(ctx, 1))
+    _start(ctx, manager)
+    assert [b.job.name for b in ctx.running] == ['job2']
+    assert ctx.sem.held('a') == 0 and ctx.sem.held('b') == 1
+    ctx.run()
+    assert ctx.reports == [(1, 'success')]
+    assert ctx.sem.holders == {}
+
+
+def test_semaphore_released_when_node_request_fails():
+    ctx, manager = _setup(_pipeline('check', 'independent'), nodes=True, failed_nodes={1},
+                          semaphores={'lock': 1}, job_semaphores={'job1': ['lock']})
+    manager.add_change(_change(ctx, 1))
+    manager.add_change(_change(ctx, 2))
+    ctx.run()
+    assert sorted(ctx.reports) == [(1, 'failure'), (2, 'success')]
+    assert ctx.sem.held('lock') == 0
+
+
+def test_semaphore_released_when_item_is_dequeued_and_on_gate_reset():
+    ctx, manager = _setup(_pipeline('check', 'independent'),
+                          semaphores={'lock': 1}, job_semaphores={'job1': ['lock']})
+    manager.add_change(_change(ctx, 1))
+    manager.add_change(_change(ctx, 2))
+    _start(ctx, manager)
+    assert [b.tested[-1] for b in ctx.running] == [1]
+    assert manager.dequeue_change(ctx.changes[1])
+    assert ctx.sem.held('lock') == 0
+    manager.process_queues()
+    assert [b.tested[-1] for b in ctx.running if not b.canceled] == [2]
+    ctx.run()
+    assert (2, 'success') in ctx.reports and ctx.sem.holders == {}
+
+    # in a gate, a failure ahead resets the items behind; what they held
+    # is given back and taken again by the new build sets
+    ctx, manager = _setup(_pipeline(), broken={1}, semaphores={'lock': 2},
+                          job_semaphores={'job1': ['lock']})
+    for n in (1, 2, 3):
+        manager.add_change(_change(ctx, n))
+    ctx.run()
+    assert (1, 'failure') in ctx.reports
+    assert {(2, 'success'), (3, 'success')} <= set(ctx.reports)
+    assert ctx.max_holding['lock'] == 2 and ctx.sem.holders == {}

@@ -153,6 +153,7 @@ class PipelineManager:
         for nodeset in bs.nodesets.values():
             self.ctx.return_nodes(nodeset)
         bs.nodesets.clear()
+        self.ctx.release_semaphores(bs)
         if bs.merge_state == m.MERGE_PENDING:
             self.ctx.cancel_merge(bs)
 
@@ -253,6 +254,8 @@ class PipelineManager:
         for job in item.ready_jobs():
             if job.name in bs.node_requests or job.name in bs.nodesets:
                 continue
+            if not self.ctx.acquire_semaphores(item, job):
+                continue  # waits until a holder elsewhere in the tenant finishes
             request = self.ctx.request_nodes(self.pipeline, item, job)
             if request is None:  # a job without nodes starts at once
                 self._launch(item, job, None)
@@ -339,6 +342,7 @@ class PipelineManager:
         del bs.node_requests[job_name]
         job = bs.job(job_name)
         if failed or job is None:
+            self.ctx.release_semaphores(bs, job_name)
             build = m.Build(job or m.JobRef(job_name), bs, result=m.NODE_FAILURE)
             bs.builds[job_name] = build
             item_log(item).info('Node request for %s failed', job_name)
@@ -351,6 +355,8 @@ class PipelineManager:
         nodeset = bs.nodesets.pop(build.job.name, None)
         if nodeset is not None:
             self.ctx.return_nodes(nodeset, build=build, result=result)
+        if bs.builds.get(build.job.name) is build:
+            self.ctx.release_semaphores(bs, build.job.name)
         if item.current_build_set is not bs or build.canceled:
             build.result = build.result or m.CANCELED
             return

@@ -43,6 +43,7 @@ class JobRef:
     soft_dependencies: tuple[str, ...] = ()
     attempts: int = 3
     nodes: tuple[tuple[str, str], ...] = ()  # (node name, label)
+    semaphores: tuple[str, ...] = ()
     frozen: object = None  # the full frozen job, passed to the executor
 
     @property

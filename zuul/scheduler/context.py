@@ -136,6 +136,30 @@ class SchedulerContext:
             return None
         return self.scheduler.nodes.request(item, job, pipeline)
 
+    # -- semaphores -------------------------------------------------------------
+
+    @property
+    def semaphores(self):
+        return self.scheduler.semaphore_handler(self.tenant.name)
+
+    def acquire_semaphores(self, item, job) -> bool:
+        if not job.semaphores:
+            return True
+        acquired = self.semaphores.acquire(self.tenant.layout, item.current_build_set,
+                                           job.name, job.semaphores)
+        if not acquired:
+            item_log(item).debug('%s waits for semaphore %s', job.name,
+                                 ', '.join(job.semaphores))
+        return acquired
+
+    def release_semaphores(self, build_set, job_name=None):
+        if job_name is None:
+            self.semaphores.release_build_set(build_set)
+        else:
+            # Jobs waiting elsewhere in the tenant start on the next pass
+            # over the pipelines, which follows every event.
+            self.semaphores.release(build_set, job_name)
+
     def cancel_node_request(self, request):
         self.scheduler.nodes.cancel(request)
 

@@ -426,6 +426,7 @@ class Layouts:
                 soft_dependencies=tuple(d for d, soft in deps if soft),
                 attempts=int(frozen.get('attempts') or 3),
                 nodes=tuple((n.name, n.label) for n in nodes.nodes) if nodes else (),
+                semaphores=tuple(frozen.get('semaphores') or ()),
                 frozen=frozen))
             frozen.nodeset_object = nodes
         return jobs, []

@@ -18,6 +18,7 @@ from zuul.model import item as m
 from zuul.model.events import ManagementEvent, ResultEvent, TriggerEvent
 from zuul.scheduler.context import SchedulerContext
 from zuul.scheduler.loop import EventLoop
+from zuul.scheduler.semaphores import SemaphoreHandler
 
 log = logging.getLogger('zuul.scheduler')
 
@@ -55,6 +56,14 @@ class Scheduler:
         self.timer = None
         from zuul.scheduler.autohold import AutoholdStore
         self.autoholds = AutoholdStore()
+        # Semaphore holders per tenant; they outlive reconfigurations.
+        self._semaphores: dict[str, SemaphoreHandler] = {}
+
+    def semaphore_handler(self, tenant_name: str) -> SemaphoreHandler:
+        handler = self._semaphores.get(tenant_name)
+        if handler is None:
+            handler = self._semaphores[tenant_name] = SemaphoreHandler(tenant_name)
+        return handler
 
     # -- lifecycle ----------------------------------------------------------
 

@@ -198,8 +198,10 @@ class ZuulSystem:
                 """))
             for key, value in options.items():
                 f.write(f'{key} = {value}\n')
+        self.conf_path = conf_path
         self.conf = load_zuul_conf(conf_path, default_registry())
-        resolver = RepoUrlResolver({'gerrit': {'driver': 'gerrit', 'options': options}})
+        self.resolver = resolver = RepoUrlResolver(
+            {'gerrit': {'driver': 'gerrit', 'options': options}})
         self.merge_server = MergeServer([('127.0.0.1', gear_port)],
                                         Merger(f'{root}/merger', resolver,
                                                git_user_email='zuul@example.org',
@@ -213,6 +215,21 @@ class ZuulSystem:
                                        Merger(f'{root}/executor-git', resolver,
                                               git_user_email='zuul@example.org',
                                               git_user_name='Zuul'))
+        self.service = SchedulerService(self.conf)
+
+    def add_git_connection(self, name: str, baseurl: str, projects: list[str],
+                           poll_delay: int = 1) -> None:
+        """Before start(): a ``[connection NAME]`` of the git driver whose
+        projects join the tenant as untrusted projects."""
+        with open(self.conf_path, 'a') as f:
+            f.write(f'\n[connection {name}]\ndriver = git\nbaseurl = {baseurl}\n'
+                    f'poll_delay = {poll_delay}\n')
+        with open(os.path.join(self.root, 'main.yaml'), 'a') as f:
+            f.write(f'      {name}:\n        untrusted-projects:\n')
+            for project in projects:
+                f.write(f'          - {project}\n')
+        self.conf = load_zuul_conf(self.conf_path, default_registry())
+        self.resolver.mapping[name] = {'driver': 'git', 'options': {'baseurl': baseurl}}
         self.service = SchedulerService(self.conf)
 
     def create_projects(self, app_config: str = APP_CONFIG) -> None:

@@ -565,3 +565,60 @@ def test_semaphore_keeps_jobs_from_running_at_once(zuul_system, tmp_path):  # no
                                      ['serial-two', 'serial-one'])
     assert spans[0][1] <= spans[1][0], spans
     assert system.scheduler.semaphore_handler('example').holders == {}
+
+
+def test_git_connection_pushes_trigger_a_pipeline(zuul_system, tmp_path):  # noqa: F811
+    """A project from a plain git connection: its .zuul.yaml is loaded,
+    and a push to it (found by polling) runs the pipeline that a
+    ``trigger: <git connection>: ref-updated`` selects."""
+    import subprocess
+
+    system = zuul_system
+    upstream = tmp_path / 'upstream'
+    repo = upstream / 'ext' / 'tool'
+    repo.mkdir(parents=True)
+    env = {'GIT_AUTHOR_NAME': 'a', 'GIT_AUTHOR_EMAIL': 'a@b', 'GIT_COMMITTER_NAME': 'a',
+           'GIT_COMMITTER_EMAIL': 'a@b', 'PATH': '/usr/bin:/bin', 'HOME': str(tmp_path)}
+
+    def git(*args):
+        return subprocess.run(['git', *args], cwd=repo, check=True, capture_output=True,
+                              text=True, env=env).stdout.strip()
+    git('init', '-q', '-b', 'master')
+    (repo / '.zuul.yaml').write_text(textwrap.dedent("""
+        - project:
+            upstream-post:
+              jobs:
+                - noop-ok
+        """))
+    git('add', '.zuul.yaml')
+    git('commit', '-qm', 'one')
+    system.create_projects()
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/upstream.yaml': textwrap.dedent("""
+            - pipeline:
+                name: upstream-post
+                manager: supercedent
+                post-review: true
+                trigger:
+                  upstream:
+                    - event: ref-updated
+                      ref: ^refs/heads/.*$
+            """)})
+    system.add_git_connection('upstream', str(upstream), ['ext/tool'])
+    system.start()
+    connection = system.service.connections.get('upstream')
+    assert 'ext/tool' in connection.projects
+    wait_for(lambda: 'ext/tool' in connection._refs, timeout=60, what='first poll')
+    assert not [x for x in system.launches if x['pipeline'] == 'upstream-post']
+    (repo / 'tool.py').write_text('print(1)\n')
+    git('add', 'tool.py')
+    git('commit', '-qm', 'two')
+    head = git('rev-parse', 'HEAD')
+    wait_for(lambda: any(x['pipeline'] == 'upstream-post' for x in system.launches),
+             timeout=120, what='the pushed commit to run upstream-post')
+    system.settle()
+    (launch,) = [x for x in system.launches if x['pipeline'] == 'upstream-post']
+    assert launch['job'] == 'noop-ok' and launch['change'] == 'refs/heads/master'
+    (build,) = [b for b in system.builds if b.job.name == 'noop-ok']
+    assert build.result == 'SUCCESS'
+    assert build.build_set.item.change.newrev == head

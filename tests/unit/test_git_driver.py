@@ -40,3 +40,26 @@ def test_unreachable_project_is_logged_not_fatal(tmp_path):
     conn = GitConnection('upstream', {'baseurl': f'file://{tmp_path}'})
     conn.watch(['nope'])
     assert conn.poll_once() == []
+
+
+def test_trigger_filter_matches_connection_ref_and_ignores_deletes():
+    from zuul.driver.git import GitDriver
+    from zuul.model.events import TriggerEvent
+    (flt,) = GitDriver().get_trigger('upstream', [{'event': 'ref-updated',
+                                                   'ref': '^refs/heads/.*$'}])
+
+    def event(**kw):
+        base = dict(type='ref-updated', connection='upstream', project='org/p',
+                    ref='refs/heads/master', oldrev='1' * 40, newrev='2' * 40)
+        base.update(kw)
+        return TriggerEvent(**base)
+    assert flt.matches(event())
+    assert not flt.matches(event(connection='other'))
+    assert not flt.matches(event(ref='refs/tags/v1'))
+    assert not flt.matches(event(newrev=ZERO))          # a deleted branch
+    (keep,) = GitDriver().get_trigger('upstream', {'event': 'ref-updated',
+                                                   'ignore-deletes': False})
+    assert keep.matches(event(newrev=ZERO)) and keep.matches(event(ref='refs/tags/v1'))
+    (negated,) = GitDriver().get_trigger('upstream', [{
+        'event': 'ref-updated', 'ref': {'regex': '^refs/tags/', 'negate': True}}])
+    assert negated.matches(event()) and not negated.matches(event(ref='refs/tags/v1'))

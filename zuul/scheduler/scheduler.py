@@ -121,6 +121,19 @@ class Scheduler:
             log.info('Tenant %s loaded with pipelines %s', name, sorted(state.managers))
         if self.timer is not None:
             self.timer.reconfigure(self.tenants)
+        self._watch_projects()
+
+    def _watch_projects(self) -> None:
+        """Tell polling connections (git) which of their projects the
+        tenants use, so their ref updates become trigger events."""
+        wanted: dict[str, set[str]] = {}
+        for state in self.tenants.values():
+            for tp in getattr(state.layout.tenant, 'projects', ()) or ():
+                wanted.setdefault(tp.connection, set()).add(tp.name)
+        for name, projects in wanted.items():
+            connection = self.connections.get(name)
+            if connection is not None and hasattr(connection, 'watch'):
+                connection.watch(projects)
 
     # -- handlers (scheduler thread) ------------------------------------------
 

@@ -18,6 +18,7 @@ import argparse
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -68,7 +69,26 @@ def thread_cpu(thread: threading.Thread) -> float:
     return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
 
 
-def run(n_changes: int) -> list[tuple[str, str]]:
+def wait_all(done, changes, what: str, timeout: float) -> None:
+    """Wait until ``done(change)`` holds for every change, printing
+    progress to stderr every 10 s; give up after ``timeout`` seconds."""
+    start = last = time.time()
+    while True:
+        finished = sum(1 for c in changes if done(c))
+        if finished == len(changes):
+            return
+        now = time.time()
+        if now - start > timeout:
+            raise SystemExit(f'benchmark: gave up after {timeout:.0f} s: {finished} of '
+                             f'{len(changes)} changes {what}')
+        if now - last >= 10:
+            print(f'  {finished}/{len(changes)} {what} after {now - start:.0f} s',
+                  file=sys.stderr, flush=True)
+            last = now
+        time.sleep(0.2)
+
+
+def run(n_changes: int, timeout: float = 1800.0) -> list[tuple[str, str]]:
     root = tempfile.mkdtemp(prefix='zb', dir='/tmp')
     zk = LocalZooKeeper(os.path.join(root, 'zk'))
     zk.start()
@@ -98,15 +118,14 @@ def run(n_changes: int) -> list[tuple[str, str]]:
                                          {f'f{i}.txt': f'{i}\n'})
             created[change.number] = time.time()
             changes.append(change)
-        while not all(system.verified(c) == 1 for c in changes):
-            time.sleep(0.2)
+        wait_all(lambda c: system.verified(c) == 1, changes, 'verified in check', timeout)
         check_done = time.time()
         approved = {}
         for change in changes:
             approved[change.number] = time.time()
             store.approve(change, 'Workflow', 1, who='core')
-        while not all(store.get_change(c.number).status == 'MERGED' for c in changes):
-            time.sleep(0.2)
+        wait_all(lambda c: store.get_change(c.number).status == 'MERGED', changes,
+                 'merged by the gate', timeout)
         gate_done = time.time()
         cpu = thread_cpu(loop_thread) - cpu0
         check_lat = [executor.arrivals[('check', n)] - t for n, t in created.items()]
@@ -139,8 +158,10 @@ def run(n_changes: int) -> list[tuple[str, str]]:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--changes', type=int, default=200)
+    parser.add_argument('--timeout', type=float, default=1800.0,
+                        help='give up on a phase after this many seconds')
     args = parser.parse_args(argv)
-    rows = run(args.changes)
+    rows = run(args.changes, args.timeout)
     width = max(len(r[0]) for r in rows)
     print(f'{"measure":<{width}}  value')
     print('-' * (width + 20))

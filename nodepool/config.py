@@ -20,6 +20,8 @@ from typing import Any
 import voluptuous as v
 import yaml
 
+from nodepool.config_diskimages import DISKIMAGE, DiskImage, build_diskimages
+
 DEFAULT_DRIVER = 'openstack'
 DEFAULT_ZOOKEEPER_PORT = 2181
 
@@ -198,13 +200,15 @@ class NodepoolConfig:
     zookeeper_timeout: float = 10.0
     labels: dict[str, Label] = field(default_factory=dict)
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
-    diskimages: list[dict] = field(default_factory=list)
+    #: Top-level ``diskimages:`` by name (see nodepool.config_diskimages).
+    diskimages: dict[str, DiskImage] = field(default_factory=dict)
     tenant_resource_limits: list[dict] = field(default_factory=list)
     max_hold_age: int = 0
     elements_dir: str | None = None
     images_dir: str | None = None
     build_log_dir: str | None = None
     build_log_retention: int = 7
+    images_dir_required_free: int = 0
     webapp: dict = field(default_factory=dict)
     warnings: list[ConfigIssue] = field(default_factory=list)
 
@@ -228,26 +232,6 @@ LABEL = {
     'min-ready': int,
     'max-ready-age': int,
 }
-
-DISKIMAGE = v.Schema({
-    v.Required('name'): str,
-    'abstract': bool,
-    'parent': str,
-    'pause': bool,
-    'rebuild-age': int,
-    'build-timeout': int,
-    'elements': [str],
-    'env-vars': {str: v.Any(str, int)},
-    'formats': [str],
-    'release': v.Any(str, int),
-    'username': str,
-    'python-path': str,
-    'shell-type': str,
-    'dib-cmd': str,
-    'connection-type': str,
-    'connection-port': int,
-    'meta': dict,
-}, extra=v.ALLOW_EXTRA)   # the builder's section: it checks the rest
 
 TOP_LEVEL = {
     'zookeeper-servers': [{v.Required('host'): str, 'port': int, 'chroot': str}],
@@ -440,6 +424,11 @@ def _parse(text: str, path: str, registry):
         return None, c.issues
     top = _validate(c, [], TOP_LEVEL, doc)
     config = _build_top(path, top) if top is not None else None
+    if config is not None:
+        config.diskimages = build_diskimages(
+            top.get('diskimages') or [],
+            lambda where, msg, severity=ERROR: c.add(['diskimages', *where], msg,
+                                                     severity=severity))
     names = set()
     raw_providers = doc.get('providers')
     for i, raw in enumerate(raw_providers if isinstance(raw_providers, list) else []):
@@ -468,13 +457,13 @@ def _build_top(path: str, top: dict) -> NodepoolConfig:
     for raw in top.get('labels') or []:
         config.labels[raw['name']] = Label(raw['name'], raw.get('min-ready', 0),
                                            raw.get('max-ready-age', 0))
-    config.diskimages = list(top.get('diskimages') or [])
     config.tenant_resource_limits = list(top.get('tenant-resource-limits') or [])
     config.max_hold_age = top.get('max-hold-age', 0)
     config.elements_dir = top.get('elements-dir')
     config.images_dir = top.get('images-dir')
     config.build_log_dir = top.get('build-log-dir')
     config.build_log_retention = top.get('build-log-retention', 7)
+    config.images_dir_required_free = top.get('images-dir-required-free', 0)
     config.webapp = dict(top.get('webapp') or {})
     return config
 
@@ -517,6 +506,33 @@ def _cross_check(c: _Collector, doc, config: NodepoolConfig) -> None:
                     c.add(where, f'pool {provider.name}/{pool.name} offers label '
                                  f'{label!r}, which is not in the top-level labels',
                           severity=WARNING)
+            _check_label_images(c, where, raw_pools, provider, pool)
+        _check_provider_images(c, doc, index, provider, config)
+
+
+def _check_provider_images(c: _Collector, doc, index: int, provider, config) -> None:
+    """Every provider diskimage names a buildable top-level diskimage."""
+    raw_images = doc['providers'][index].get('diskimages') or []
+    for name in provider.diskimages:
+        where = ['providers', index, 'diskimages', _pool_index(raw_images, name)]
+        image = config.diskimages.get(name)
+        if image is None:
+            c.add(where, f'provider {provider.name!r} uses diskimage {name!r}, which is '
+                         'not in the top-level diskimages')
+        elif image.abstract:
+            c.add(where, f'provider {provider.name!r} uses diskimage {name!r}, which is '
+                         'abstract (a template for other diskimages, never built)')
+
+
+def _check_label_images(c: _Collector, where, raw_pools, provider, pool) -> None:
+    raw_pool = raw_pools[where[-1]] if where[-1] < len(raw_pools) else {}
+    raw_labels = (raw_pool.get('labels') or []) if isinstance(raw_pool, dict) else []
+    for label in pool.labels.values():
+        if label.diskimage and label.diskimage not in provider.diskimages:
+            at = [*where, 'labels', _pool_index(raw_labels, label.name), 'diskimage']
+            c.add(at, f'pool {provider.name}/{pool.name}: label {label.name!r} boots '
+                      f'diskimage {label.diskimage!r}, which provider '
+                      f'{provider.name!r} does not list in its diskimages')
 
 
 def _pool_index(raw_pools, name: str) -> int:

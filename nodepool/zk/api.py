@@ -24,6 +24,7 @@ from kazoo.exceptions import (
 from kazoo.recipe.lock import Lock
 
 from nodepool.zk import paths
+from nodepool.zk.images import ImageZooKeeper
 from nodepool.zk.records import LauncherRecord, Node, NodeRequest, request_sort_key
 
 log = logging.getLogger('nodepool.zk')
@@ -79,6 +80,7 @@ class NodepoolZooKeeper:
     def __init__(self, client: KazooClient, owns_client: bool = False):
         self.client = client
         self._owns_client = owns_client
+        self._images: ImageZooKeeper | None = None
         for path in (paths.REQUEST_ROOT, paths.REQUEST_LOCK_ROOT, paths.NODE_ROOT,
                      paths.LAUNCHER_ROOT):
             client.ensure_path(path)
@@ -93,6 +95,13 @@ class NodepoolZooKeeper:
                 self.client.stop()
             finally:
                 self.client.close()
+
+    @property
+    def images(self) -> ImageZooKeeper:
+        """Image builds and uploads (``nodepool.zk.images``)."""
+        if self._images is None:
+            self._images = ImageZooKeeper(self.client)
+        return self._images
 
     @property
     def session_id(self) -> int | None:

@@ -25,3 +25,52 @@ def node_lock_path(node_id: str) -> str:
 
 def launcher_path(launcher_id: str) -> str:
     return f'{LAUNCHER_ROOT}/{launcher_id}'
+
+
+# -- images (seed 002) ---------------------------------------------------------
+
+IMAGE_ROOT = f'{ROOT}/image'
+
+
+def image_path(image: str) -> str:
+    return f'{IMAGE_ROOT}/{image}'
+
+
+def builds_path(image: str) -> str:
+    return f'{IMAGE_ROOT}/{image}/builds'
+
+
+def build_path(image: str, build_id: str) -> str:
+    return f'{IMAGE_ROOT}/{image}/builds/{build_id}'
+
+
+def build_lock_path(image: str) -> str:
+    """Held by the one builder building ``image`` right now."""
+    return f'{IMAGE_ROOT}/{image}/builds/lock'
+
+
+def request_build_path(image: str) -> str:
+    """The on-demand flag: present while a build has been asked for."""
+    return f'{IMAGE_ROOT}/{image}/request-build'
+
+
+def image_pause_path(image: str) -> str:
+    """Present while ``nodepool image-pause`` holds the image's builds."""
+    return f'{IMAGE_ROOT}/{image}/pause'
+
+
+def build_providers_path(image: str, build_id: str) -> str:
+    return f'{IMAGE_ROOT}/{image}/builds/{build_id}/provider'
+
+
+def uploads_path(image: str, build_id: str, provider: str) -> str:
+    return f'{IMAGE_ROOT}/{image}/builds/{build_id}/provider/{provider}/images'
+
+
+def upload_path(image: str, build_id: str, provider: str, upload_id: str) -> str:
+    return f'{uploads_path(image, build_id, provider)}/{upload_id}'
+
+
+def upload_lock_path(image: str, build_id: str, provider: str) -> str:
+    """Held while one builder uploads (or deletes) this build in this provider."""
+    return f'{uploads_path(image, build_id, provider)}/lock'

@@ -513,8 +513,9 @@ def test_statsd_metrics_for_queues_and_builds(zuul_system):  # noqa: F811
     metrics = system.metrics()
     names = {line.split(':')[0] for line in metrics}
     assert 'zuul.tenant.example.pipeline.check.current_changes' in names
-    assert any(n.startswith('zuul.tenant.example.pipeline.check.project.org.app.master.job.'
-                            'check-marker.SUCCESS') for n in names), sorted(names)
+    # <canonical hostname>.<project>: the connection's server is 127.0.0.1
+    assert any(n.startswith('zuul.tenant.example.pipeline.check.project.127_0_0_1.org.app.'
+                            'master.job.check-marker.SUCCESS') for n in names), sorted(names)
     assert any(line.endswith('|ms') for line in metrics)
 
 

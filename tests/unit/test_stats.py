@@ -19,10 +19,11 @@ def test_stats_lines_on_the_wire():
     stats.item_enqueued('main', pipeline, item)
     build = m.Build(m.JobRef('unit'), item.current_build_set, result='SUCCESS',
                     start_time=10.0, end_time=12.5)
-    stats.build_completed('main', pipeline, item, build)
+    stats.build_completed('main', pipeline, item, build, hostname='review.example.org')
     lines = [server.recv(1024).decode() for _ in range(3)]
     assert lines[0] == 'ci.zuul.tenant.main.pipeline.gate.total_changes:1|c'
-    job_key = 'ci.zuul.tenant.main.pipeline.gate.project.org.project.master.job.unit.SUCCESS'
+    job_key = ('ci.zuul.tenant.main.pipeline.gate.project.review_example_org.org.project.'
+               'master.job.unit.SUCCESS')
     assert lines[1:] == [f'{job_key}:1|c', f'{job_key}:2500|ms']
 
 

@@ -72,11 +72,14 @@ class SchedulerStats:
             key = self._pipeline_key(tenant, manager.pipeline)
             self.client.gauge(f'{key}.current_changes', sum(1 for _ in manager.all_items()))
 
-    def build_completed(self, tenant, pipeline, item, build) -> None:
+    def build_completed(self, tenant, pipeline, item, build, hostname: str = '') -> None:
+        """``hostname``: the canonical hostname of the change's connection,
+        which released Zuul puts before the project name."""
         if not self.client:
             return
         change = item.change
-        key = (f'{self._pipeline_key(tenant, pipeline)}.project.{_key(change.project)}.'
+        project = f'{hostname}/{change.project}' if hostname else change.project
+        key = (f'{self._pipeline_key(tenant, pipeline)}.project.{_key(project)}.'
                f'{_key(getattr(change, "branch", None) or "none")}.job.{_key(build.job.name)}.'
                f'{build.result}')
         self.client.incr(key)

@@ -174,8 +174,12 @@ class Scheduler:
                 tenant = next((t for t in self.tenants.values()
                                if manager in t.managers.values()), None)
                 if tenant is not None:
-                    self.stats.build_completed(tenant.name, manager.pipeline,
-                                               build.build_set.item, build)
+                    item = build.build_set.item
+                    connection = self.connections.get(
+                        getattr(item.change, 'connection', None) or '')
+                    self.stats.build_completed(
+                        tenant.name, manager.pipeline, item, build,
+                        hostname=getattr(connection, 'canonical_hostname', '') or '')
         else:
             log.error('Unknown result event %s', event.kind)
 

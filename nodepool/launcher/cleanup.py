@@ -10,6 +10,8 @@ Seed 000's three cases, and what else leaks in practice:
   node: deleted, or back to ``ready`` for static nodes;
 - a ``deleting`` node nobody is deleting (a provider refused): retried;
 - a ready unallocated node older than its label's ``max-ready-age``;
+- a ``hold`` node past its ``hold_expiration`` or the top-level
+  ``max-hold-age`` (whichever is shorter): deleted;
 - an instance a provider reports that has no node record: deleted;
 - a ``pending`` request whose lock is gone (its launcher died): put back
   to ``requested``, its ready nodes unallocated;
@@ -35,6 +37,7 @@ from nodepool.zk.api import RecordGoneError
 from nodepool.zk.records import (
     BUILDING,
     DELETING,
+    HOLD,
     IN_USE,
     PENDING,
     READY,
@@ -156,6 +159,10 @@ class CleanupWorker(threading.Thread):
                     continue   # another live launcher may be about to lock it
                 if not self.zk.is_node_locked(node.id):
                     self._act(node, adapter, (BUILDING, TESTING), 'its launcher is gone')
+            elif node.state == HOLD:
+                expiry = self._hold_expiry(node)
+                if expiry and age > expiry:
+                    self._act(node, adapter, (HOLD,), f'held for longer than {expiry}s')
             elif node.state in (IN_USE, USED, DELETING):
                 # A used (or deleting) node is usually still locked by
                 # whoever marked it for a moment: look again as soon as
@@ -165,6 +172,12 @@ class CleanupWorker(threading.Thread):
                     self._act(node, adapter, (IN_USE, USED, DELETING),
                               {IN_USE: 'in use but unlocked (its user is gone)',
                                USED: 'used', DELETING: 'marked for deletion'}[node.state])
+
+    def _hold_expiry(self, node: Node) -> float:
+        """How long a held node may stay (0: for ever)."""
+        limits = [x for x in (node.hold_expiration or 0,
+                              self.launcher.config.max_hold_age or 0) if x > 0]
+        return min(limits) if limits else 0
 
     def _lock_released(self, event) -> None:
         self.wake()
@@ -205,7 +218,7 @@ class CleanupWorker(threading.Thread):
             self.zk.unlock_node(stub)
             return
         node.lock = stub.lock
-        if adapter.reuses_nodes and node.state in (IN_USE, USED):
+        if adapter.reuses_nodes and node.state in (IN_USE, USED, HOLD):
             log.info('Node %s (%s): %s; back to ready', node.id, node.hostname, why)
             node.allocated_to = None
             node.set_state(READY)

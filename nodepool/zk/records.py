@@ -191,6 +191,9 @@ class Node(_Record):
     external_id: str | None = None
     slot: int | None = None
     hold_job: str | None = None
+    # Seconds a ``hold`` node is kept (from its state_time); None or 0:
+    # until deleted by hand or the launcher's ``max-hold-age``.
+    hold_expiration: int | None = None
     comment: str | None = None
     attributes: dict = field(default_factory=dict)
     # Process-local (not serialised).

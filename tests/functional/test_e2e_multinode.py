@@ -145,7 +145,7 @@ def test_autohold_keeps_the_nodes_of_a_failing_build(zuul_system, launcher,  # n
     try:
         hold = client.call(p.AUTOHOLD, p.RPCRequest(
             tenant='example', project='org/app', job='always-fails', reason='debug it',
-            count=1))
+            count=1, node_hold_expiration=7200))
         assert hold['ref_filter'] == '.*' and hold['count'] == 1
         first = system.store.create_change('org/app', 'master', 'Fails', {'a': '1\n'})
         wait_for(lambda: system.verified(first) == -1, timeout=300, what='failure')
@@ -153,6 +153,7 @@ def test_autohold_keeps_the_nodes_of_a_failing_build(zuul_system, launcher,  # n
                  what='held node')
         (held,) = [n for n in zk.get_nodes() if n.state == 'hold']
         assert held.hold_job == 'always-fails' and 'debug it' in held.comment
+        assert held.hold_expiration == 7200
         listed = client.call(p.AUTOHOLD_LIST, p.RPCRequest(tenant='example'))
         assert listed[0]['current_count'] == 1
         assert listed[0]['nodes'][0]['nodes'] == [held.id]

@@ -9,6 +9,7 @@ from nodepool.zk.records import (
     BUILDING,
     DELETING,
     FULFILLED,
+    HOLD,
     IN_USE,
     PENDING,
     READY,
@@ -205,3 +206,36 @@ def test_max_ready_age_deletes_idle_nodes(launchers, zk):
     launcher.clock = lambda: time.time() + 61
     launcher.run_cleanup()
     wait_until(launcher, lambda: zk.get_node(idle.id) is None, 'old ready node deleted')
+
+
+def test_held_nodes_expire_by_hold_expiration_or_max_hold_age(launchers, zk):
+    config = 'max-hold-age: 600\n' + sim_config()
+    launcher = launchers.make(config)
+    forever = Node(type='small', provider='sim', pool='main', state=HOLD)
+    short = Node(type='small', provider='sim', pool='main', state=HOLD, hold_expiration=60)
+    long = Node(type='small', provider='sim', pool='main', state=HOLD, hold_expiration=3600)
+    for node in (forever, short, long):
+        zk.store_node(node)
+    wait_until(launcher, lambda: all(launcher.node_cache.get(n.id)
+                                     for n in (forever, short, long)), 'the launcher sees them')
+    launcher.run_cleanup()
+    assert all(zk.get_node(n.id).state == HOLD for n in (forever, short, long))
+    launcher.clock = lambda: time.time() + 61
+    launcher.run_cleanup()
+    wait_until(launcher, lambda: zk.get_node(short.id) is None, 'expired hold deleted')
+    assert zk.get_node(long.id).state == HOLD and zk.get_node(forever.id).state == HOLD
+    # max-hold-age (600 s) caps both the longer expiration and "for ever"
+    launcher.clock = lambda: time.time() + 601
+    launcher.run_cleanup()
+    wait_until(launcher, lambda: zk.get_node(long.id) is None and
+               zk.get_node(forever.id) is None, 'max-hold-age applied')
+
+
+def test_held_node_without_limits_stays(launchers, zk):
+    launcher = launchers.make(sim_config())
+    held = Node(type='small', provider='sim', pool='main', state=HOLD)
+    zk.store_node(held)
+    wait_until(launcher, lambda: launcher.node_cache.get(held.id), 'the launcher sees it')
+    launcher.clock = lambda: time.time() + 10 * 365 * 86400
+    launcher.run_cleanup()
+    assert zk.get_node(held.id).state == HOLD

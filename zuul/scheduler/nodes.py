@@ -73,6 +73,8 @@ class NodesAdapter:
                     node.set_state(HOLD)
                     node.hold_job = job_name
                     node.comment = f'autohold {request.id}: {request.reason}'
+                    # Nodepool deletes the node once this has passed.
+                    node.hold_expiration = request.node_hold_expiration or None
                     self.client.zk.store_node(node)
                     log.info('Node %s held for autohold %s', node.id, request.id)
                 except Exception:

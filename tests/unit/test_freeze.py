@@ -266,3 +266,13 @@ def test_tenant_limits():
                          '{name: b, label: l}]}}', 'z.yaml')[0]['job']
     with pytest.raises(ConfigurationError, match='allows 1'):
         parser.parse_job(conf, _sc())
+
+
+def test_report_messages_and_urls_are_inherited_and_overridden():
+    layout = Layout().add('''
+- job: {name: base, parent: null, success-message: fine, failure-url: https://ci/help}
+- job: {name: unit, parent: base, success-url: https://ci/unit, success-message: green}
+''')
+    frozen = freeze_job(layout, 'unit', 'master')
+    assert (frozen.get('success_message'), frozen.get('success_url'),
+            frozen.get('failure_url')) == ('green', 'https://ci/unit', 'https://ci/help')

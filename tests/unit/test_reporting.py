@@ -46,3 +46,20 @@ def test_default_messages_and_start_template():
 def test_format_duration():
     assert [format_duration(s) for s in (0, 59, 60, 3600, 3661)] == \
         ['0s', '59s', '1m 00s', '1h 00m 00s', '1h 01m 01s']
+
+
+def test_job_success_and_failure_messages_and_urls():
+    from zuul.model.freeze import FrozenJob
+    item = _item()
+    bs = item.current_build_set
+    lint = FrozenJob('lint')
+    lint.attributes.update(success_message='lint clean', success_url='https://ci/lint-guide')
+    unit = FrozenJob('unit')
+    unit.attributes.update(failure_message='tests broke', success_message='unused')
+    bs.jobs[0].frozen = lint
+    bs.jobs[1].frozen = unit
+    text = format_report(SimpleNamespace(name='check'), item, 'failure')
+    assert '- lint https://ci/lint-guide : lint clean in 1m 02s\n' in text
+    assert '- unit https://logs.example.com/unit/ : tests broke in 5s\n' in text
+    # jobs without them keep the result word and the build's URL
+    assert '- docs https://logs.example.com/docs/ : FAILURE in 1h 02m 05s' in text

@@ -109,6 +109,7 @@ PROJECT_PIPELINE_JOB_SCHEMA = vs.Schema({k: v for k, v in JOB_ATTRIBUTES.items()
 _SIMPLE = {
     'description': 'description', 'success-message': 'success_message',
     'failure-message': 'failure_message', 'hold-following-changes': 'hold_following_changes',
+    'success-url': 'success_url', 'failure-url': 'failure_url',
     'voting': 'voting', 'timeout': 'timeout', 'post-timeout': 'post_timeout',
     'attempts': 'attempts', 'ansible-split-streams': 'ansible_split_streams',
     'post-review': 'post_review', 'match-on-config-updates': 'match_on_config_updates',

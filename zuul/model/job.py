@@ -24,6 +24,7 @@ ATTRIBUTE_SEMANTICS = {
     'workspace_scheme': OVERRIDE, 'hold_following_changes': OVERRIDE,
     'override_checkout': OVERRIDE, 'success_message': OVERRIDE,
     'failure_message': OVERRIDE, 'match_on_config_updates': OVERRIDE,
+    'success_url': OVERRIDE, 'failure_url': OVERRIDE,
     'deduplicate': OVERRIDE, 'post_review': OVERRIDE, 'workspace': OVERRIDE,
     'allowed_projects': OVERRIDE, 'dependencies': OVERRIDE, 'image_build_name': OVERRIDE,
     'files': OVERRIDE, 'irrelevant_files': OVERRIDE, 'failure_output': OVERRIDE,

@@ -73,7 +73,15 @@ def job_lines(item: m.QueueItem) -> list[str]:
             continue
         build = bs.builds.get(job.name)
         url = (build.log_url or build.url) if build else None
-        line = f'- {job.name} {url} : {result}' if url else f'- {job.name} : {result}'
+        text = result
+        frozen = job.frozen
+        if frozen is not None and result in (m.SUCCESS, m.FAILURE):
+            # A job's success-/failure-message replaces the result word and
+            # its success-/failure-url the build's URL.
+            kind = 'success' if result == m.SUCCESS else 'failure'
+            text = frozen.get(f'{kind}_message') or result
+            url = frozen.get(f'{kind}_url') or url
+        line = f'- {job.name} {url} : {text}' if url else f'- {job.name} : {text}'
         duration = build.duration if build else None
         if duration is not None:
             line += f' in {format_duration(duration)}'

@@ -36,8 +36,9 @@ class Collaborators:
 
     def __init__(self, jobs=('job1',), broken=(), conflicting=(), queues=None,
                  needs=None, nodes=False, deps=None, semaphores=None, job_semaphores=None,
-                 failed_nodes=()):
+                 failed_nodes=(), hold_jobs=()):
         self.jobs = jobs
+        self.hold_jobs = set(hold_jobs)
         self.layout = SimpleNamespace(semaphores={
             name: SimpleNamespace(max=n) for name, n in (semaphores or {}).items()})
         self.job_semaphores = job_semaphores or {}
@@ -93,7 +94,8 @@ class Collaborators:
 
     def freeze_jobs(self, pipeline, item):
         return [m.JobRef(j, hard_dependencies=tuple(self.deps.get(j, ())),
-                         semaphores=tuple(self.job_semaphores.get(j, ())))
+                         semaphores=tuple(self.job_semaphores.get(j, ())),
+                         hold_following_changes=j in self.hold_jobs)
                 for j in self.jobs], []
 
     def acquire_semaphores(self, item, job):
@@ -441,3 +443,30 @@ def test_semaphore_released_when_item_is_dequeued_and_on_gate_reset():
     assert (1, 'failure') in ctx.reports
     assert {(2, 'success'), (3, 'success')} <= set(ctx.reports)
     assert ctx.max_holding['lock'] == 2 and ctx.sem.holders == {}
+
+
+def test_hold_following_changes_waits_for_the_job_ahead():
+    ctx, manager = _setup(_pipeline(), jobs=('job1', 'job2'), hold_jobs={'job1'}, broken={1})
+    for n in (1, 2):
+        manager.add_change(_change(ctx, n))
+    _start(ctx, manager)
+    # item 1 runs both jobs; item 2 waits for job1 of item 1
+    assert sorted((b.tested[-1], b.job.name) for b in ctx.running) == \
+        [(1, 'job1'), (1, 'job2')]
+    ctx.run()
+    # job1 failed on item 1: item 2 was re-tested without it, and merged
+    assert (1, 'failure') in ctx.reports and (2, 'success') in ctx.reports
+    assert all(t == (2,) for job, _, t in ctx.history if t[-1] == 2)
+
+
+def test_hold_following_changes_releases_items_behind_on_success():
+    ctx, manager = _setup(_pipeline(), jobs=('job1',), hold_jobs={'job1'})
+    for n in (1, 2, 3):
+        manager.add_change(_change(ctx, n))
+    _start(ctx, manager)
+    assert [b.tested for b in ctx.running] == [[1]]
+    ctx.run()
+    assert [r for r in ctx.reports if r[1] == 'success'] == \
+        [(1, 'success'), (2, 'success'), (3, 'success')]
+    # each item started only once the one ahead had succeeded: no resets
+    assert [t for _, _, t in ctx.history] == [(1,), (1, 2), (1, 2, 3)]

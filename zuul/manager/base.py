@@ -250,6 +250,8 @@ class PipelineManager:
         bs = item.current_build_set
         if bs.jobs is None or item.has_failed_merge_or_config():
             return False
+        if self.dependent and self._held_by_changes_ahead(item):
+            return False
         changed = item.skip_dependents_of_failures()
         for job in item.ready_jobs():
             if job.name in bs.node_requests or job.name in bs.nodesets:
@@ -263,6 +265,16 @@ class PipelineManager:
                 bs.node_requests[job.name] = request
             changed = True
         return changed
+
+    def _held_by_changes_ahead(self, item: m.QueueItem) -> bool:
+        """A job with ``hold-following-changes`` in an item ahead that has
+        not yet succeeded keeps this item's jobs from starting."""
+        for ahead in item.items_ahead():
+            abs_ = ahead.current_build_set
+            for job in abs_.jobs or ():
+                if job.hold_following_changes and abs_.result_of(job.name) != m.SUCCESS:
+                    return True
+        return False
 
     def _launch(self, item: m.QueueItem, job: m.JobRef, nodeset) -> None:
         bs = item.current_build_set

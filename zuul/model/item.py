@@ -44,6 +44,7 @@ class JobRef:
     attempts: int = 3
     nodes: tuple[tuple[str, str], ...] = ()  # (node name, label)
     semaphores: tuple[str, ...] = ()
+    hold_following_changes: bool = False
     frozen: object = None  # the full frozen job, passed to the executor
 
     @property

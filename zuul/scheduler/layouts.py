@@ -427,6 +427,7 @@ class Layouts:
                 attempts=int(frozen.get('attempts') or 3),
                 nodes=tuple((n.name, n.label) for n in nodes.nodes) if nodes else (),
                 semaphores=tuple(frozen.get('semaphores') or ()),
+                hold_following_changes=bool(frozen.get('hold_following_changes')),
                 frozen=frozen))
             frozen.nodeset_object = nodes
         return jobs, []

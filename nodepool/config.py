@@ -171,6 +171,10 @@ class PoolConfig:
     provider: str
     labels: dict[str, PoolLabel] = field(default_factory=dict)
     max_servers: int | None = None
+    #: The most cores and RAM (MiB) the pool's nodes may use together
+    #: (``max-cores``/``max-ram`` of drivers whose nodes have flavors).
+    max_cores: int | None = None
+    max_ram: int | None = None
     priority: int = 100
     node_attributes: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)

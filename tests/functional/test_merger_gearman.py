@@ -262,3 +262,50 @@ def test_log_lines_carry_the_event_id(served, project, caplog):
     assert any('[e: ev-trace]' in line and '1,1' in line for line in lines
                if 'Merging' in line)
     assert any('[e: ev-trace]' in line for line in lines if 'Requesting merge' in line)
+
+
+def _raw_worker(port, name):
+    worker = gear.Worker(name)
+    worker.addServer('127.0.0.1', port)
+    worker.waitForServer()
+    worker.registerFunction('merger:merge')
+    return worker
+
+
+def test_a_merger_that_dies_with_the_job_is_replaced(gearman_server, make_merger, project):
+    client = MergeClient('127.0.0.1', gearman_server.port)
+    results = Results()
+    server = None
+    try:
+        handle = client.merge_items([queue_item(project, 1)], results)
+        dying = _raw_worker(gearman_server.port, 'dying-merger')
+        taken = dying.getJob()
+        assert taken.unique.decode() == handle.uuid
+        dying.shutdown()       # gone without an answer: the server fails the job
+        wait_for(lambda: handle.attempts == 2, what='the request submitted again')
+        assert not results.items
+        server = MergeServer([('127.0.0.1', gearman_server.port)], make_merger())
+        server.start()
+        result = results.wait()
+        assert result.merged and handle.attempts == 2 and len(results.items) == 1
+    finally:
+        client.stop()
+        if server is not None:
+            server.stop()
+
+
+def test_a_request_every_merger_fails_ends_as_an_error(gearman_server, project):
+    from zuul.merger.client import MAX_ATTEMPTS
+    client = MergeClient('127.0.0.1', gearman_server.port)
+    results = Results()
+    worker = _raw_worker(gearman_server.port, 'failing-merger')
+    try:
+        handle = client.merge_items([queue_item(project, 1)], results)
+        for _ in range(MAX_ATTEMPTS):
+            worker.getJob().sendWorkFail()
+        result = results.wait()
+        assert not result.merged and 'WORK_FAIL' in result.error
+        assert handle.attempts == MAX_ATTEMPTS and len(results.items) == 1
+    finally:
+        worker.shutdown()
+        client.stop()

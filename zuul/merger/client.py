@@ -3,8 +3,11 @@
 ``MergeClient`` submits merges, cats, ref-state and files-changes
 requests and returns a :class:`MergeJobHandle` for each.  The callback
 runs on gear's thread with the result dataclass (zuul.merger.protocol)
-when the merger answers; a WORK_FAIL, a lost connection or an
-undecodable answer produce the same result type with ``error`` set (and
+when the merger answers.  A WORK_FAIL (the merger refused the job, or
+died running it: the Gearman server fails the jobs of a worker that
+disconnects) is retried on another merger, up to ``MAX_ATTEMPTS`` in
+all; after that, and on a lost connection or an undecodable answer, the
+callback gets the same result type with ``error`` set (and
 ``merged``/``updated`` false), so callers handle one shape.  A canceled
 handle never calls back.  ``handle.wait()`` blocks until the result is in
 (tests and command-line tools).
@@ -39,6 +42,8 @@ from zuul.merger.protocol import (
 log = logging.getLogger('zuul.merger.client')
 
 SUBMIT_TIMEOUT = 30
+# Tries of one request when mergers fail it (WORK_FAIL) or die with it.
+MAX_ATTEMPTS = 3
 
 
 def merge_item_for(queue_item, merge_mode: str = DEFAULT_MERGE_MODE) -> MergeItem:
@@ -70,6 +75,7 @@ class MergeJobHandle:
         self._error_result = error_result
         self._callback = callback
         self._done = threading.Event()
+        self.attempts = 0
 
     @property
     def event_id(self) -> str | None:
@@ -121,7 +127,8 @@ class _MergerGearClient(GearClient):
 
     def handleWorkFail(self, packet):  # noqa: N802 - gear API
         job = super().handleWorkFail(packet)
-        self.owner._on_failed(job, 'the merger failed the job (WORK_FAIL)')
+        self.owner._on_failed(job, 'the merger failed the job or was lost (WORK_FAIL)',
+                              retry=True)
         return job
 
     def handleWorkException(self, packet):  # noqa: N802 - gear API
@@ -204,6 +211,12 @@ class MergeClient:
     # -- gear ----------------------------------------------------------------
     def _submit(self, function, request, result_cls, error_result, callback) -> MergeJobHandle:
         handle = MergeJobHandle(function, request, result_cls, error_result, callback)
+        self._send(handle)
+        return handle
+
+    def _send(self, handle: MergeJobHandle) -> None:
+        handle.attempts += 1
+        request, function = handle.request, handle.function
         job = gear.TextJob(function, request.to_json().decode('utf8'), unique=handle.uuid)
         with self._lock:
             self._handles[handle.uuid] = handle
@@ -214,7 +227,6 @@ class MergeClient:
             with self._lock:
                 self._handles.pop(handle.uuid, None)
             handle._fail(f'unable to submit {function}: {exc}')
-        return handle
 
     def _pop(self, job) -> MergeJobHandle | None:
         unique = job.unique.decode('utf8') if isinstance(job.unique, bytes) else job.unique
@@ -226,9 +238,17 @@ class MergeClient:
         if handle is not None:
             handle._complete(data)
 
-    def _on_failed(self, job, why: str) -> None:
+    def _on_failed(self, job, why: str, retry: bool = False) -> None:
         handle = self._pop(job)
         if handle is None:
+            return
+        if retry and not handle.canceled and handle.attempts < MAX_ATTEMPTS:
+            log.warning('[e: %s] %s job %s: %s; trying again (attempt %d of %d)',
+                        handle.event_id, handle.function, handle.uuid, why,
+                        handle.attempts + 1, MAX_ATTEMPTS)
+            # Not on gear's thread: submitting waits for that thread.
+            threading.Thread(target=self._send, args=(handle,), daemon=True,
+                             name=f'merge-retry-{handle.uuid[:8]}').start()
             return
         log.warning('[e: %s] %s job %s: %s', handle.event_id, handle.function, handle.uuid, why)
         handle._fail(why)

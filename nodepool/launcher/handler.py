@@ -75,8 +75,11 @@ class RequestHandler:
                 continue
             if not self.worker.can_launch or self.worker.free_capacity() <= 0:
                 continue
-            slot.launch = self.worker.launch_node(slot.label, self.request)
-            slot.node = slot.launch.node
+            launch = self.worker.launch_node(slot.label, self.request)
+            if launch is None:
+                continue   # its image has no ready upload (any more): wait
+            slot.launch = launch
+            slot.node = launch.node
         return not self.empty_slots
 
     def poll(self) -> bool:

@@ -15,8 +15,8 @@ import time
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch
 
-from nodepool.config import NodepoolConfig
-from nodepool.driver import DriverRegistry, ProviderAdapter, default_registry
+from nodepool.config import NodepoolConfig, PoolLabel, ProviderConfig
+from nodepool.driver import DriverRegistry, ImageRef, ProviderAdapter, default_registry
 from nodepool.launcher.cleanup import CleanupWorker
 from nodepool.launcher.pool_worker import PoolWorker
 from nodepool.launcher.ratelimit import rate_limited
@@ -25,6 +25,7 @@ from nodepool.launcher.state_machine import NodeDeleteStateMachine
 from nodepool.zk import paths
 from nodepool.zk.api import NodepoolZooKeeper
 from nodepool.zk.cache import RecordCache
+from nodepool.zk.images import ImageCache
 from nodepool.zk.records import DELETING, IN_USE, USED, Node, NodeRequest
 
 log = logging.getLogger('nodepool.launcher')
@@ -47,6 +48,7 @@ class Launcher:
         self.cleanup: CleanupWorker | None = None
         self.node_cache: RecordCache | None = None
         self.request_cache: RecordCache | None = None
+        self.image_cache: ImageCache | None = None
         self.launcher_ids: set[str] = set()
         self.changed = threading.Condition()
         self._semaphores: dict[str, threading.Semaphore | None] = {}
@@ -66,6 +68,12 @@ class Launcher:
                                          on_change=self._request_changed)
         self.node_cache.start()
         self.request_cache.start()
+        if any(label.diskimage for pool in self.config.pools()
+               for label in pool.labels.values()):
+            # Labels that boot built images launch from the newest ready
+            # upload; the mirror also wakes the pools when one appears.
+            self.image_cache = ImageCache(self.zk.client, on_change=self._images_changed)
+            self.image_cache.start()
         ChildrenWatch(self.zk.client, paths.LAUNCHER_ROOT, self._launchers_changed)
         self.zk.client.add_listener(self._session_listener)
         for provider in self.config.providers.values():
@@ -117,7 +125,7 @@ class Launcher:
         for machine in machines:
             if machine.thread is not None:
                 machine.thread.join(max(0.1, deadline - time.monotonic()))
-        for cache in (self.node_cache, self.request_cache):
+        for cache in (self.node_cache, self.request_cache, self.image_cache):
             if cache is not None:
                 cache.stop()
         for adapter in self.adapters.values():
@@ -148,6 +156,10 @@ class Launcher:
         self.wake_workers()
         self.notify_changed()
 
+    def _images_changed(self) -> None:
+        self.wake_workers()
+        self.notify_changed()
+
     def _launchers_changed(self, children) -> None:
         if not self._running:
             return False
@@ -170,6 +182,19 @@ class Launcher:
                 self.cleanup.wake(full=True)
 
     # -- shared services for the workers -------------------------------------------
+
+    def image_for(self, provider: ProviderConfig, label: PoolLabel) -> ImageRef | None:
+        """The upload a node of ``label`` boots from (None: no ready upload
+        yet, or the provider's diskimage is paused)."""
+        image = provider.diskimages.get(label.diskimage)
+        if image is None or image.pause or self.image_cache is None:
+            return None
+        upload = self.image_cache.get_most_recent_upload(image.name, provider.name)
+        if upload is None or not upload.external_id:
+            return None
+        return ImageRef(image_name=image.name, build_id=upload.build_id,
+                        upload_id=upload.id, external_id=upload.external_id,
+                        image_id=upload.image_id)
 
     def launch_semaphore(self, provider_name: str):
         return self._semaphores.get(provider_name)

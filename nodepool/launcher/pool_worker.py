@@ -68,6 +68,7 @@ class PoolWorker(threading.Thread):
         self._launching: set[str] = set()
         self._creating = threading.Lock()
         self._freeing: set[str] = set()
+        self._deferred: set[str] = set()
         self._static_labels = {(h.name, h.connection_port): list(h.labels)
                                for h in adapter.static_hosts() if h.pool == pool.name}
 
@@ -160,6 +161,7 @@ class PoolWorker(threading.Thread):
     def _scan(self) -> None:
         requests = sorted(self.launcher.request_cache.values(),
                           key=lambda r: request_sort_key(r.id))
+        self._deferred &= {r.id for r in requests}
         for request in requests:
             if not self._running or self.paused_handler is not None:
                 return
@@ -168,9 +170,30 @@ class PoolWorker(threading.Thread):
             if self.id in request.declined_by:
                 self._maybe_fail(request)
                 continue
+            if self._waiting_for_images(request):
+                continue
             self._consider(request)
 
     # -- deciding ------------------------------------------------------------------
+
+    def _waiting_for_images(self, request: NodeRequest) -> bool:
+        """A request this pool could serve but for a label whose built
+        image has no ready upload here (or is paused): it is deferred,
+        neither accepted nor declined, until the upload appears (the
+        image cache wakes us)."""
+        labels = [self.pool.labels.get(t) for t in set(request.node_types)]
+        if any(label is None for label in labels):
+            return False   # not ours to wait for: the normal decline
+        missing = sorted(label.name for label in labels if label.diskimage and
+                         self.launcher.image_for(self.provider, label) is None)
+        if missing and request.id not in self._deferred:
+            log.info('Request %s: deferred by pool %s/%s until an image is ready for %s',
+                     request.id, self.provider.name, self.pool.name, ', '.join(missing))
+        if missing:
+            self._deferred.add(request.id)
+        else:
+            self._deferred.discard(request.id)
+        return bool(missing)
 
     def _consider(self, cached: NodeRequest) -> None:
         stub = NodeRequest(id=cached.id)
@@ -330,13 +353,21 @@ class PoolWorker(threading.Thread):
             return node
         return None
 
-    def launch_node(self, label: str, request: NodeRequest) -> NodeLaunchStateMachine:
+    def launch_node(self, label: str,
+                    request: NodeRequest) -> NodeLaunchStateMachine | None:
+        """Start launching a node; None if its image has no ready upload."""
         pool_label = self.pool.labels[label]
+        image = None
+        if pool_label.diskimage:
+            image = self.launcher.image_for(self.provider, pool_label)
+            if image is None:
+                return None
         node = Node(type=label, provider=self.provider.name, pool=self.pool.name,
                     state=BUILDING, allocated_to=request.id, launcher=self.id,
                     username=pool_label.username, python_path=pool_label.python_path,
                     shell_type=pool_label.shell_type,
-                    attributes=dict(self.pool.node_attributes))
+                    attributes=dict(self.pool.node_attributes),
+                    image_id=image.image_id if image else None)
         with self._creating:
             self.zk.create_locked_node(node, identifier=self.id)
             self._new_nodes[node.id] = time.monotonic()
@@ -344,7 +375,7 @@ class PoolWorker(threading.Thread):
         machine = NodeLaunchStateMachine(
             self.zk, self.adapter, node, pool_label.settings, self.provider.boot_timeout,
             self.launcher.settings.boot_poll_interval, on_done=self._launch_done,
-            semaphore=self.launcher.launch_semaphore(self.provider.name))
+            semaphore=self.launcher.launch_semaphore(self.provider.name), image=image)
         log.info('Request %s: launching node %s (%s) in %s/%s', request.id, node.id, label,
                  self.provider.name, self.pool.name)
         self.launcher.track(machine)

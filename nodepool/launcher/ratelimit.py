@@ -74,7 +74,9 @@ class RateLimitedAdapter:
 
 
 def rate_limited(adapter, rate: float):
-    """``adapter`` itself when ``rate`` is 0 (no limit), else wrapped."""
-    if not rate or rate <= 0:
+    """``adapter`` itself when ``rate`` is 0 (no limit) or the adapter
+    spaces its own API calls (``limits_own_rate``: one adapter method may
+    make several), else wrapped."""
+    if not rate or rate <= 0 or getattr(adapter, 'limits_own_rate', False):
         return adapter
     return RateLimitedAdapter(adapter, rate)

@@ -21,7 +21,14 @@ import logging
 import threading
 import time
 
-from nodepool.driver import Instance, InstanceSpec, LaunchError, ProviderAdapter, instance_name
+from nodepool.driver import (
+    ImageRef,
+    Instance,
+    InstanceSpec,
+    LaunchError,
+    ProviderAdapter,
+    instance_name,
+)
 from nodepool.driver.sshutil import SSHCheckError, wait_for_ssh
 from nodepool.zk import api as zkapi
 from nodepool.zk.records import DELETING, READY, TESTING, Node
@@ -56,8 +63,10 @@ class NodeLaunchStateMachine:
 
     def __init__(self, zk: zkapi.NodepoolZooKeeper, adapter: ProviderAdapter, node: Node,
                  spec_settings: dict, boot_timeout: float, poll_interval: float = 1.0,
-                 on_done=None, semaphore: threading.Semaphore | None = None):
+                 on_done=None, semaphore: threading.Semaphore | None = None,
+                 image: ImageRef | None = None):
         self.zk = zk
+        self.image = image
         self.adapter = adapter
         self.node = node
         self.spec_settings = spec_settings
@@ -114,7 +123,8 @@ class NodeLaunchStateMachine:
         spec = InstanceSpec(name=instance_name(node.provider, node.id), node_id=node.id,
                             provider=node.provider, pool=node.pool, label=node.type,
                             label_settings=dict(self.spec_settings),
-                            username=node.username, metadata={'nodepool_node_id': node.id})
+                            username=node.username, metadata={'nodepool_node_id': node.id},
+                            image=self.image)
         self.state = CREATING
         deadline = time.monotonic() + self.boot_timeout
         node.external_id = self.adapter.create(spec)

@@ -444,3 +444,70 @@ class ImageZooKeeper:
         except NoNodeError:
             return None
         return contenders[0] if contenders else None
+
+
+class ImageCache:
+    """A watched mirror of ``/nodepool/image`` (kazoo's TreeCache): the
+    launcher finds uploads to launch from without a ZooKeeper round trip,
+    and both launcher and builder learn of every change at once.
+
+    ``on_change()`` is called from a kazoo thread after each change;
+    keep it cheap (set an event).
+    """
+
+    def __init__(self, client: KazooClient, on_change=None):
+        from kazoo.recipe.cache import TreeCache
+        self.client = client
+        self.on_change = on_change
+        client.ensure_path(paths.IMAGE_ROOT)
+        self._tree = TreeCache(client, paths.IMAGE_ROOT)
+        self._tree.listen(self._event)
+        self._tree.listen_fault(lambda e: log.warning('Image cache fault: %s', e))
+
+    def start(self) -> None:
+        self._tree.start()
+
+    def stop(self) -> None:
+        self._tree.close()
+
+    def _event(self, event) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change()
+            except Exception:
+                log.exception('Image cache listener failed')
+
+    def _seq_children(self, path: str) -> list[str]:
+        return sorted(n for n in (self._tree.get_children(path) or ()) if _is_seq(n))
+
+    def _record(self, path: str, cls, **local):
+        node = self._tree.get_data(path)
+        if node is None or not node.data:
+            return None
+        try:
+            return cls.deserialize(node.data, stat=node.stat, **local)
+        except ValueError:
+            return None
+
+    def get_builds(self, image: str) -> list[ImageBuild]:
+        builds = []
+        for build_id in self._seq_children(paths.builds_path(image)):
+            build = self._record(paths.build_path(image, build_id), ImageBuild, id=build_id,
+                                 image_name=image)
+            if build is not None:
+                builds.append(build)
+        return builds
+
+    def get_most_recent_upload(self, image: str, provider: str) -> ImageUpload | None:
+        """As ``ImageZooKeeper.get_most_recent_upload``, from the mirror."""
+        for build in reversed(self.get_builds(image)):
+            if build.state != READY:
+                continue
+            base = paths.uploads_path(image, build.id, provider)
+            for upload_id in reversed(self._seq_children(base)):
+                upload = self._record(f'{base}/{upload_id}', ImageUpload, id=upload_id,
+                                      image_name=image, build_id=build.id,
+                                      provider_name=provider)
+                if upload is not None and upload.state == READY:
+                    return upload
+        return None

@@ -1,11 +1,19 @@
 """netns hosts as a provider: ``create`` builds a namespace with its own
-address and sshd (NetnsHostManager) and returns once sshd answers."""
+address and sshd (NetnsHostManager) and returns once sshd answers.
+
+Image uploads (from nodepool-builder) are tarballs of a root filesystem:
+``upload_image`` unpacks one under ``<state-dir>/images/`` and returns
+that directory as the image's external id; a node booted from it runs
+sshd chrooted in its own overlay of that directory.  ``delete_image``
+refuses while a node still runs on the image (the builder retries)."""
 
 from __future__ import annotations
 
 import glob
 import ipaddress
 import os
+import shutil
+import subprocess
 import threading
 
 from nodepool.driver import (
@@ -15,9 +23,18 @@ from nodepool.driver import (
     ProviderAdapter,
     ProviderError,
     Quota,
+    UploadSpec,
     instance_prefix,
 )
-from nodepool.driver.netns.host import NetnsError, NetnsHost, NetnsHostManager, available
+from nodepool.driver.netns.host import (
+    NetnsError,
+    NetnsHost,
+    NetnsHostManager,
+    available,
+    image_users,
+)
+
+IMAGE_FORMATS = ['tar', 'tgz']
 
 
 class NetnsAdapter(ProviderAdapter):
@@ -61,10 +78,14 @@ class NetnsAdapter(ProviderAdapter):
     def create(self, spec: InstanceSpec) -> str:
         if self.manager is None:
             self.start()
+        rootfs = spec.label_settings.get('rootfs')
+        if spec.image is not None:
+            rootfs = self._image_dir(spec.image.external_id)
+            if not os.path.isdir(rootfs):
+                raise LaunchError(f'image {spec.image.image_id} ({rootfs}) is not here')
         try:
             host = self.manager.create(spec.name, self.authorized_keys(),
-                                       timeout=self.provider.boot_timeout,
-                                       rootfs=spec.label_settings.get('rootfs'))
+                                       timeout=self.provider.boot_timeout, rootfs=rootfs)
         except NetnsError as e:
             raise LaunchError(str(e)) from None
         with self._lock:
@@ -99,3 +120,50 @@ class NetnsAdapter(ProviderAdapter):
     def quota(self) -> Quota:
         size = ipaddress.ip_network(self.settings['subnet']).num_addresses
         return Quota(instances=max(size - 3, 0))
+
+    # -- images --------------------------------------------------------------
+
+    @property
+    def images_dir(self) -> str:
+        return os.path.join(self.settings['state-dir'], 'images')
+
+    def _image_dir(self, external_id: str) -> str:
+        """The directory of an upload; refuses ids outside our images dir."""
+        path = os.path.realpath(external_id)
+        if os.path.dirname(path) != os.path.realpath(self.images_dir):
+            raise ProviderError(f'{external_id} is not an image of provider '
+                                f'{self.provider.name}')
+        return path
+
+    def image_formats(self) -> list[str]:
+        return list(IMAGE_FORMATS)
+
+    def upload_image(self, spec: UploadSpec) -> str:
+        fmt = next((f for f in IMAGE_FORMATS if f in spec.files), None)
+        if fmt is None:
+            raise ProviderError(f'netns provider {self.provider.name} takes '
+                                f'{" or ".join(IMAGE_FORMATS)} images; the build has '
+                                f'{", ".join(sorted(spec.files)) or "no files"}')
+        target = os.path.join(self.images_dir, f'{spec.upload_name}-{spec.upload_id}')
+        partial = target + '.partial'
+        shutil.rmtree(partial, ignore_errors=True)
+        os.makedirs(partial, mode=0o755)
+        # Unpacked beside its final name and renamed when complete, so a
+        # launch never sees half an image.
+        proc = subprocess.run(['tar', '--numeric-owner', '-xpf', spec.files[fmt], '-C',
+                               partial], capture_output=True, text=True)
+        if proc.returncode:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise ProviderError(f'unpacking {spec.files[fmt]} failed: '
+                                f'{proc.stderr.strip()[-500:]}')
+        shutil.rmtree(target, ignore_errors=True)
+        os.rename(partial, target)
+        return target
+
+    def delete_image(self, external_id: str) -> None:
+        path = self._image_dir(external_id)
+        users = sorted(name for name, rootfs in image_users(self.settings['state-dir']).items()
+                       if os.path.realpath(rootfs) == path)
+        if users:
+            raise ProviderError(f'image {external_id} is in use by {", ".join(users)}')
+        shutil.rmtree(path, ignore_errors=True)

@@ -8,6 +8,8 @@ each an sshd in its own network namespace (see host.py).
       subnet: 10.231.0.0/16      # optional, the default
       bridge: npbr0              # optional, the default
       state-dir: /var/tmp/gatekeep-netns
+      diskimages:                 # optional: built images it takes uploads of
+        - name: tiny              # a top-level diskimage with format tar
       pools:
         - name: main
           max-servers: 6
@@ -15,9 +17,14 @@ each an sshd in its own network namespace (see host.py).
             - name: ubuntu-jammy
               username: root
               rootfs: /path/to/image/root   # optional: sshd chrooted there
+            - name: tiny-node
+              diskimage: tiny     # boots the newest upload of that image
 
 Without keys in the provider, the launcher user's ~/.ssh/*.pub are
-authorized.
+authorized.  A node with a root filesystem (``rootfs`` or an uploaded
+``diskimage``) runs sshd chrooted in a private overlay of it; uploads
+are tarballs of a root filesystem, unpacked under
+``<state-dir>/images/``.
 """
 
 from __future__ import annotations
@@ -26,7 +33,12 @@ import ipaddress
 
 import voluptuous as v
 
-from nodepool.config import ProviderConfig, common_pool, common_provider
+from nodepool.config import (
+    ProviderConfig,
+    ProviderDiskImage,
+    common_pool,
+    common_provider,
+)
 from nodepool.config import pool_schema as make_pool_schema
 from nodepool.config import provider_schema as make_provider_schema
 from nodepool.driver import Driver, unique_pools
@@ -56,8 +68,10 @@ class NetnsDriver(Driver):
     name = 'netns'
 
     def provider_schema(self) -> v.Schema:
-        pool = make_pool_schema(label={'rootfs': str}, **{'max-servers': int})
+        pool = make_pool_schema(label={'rootfs': str, 'diskimage': str},
+                                **{'max-servers': int})
         return make_provider_schema(pool, **{
+            'diskimages': [{v.Required('name'): str, 'pause': bool, 'meta': dict}],
             'authorized-keys': [str],
             'authorized-keys-file': str,
             'subnet': _subnet,
@@ -75,10 +89,23 @@ class NetnsDriver(Driver):
             'bridge': raw.get('bridge', DEFAULT_BRIDGE),
             'state-dir': raw.get('state-dir', DEFAULT_BASE_DIR),
         }
-        for raw_pool in raw['pools']:
+        for i, raw_image in enumerate(raw.get('diskimages') or []):
+            name = raw_image['name']
+            if name in provider.diskimages:
+                raise v.Invalid(f'diskimage {name!r} is listed twice',
+                                path=['diskimages', i, 'name'])
+            provider.diskimages[name] = ProviderDiskImage(
+                name=name, pause=raw_image.get('pause', False),
+                meta=dict(raw_image.get('meta') or {}))
+        for p, raw_pool in enumerate(raw['pools']):
             pool = common_pool(provider, raw_pool)
-            for label in pool.labels.values():
+            for j, label in enumerate(pool.labels.values()):
                 label.username = label.username or DEFAULT_USERNAME
+                label.diskimage = label.settings.pop('diskimage', None)
+                if label.diskimage and label.settings.get('rootfs'):
+                    raise v.Invalid(f'label {label.name!r}: rootfs and diskimage are '
+                                    'alternatives (a fixed root or a built image)',
+                                    path=['pools', p, 'labels', j, 'diskimage'])
             provider.pools[pool.name] = pool
         return provider
 

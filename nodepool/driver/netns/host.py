@@ -154,7 +154,7 @@ class NetnsHostManager:
         try:
             self._make_namespace(host)
             self._start_sshd(host, authorized_keys, rootfs)
-            wait_for_ssh(address, 22, timeout)
+            wait_for_ssh(address, 22, timeout, alive=lambda: self._alive(host))
         except Exception:
             self.delete(host)
             raise
@@ -179,33 +179,55 @@ class NetnsHostManager:
         d = host.state_dir
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d, mode=0o700)
-        _run('ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', f'{d}/host_key')
-        with open(f'{d}/authorized_keys', 'w') as f:
+        # Without a root filesystem sshd runs on this machine's and its
+        # files live in the state dir; with one they live in the node's
+        # private layer over it (``conf``, seen inside as /etc/nodepool-node).
+        conf = os.path.join(d, 'upper', NODE_CONF.lstrip('/')) if rootfs else d
+        seen = NODE_CONF if rootfs else d
+        os.makedirs(conf, mode=0o700, exist_ok=True)
+        _run('ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', f'{conf}/host_key')
+        with open(f'{conf}/authorized_keys', 'w') as f:
             f.write(''.join(k.strip() + '\n' for k in authorized_keys))
-        with open(f'{d}/sshd_config', 'w') as f:
-            f.write(f'Port 22\nListenAddress {host.address}\nHostKey {d}/host_key\n'
-                    f'AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\n'
+        with open(f'{conf}/sshd_config', 'w') as f:
+            f.write(f'Port 22\nListenAddress {host.address}\nHostKey {seen}/host_key\n'
+                    f'AuthorizedKeysFile {seen}/authorized_keys\nPasswordAuthentication no\n'
                     'KbdInteractiveAuthentication no\n'
-                    f'PidFile {d}/sshd.pid\nStrictModes no\nUsePAM no\n'
+                    f'PidFile {seen}/sshd.pid\nStrictModes no\nUsePAM no\n'
                     'PermitRootLogin prohibit-password\nUseDNS no\n'
                     'MaxSessions 64\nMaxStartups 64\nAcceptEnv LANG LC_*\n'
                     'Subsystem sftp internal-sftp\n')
         os.makedirs('/run/sshd', exist_ok=True)
-        cmd = ['ip', 'netns', 'exec', host.namespace]
+        sshd = ['/usr/sbin/sshd', '-D', '-f', f'{seen}/sshd_config', '-E', f'{seen}/sshd.log']
         if rootfs:
-            # A node booted from an image: sshd runs chrooted in the image's
-            # root filesystem (the builder's uploads, see nodepool/builder).
-            cmd += ['chroot', rootfs]
-        # In the foreground (-D) so its pid is ours to reap; `ip netns exec`
-        # and chroot exec, so the child is sshd itself.
-        proc = subprocess.Popen([*cmd, '/usr/sbin/sshd', '-D', '-f', f'{d}/sshd_config',
-                                 '-E', f'{d}/sshd.log'], start_new_session=True,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+            with open(os.path.join(d, 'rootfs'), 'w') as f:
+                f.write(os.path.abspath(rootfs))
+            command = ['sh', '-c', _chroot_script(os.path.abspath(rootfs), d), 'sh', *sshd]
+        else:
+            command = sshd
+        # In the foreground (-D) so its pid is ours to reap; `ip netns exec`,
+        # the script and chroot exec, so the child is sshd itself.
+        with open(os.path.join(d, 'start.log'), 'w') as err:
+            proc = subprocess.Popen(['ip', 'netns', 'exec', host.namespace, *command],
+                                    start_new_session=True, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=err)
         self._procs[host.name] = proc
         host.sshd_pid = proc.pid
-        with open(f'{d}/host_key.pub') as f:
+        with open(f'{conf}/host_key.pub') as f:
             host.host_keys = [' '.join(f.read().split()[:2])]
+
+    def _alive(self, host: NetnsHost) -> str | None:
+        """None while the host's sshd runs, else why it stopped."""
+        proc = self._procs.get(host.name)
+        if proc is None or proc.poll() is None:
+            return None
+        why = []
+        for log_name in ('start.log', 'sshd.log', f'upper{NODE_CONF}/sshd.log'):
+            try:
+                with open(os.path.join(host.state_dir, log_name)) as f:
+                    why += [line.strip() for line in f if line.strip()]
+            except OSError:
+                continue
+        return f'sshd exited ({proc.returncode}): {"; ".join(why[-5:]) or "no output"}'
 
     def delete(self, host: NetnsHost | str) -> None:
         """Remove a host; safe to call twice or on a half-built host."""
@@ -242,12 +264,55 @@ class NetnsHostManager:
         return len(names)
 
 
-def wait_for_ssh(address: str, port: int, timeout: float) -> None:
-    """Until the server sends its SSH banner (bounded)."""
+# Where a node booted from a root filesystem finds its sshd files.
+NODE_CONF = '/etc/nodepool-node'
+
+
+def _chroot_script(rootfs: str, state_dir: str) -> str:
+    """Shell run inside the node's namespace: the node's root is an
+    overlay of ``rootfs`` (read-only, shared by every node booted from
+    it) and the node's own layer in its state dir, with /dev and /proc;
+    then sshd (the script's arguments) runs chrooted there.  `ip netns
+    exec` gave the script a mount namespace of its own, so these mounts
+    vanish with the node's last process."""
+    root = f'{state_dir}/root'
+    return (
+        'set -e\n'
+        f'mkdir -p {state_dir}/upper{NODE_CONF} {state_dir}/work {root}\n'
+        f'mount -t overlay overlay -o lowerdir={rootfs},upperdir={state_dir}/upper,'
+        f'workdir={state_dir}/work {root}\n'
+        f'mkdir -p {root}/dev {root}/proc {root}/run/sshd {root}/tmp\n'
+        f'mount --rbind /dev {root}/dev\n'
+        f'mount -t proc proc {root}/proc\n'
+        f'exec chroot {root} "$@"\n')
+
+
+def image_users(base_dir: str) -> dict[str, str]:
+    """Hosts under ``base_dir`` booted from a root filesystem: name -> rootfs."""
+    users = {}
+    try:
+        names = os.listdir(base_dir)
+    except OSError:
+        return users
+    for name in names:
+        try:
+            with open(os.path.join(base_dir, name, 'rootfs')) as f:
+                users[name] = f.read().strip()
+        except OSError:
+            continue
+    return users
+
+
+def wait_for_ssh(address: str, port: int, timeout: float, alive=None) -> None:
+    """Until the server sends its SSH banner (bounded); ``alive()``
+    returning a reason ends the wait early."""
     deadline = time.monotonic() + timeout
     delay = 0.01
     last = None
     while time.monotonic() < deadline:
+        gone = alive() if alive is not None else None
+        if gone:
+            raise NetnsError(f'sshd on {address}:{port} did not start: {gone}')
         try:
             with socket.create_connection((address, port), timeout=2) as s:
                 if s.recv(4).startswith(b'SSH-'):

@@ -1,0 +1,109 @@
+"""nodepool-builder: build the diskimages in nodepool.yaml, upload them to
+the providers that use them, and retire old ones.
+
+    nodepool-builder -c /etc/nodepool/nodepool.yaml [-d] [-p PIDFILE] [-l LOGCONFIG]
+                     [--build-workers N] [--upload-workers N]
+
+SIGTERM (or SIGINT) stops it: running build commands are killed (their
+builds recorded failed), uploads in flight finish, and the builder's
+locks go with its ZooKeeper session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from kazoo.handlers.threading import KazooTimeoutError
+
+from nodepool.builder.builder import BuilderError, NodepoolBuilder
+from nodepool.builder.settings import BuilderSettings
+from nodepool.cmd import DEFAULT_CONFIG, PidFile, daemonize, setup_logging
+from nodepool.config import ConfigError, load_config
+from nodepool.zk.api import NodepoolZooKeeper
+
+log = logging.getLogger('nodepool.cmd.builder')
+DEFAULT_PIDFILE = '/var/run/nodepool/nodepool-builder.pid'
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='nodepool-builder', description=__doc__.split('\n')[0])
+    p.add_argument('-c', dest='config', default=DEFAULT_CONFIG,
+                   help=f'nodepool.yaml (default {DEFAULT_CONFIG})')
+    p.add_argument('-d', dest='foreground', action='store_true',
+                   help='stay in the foreground and log to the console')
+    p.add_argument('-p', dest='pidfile', default=None,
+                   help=f'pid file (default {DEFAULT_PIDFILE} when detached)')
+    p.add_argument('-l', dest='logconfig', default=None, help='logging config file')
+    p.add_argument('--debug', action='store_true', help='debug logging')
+    p.add_argument('--build-workers', type=int, default=1,
+                   help='images built at the same time (default 1)')
+    p.add_argument('--upload-workers', type=int, default=4,
+                   help='uploads at the same time (default 4)')
+    p.add_argument('--cleanup-interval', type=float, default=60.0,
+                   help='seconds between cleanup passes (default 60)')
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.build_workers < 1 or args.upload_workers < 1:
+        print('nodepool-builder: --build-workers and --upload-workers must be at least 1',
+              file=sys.stderr)
+        return 2
+    try:
+        config = load_config(args.config)
+    except ConfigError as e:
+        print(f'nodepool-builder: invalid configuration:\n{e}', file=sys.stderr)
+        return 1
+    for problem in (not config.zookeeper_servers and 'has no zookeeper-servers',
+                    not config.images_dir and 'has no images-dir'):
+        if problem:
+            print(f'nodepool-builder: {args.config} {problem}', file=sys.stderr)
+            return 1
+    pidfile = args.pidfile or (None if args.foreground else DEFAULT_PIDFILE)
+    if not args.foreground:
+        daemonize()
+    setup_logging(args.logconfig, args.foreground, args.debug)
+    for warning in config.warnings:
+        log.warning('%s', warning)
+    settings = BuilderSettings(build_workers=args.build_workers,
+                               upload_workers=args.upload_workers,
+                               cleanup_interval=args.cleanup_interval)
+    with PidFile(pidfile):
+        return run(config, settings)
+
+
+def run(config, settings: BuilderSettings) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        zk = NodepoolZooKeeper.from_hosts(config.zookeeper_hosts(),
+                                          timeout=config.zookeeper_timeout,
+                                          tls=config.zookeeper_tls)
+    except KazooTimeoutError:
+        log.error('Cannot connect to ZooKeeper at %s', config.zookeeper_hosts())
+        return 1
+    builder = NodepoolBuilder(config, zk, settings)
+    try:
+        try:
+            builder.start()
+        except BuilderError as e:
+            log.error('%s', e)
+            return 1
+        log.info('nodepool-builder running (%s)', config.path)
+        while not stop.wait(3600):
+            pass
+        log.info('Stopping')
+    finally:
+        builder.stop()
+        zk.close()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

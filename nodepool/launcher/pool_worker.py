@@ -69,12 +69,18 @@ class PoolWorker(threading.Thread):
         self._creating = threading.Lock()
         self._freeing: set[str] = set()
         self._deferred: set[str] = set()
+        self._deferred_view: frozenset[str] = frozenset()
         self._static_labels = {(h.name, h.connection_port): list(h.labels)
                                for h in adapter.static_hosts() if h.pool == pool.name}
 
     @property
     def paused(self) -> bool:
         return self.paused_handler is not None
+
+    @property
+    def deferred(self) -> frozenset[str]:
+        """Requests waiting for an image upload (see _waiting_for_images)."""
+        return self._deferred_view
 
     # -- thread ---------------------------------------------------------------------
 
@@ -193,6 +199,7 @@ class PoolWorker(threading.Thread):
             self._deferred.add(request.id)
         else:
             self._deferred.discard(request.id)
+        self._deferred_view = frozenset(self._deferred)
         return bool(missing)
 
     def _consider(self, cached: NodeRequest) -> None:

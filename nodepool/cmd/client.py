@@ -7,6 +7,8 @@
     nodepool info <provider>
     nodepool label-list
     nodepool config-validate
+    nodepool dib-image-list | image-list | image-build | dib-image-delete | image-delete
+             | image-pause | image-unpause      (see nodepool.cmd.images)
 """
 
 from __future__ import annotations
@@ -245,6 +247,8 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_label_list)
     s = sub.add_parser('config-validate', help='check nodepool.yaml')
     s.set_defaults(func=None)
+    from nodepool.cmd.images import add_image_commands
+    add_image_commands(sub)
     return p
 
 

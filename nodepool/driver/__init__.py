@@ -16,12 +16,14 @@ their own registry to add fault-injecting drivers.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import voluptuous as v
 
-from nodepool.config import ProviderConfig
+from nodepool.config import PoolConfig, ProviderConfig
 
 # -- what adapters exchange with the framework --------------------------------
 
@@ -63,6 +65,10 @@ class InstanceSpec:
     #: highest-numbered ready upload of that image to this provider).
     #: None for labels that don't use a built image.
     image: ImageRef | None = None
+    #: The availability zone to create it in (every node of one request
+    #: gets the same, see ``ProviderAdapter.choose_az``); None: the
+    #: provider's choice.
+    az: str | None = None
 
 
 @dataclass
@@ -130,10 +136,37 @@ class Instance:
 
 @dataclass
 class Quota:
-    """How many instances the provider allows in total (None: no limit
-    the provider knows of; the pool's max-servers still applies)."""
+    """Resources: instances, cores and RAM (MiB).
+
+    As a limit (``ProviderAdapter.quota``), None in a field means no
+    limit the provider knows of (the pool's max-servers, max-cores and
+    max-ram still apply).  As what one node takes
+    (``ProviderAdapter.label_quota``), None means the field is not
+    counted.
+    """
 
     instances: int | None = None
+    cores: float | None = None
+    ram: float | None = None
+
+    FIELDS: ClassVar[tuple[str, ...]] = ('instances', 'cores', 'ram')
+
+    def plus(self, other: Quota) -> Quota:
+        """Usage added up (None counts as nothing)."""
+        return Quota(*((getattr(self, f) or 0) + (getattr(other, f) or 0)
+                       for f in self.FIELDS))
+
+    def minus(self, used: Quota) -> Quota:
+        """What is left of this limit after ``used`` (None stays None)."""
+        return Quota(*(None if getattr(self, f) is None
+                       else getattr(self, f) - (getattr(used, f) or 0) for f in self.FIELDS))
+
+    def count(self, need: Quota) -> float:
+        """How many of ``need`` fit in what is left (inf: no limit
+        applies; 0 or less: none)."""
+        counts = [math.floor(getattr(self, f) / getattr(need, f)) for f in self.FIELDS
+                  if getattr(self, f) is not None and getattr(need, f)]
+        return min(counts) if counts else math.inf
 
 
 @dataclass
@@ -169,6 +202,9 @@ class ProviderAdapter:
     reuses_nodes = False
     #: The framework should check the node's SSH port before ``ready``.
     check_ssh = True
+    #: The adapter spaces its own API calls by the provider's ``rate``
+    #: (the framework then does not space the adapter's methods).
+    limits_own_rate = False
 
     def __init__(self, provider: ProviderConfig):
         self.provider = provider
@@ -201,8 +237,20 @@ class ProviderAdapter:
         raise NotImplementedError
 
     def quota(self) -> Quota:
-        """The provider's own limits; called once per request decision."""
+        """The provider's own limits, less what is used by anything other
+        than this provider's nodes (the framework counts those from their
+        records).  Called for every decision: answer from a cache."""
         return Quota()
+
+    def label_quota(self, pool: PoolConfig, label: str) -> Quota:
+        """What one node of ``label`` in ``pool`` takes."""
+        return Quota(instances=1)
+
+    def choose_az(self, pool: PoolConfig) -> str | None:
+        """An availability zone for the nodes of one request (the first
+        launch of a request asks; the rest of its nodes follow), or None
+        to leave it to the provider."""
+        return None
 
     # -- images (for providers with ``diskimages:``; used by the builder) --
 
@@ -260,8 +308,6 @@ def unique_pools(raw: dict) -> None:
 
 # Drivers released Nodepool has that this one does not (yet), with why.
 UNSUPPORTED = {
-    'openstack': 'the openstack driver is not available yet (it arrives with a '
-                 'later release of this Nodepool)',
     'fake': "the 'fake' driver is released Nodepool's simulated OpenStack and is "
             'not provided here (use the simulated driver for tests)',
     'kubernetes': 'the kubernetes driver is not supported by this Nodepool',
@@ -307,9 +353,7 @@ class DriverRegistry:
 def default_registry() -> DriverRegistry:
     """The drivers this Nodepool ships."""
     from nodepool.driver.netns.driver import NetnsDriver
+    from nodepool.driver.openstack.driver import OpenStackDriver
     from nodepool.driver.simulated.driver import SimulatedDriver
     from nodepool.driver.static.driver import StaticDriver
-    registry = DriverRegistry([StaticDriver(), NetnsDriver(), SimulatedDriver()])
-    # openstack: register OpenStackDriver() here when nodepool/driver/openstack
-    # lands (it is listed in UNSUPPORTED until then).
-    return registry
+    return DriverRegistry([StaticDriver(), NetnsDriver(), SimulatedDriver(), OpenStackDriver()])

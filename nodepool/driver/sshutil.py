@@ -52,3 +52,35 @@ def keyscan(address: str, port: int = 22, timeout: float = 5.0) -> list[str]:
     if not keys:
         raise SSHCheckError(f'no host keys from {address}:{port}: {proc.stderr.strip()}')
     return sorted(set(keys))
+
+
+# The host key algorithms asked for one at a time, so a host with several
+# keys reports each (an SSH handshake settles on one).
+SCAN_KEY_TYPES = ('ssh-ed25519', 'ecdsa-sha2-nistp256', 'ecdsa-sha2-nistp384',
+                  'ecdsa-sha2-nistp521', 'rsa-sha2-512')
+
+
+def paramiko_keyscan(address: str, port: int = 22, timeout: float = 5.0) -> list[str]:
+    """The host's public keys as ``"<type> <base64>"``, from SSH
+    handshakes made with paramiko (no ``ssh-keyscan`` needed)."""
+    import paramiko
+
+    keys = []
+    for key_type in SCAN_KEY_TYPES:
+        try:
+            sock = socket.create_connection((address, port), timeout=timeout)
+        except OSError as e:
+            raise SSHCheckError(f'cannot connect to {address}:{port}: {e}') from None
+        transport = paramiko.Transport(sock)
+        try:
+            transport.get_security_options().key_types = [key_type]
+            transport.start_client(timeout=timeout)
+            key = transport.get_remote_server_key()
+            keys.append(f'{key.get_name()} {key.get_base64()}')
+        except (paramiko.SSHException, OSError, EOFError):
+            continue   # the host has no key of this type
+        finally:
+            transport.close()
+    if not keys:
+        raise SSHCheckError(f'no host keys from {address}:{port}')
+    return sorted(set(keys))

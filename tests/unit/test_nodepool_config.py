@@ -59,6 +59,9 @@ VALID_CORPUS = {
     'configuration.block01.yaml', 'configuration.block02.yaml', 'configuration.block03.yaml',
     'configuration.block04.yaml', 'static.block01.yaml', 'openstack.block02.yaml',
     'aws.block04.yaml', 'azure.block04.yaml', 'nb01-test.opendev.org.yaml',
+    # OpenDev's launchers and builders: openstack providers.
+    'nl01.opendev.org.yaml', 'nl02.opendev.org.yaml', 'nl03.opendev.org.yaml',
+    'nl04.opendev.org.yaml', 'nb03.opendev.org.yaml', 'nodepool.yaml',
 }
 
 
@@ -88,8 +91,8 @@ def test_corpus_covers_both_outcomes():
     names = {os.path.basename(p) for p in valid}
     if CORPUS_FILES:
         assert {'static.block01.yaml', 'configuration.block02.yaml',
-                'nb01-test.opendev.org.yaml'} <= names
-        assert 'nl01.opendev.org.yaml' not in names
+                'nb01-test.opendev.org.yaml', 'nl01.opendev.org.yaml'} <= names
+        assert 'fake.yaml' not in names
 
 
 def test_static_doc_example_warns_about_undeclared_label():
@@ -121,16 +124,16 @@ def test_errors_name_file_line_and_place(tmp_path):
     assert f'{path}:8:' in str(e.value)
 
 
-def test_every_unsupported_driver_is_named_and_openstack_is_a_slot():
-    for driver in ['openstack', 'kubernetes', 'aws', 'gce', 'azure', 'openshift']:
+def test_every_unsupported_driver_is_named_and_openstack_is_the_default():
+    for driver in ['kubernetes', 'aws', 'gce', 'azure', 'openshift']:
         text = f'providers:\n  - name: p\n    driver: {driver}\n    pools: []\n'
         with pytest.raises(ConfigError) as e:
             load_config_text(text)
         assert f"driver '{driver}' is not supported" in str(e.value)
-    assert 'later release' in UNSUPPORTED['openstack']
+    assert 'openstack' not in UNSUPPORTED and 'openstack' in SUPPORTED
     # No driver key means openstack, as in released Nodepool.
-    with pytest.raises(ConfigError, match="driver 'openstack'"):
-        load_config_text('providers:\n  - name: cloud\n    cloud: x\n')
+    config = load_config_text('providers:\n  - name: cloud\n    cloud: x\n')
+    assert config.providers['cloud'].driver == 'openstack'
     with pytest.raises(ConfigError, match=r"unknown driver 'bogus' \(available: netns"):
         load_config_text('providers:\n  - name: p\n    driver: bogus\n')
 

@@ -1,0 +1,1 @@
+"""The openstack provider driver (openstacksdk)."""

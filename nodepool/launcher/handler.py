@@ -42,6 +42,10 @@ class RequestHandler:
         self.request = request
         self.slots = [Slot(label) for label in request.node_types]
         self.failures = 0
+        #: The availability zone of the request's nodes, once one is known
+        #: (the first reused node's, or the adapter's choice at the first
+        #: launch); None when the provider has no zones.
+        self.az: str | None = None
         self.canceled = False
         self.declining = False
         self.state = ACTIVE
@@ -67,15 +71,21 @@ class RequestHandler:
         # A min-ready request exists to add a node; reusing one would not.
         reuse = self.request.requestor != MIN_READY_REQUESTOR or not self.worker.can_launch
         for slot in self.empty_slots:
-            node = self.worker.take_ready_node(slot.label, self.request) if reuse else None
+            node = self.worker.take_ready_node(slot.label, self.request, self.az) \
+                if reuse else None
             if node is not None:
                 slot.node = node
+                if self.az is None:
+                    self.az = node.az
                 log.info('Request %s: reusing ready node %s (%s)', self.id, node.id,
                          slot.label)
                 continue
-            if not self.worker.can_launch or self.worker.free_capacity() <= 0:
+            if not self.worker.can_launch or self.worker.free_capacity(slot.label) <= 0:
                 continue
-            launch = self.worker.launch_node(slot.label, self.request)
+            if self.az is None:
+                # Every node of a request in one availability zone (seed 000).
+                self.az = self.worker.choose_az()
+            launch = self.worker.launch_node(slot.label, self.request, self.az)
             if launch is None:
                 continue   # its image has no ready upload (any more): wait
             slot.launch = launch

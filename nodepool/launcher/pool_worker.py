@@ -23,11 +23,11 @@ its ZooKeeper session was replaced.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import time
 
+from nodepool.driver import Quota
 from nodepool.launcher.handler import FINISHED, RequestHandler
 from nodepool.launcher.state_machine import NodeLaunchStateMachine
 from nodepool.zk import paths
@@ -64,7 +64,9 @@ class PoolWorker(threading.Thread):
         self.can_launch = not adapter.reuses_nodes
         self._running = True
         self._session = None
-        self._new_nodes: dict[str, float] = {}
+        # Nodes being created, not yet in the node cache: id -> (when, label).
+        self._new_nodes: dict[str, tuple[float, str]] = {}
+        self._label_quotas: dict[tuple[str, str], Quota] = {}
         self._launching: set[str] = set()
         self._creating = threading.Lock()
         self._freeing: set[str] = set()
@@ -262,9 +264,15 @@ class PoolWorker(threading.Thread):
             if len(request.node_types) > len(self._static_slot_labels()):
                 return 'more nodes than the pool has'
             return None
-        capacity = self.capacity()
-        if len(request.node_types) > capacity:
-            return f'{len(request.node_types)} nodes exceed the quota of {capacity}'
+        need = Quota(0, 0, 0)
+        for label in request.node_types:
+            need = need.plus(self.label_quota(label))
+        for what, limit in (('the pool', self._pool_limits()),
+                            ('the provider', self._provider_quota())):
+            if limit.count(need) < 1:
+                return (f'{len(request.node_types)} nodes exceed the quota of {what} '
+                        f'(needed: {_describe(need, limit)}; allowed: '
+                        f'{_describe(limit, limit)})')
         return None
 
     def _decline(self, request: NodeRequest, reason: str, unlock: bool = True,
@@ -335,11 +343,14 @@ class PoolWorker(threading.Thread):
     def _mine(self, node: Node) -> bool:
         return node.provider == self.provider.name and node.pool == self.pool.name
 
-    def take_ready_node(self, label: str, request: NodeRequest) -> Node | None:
-        """A ready unallocated node of ``label``, locked and allocated."""
+    def take_ready_node(self, label: str, request: NodeRequest,
+                        az: str | None = None) -> Node | None:
+        """A ready unallocated node of ``label`` (in ``az``, if given),
+        locked and allocated."""
         candidates = [n for n in self.launcher.node_cache.values()
                       if self._mine(n) and n.state == READY and n.allocated_to is None
-                      and label in self.labels_of(n) and n.id not in self._freeing]
+                      and label in self.labels_of(n) and n.id not in self._freeing
+                      and (az is None or n.az == az)]
         candidates.sort(key=lambda n: (n.state_time, n.id))
         for cached in candidates:
             stub = Node(id=cached.id)
@@ -360,9 +371,10 @@ class PoolWorker(threading.Thread):
             return node
         return None
 
-    def launch_node(self, label: str,
-                    request: NodeRequest) -> NodeLaunchStateMachine | None:
-        """Start launching a node; None if its image has no ready upload."""
+    def launch_node(self, label: str, request: NodeRequest,
+                    az: str | None = None) -> NodeLaunchStateMachine | None:
+        """Start launching a node (in ``az``, if given); None if its image
+        has no ready upload."""
         pool_label = self.pool.labels[label]
         image = None
         if pool_label.diskimage:
@@ -374,10 +386,10 @@ class PoolWorker(threading.Thread):
                     username=pool_label.username, python_path=pool_label.python_path,
                     shell_type=pool_label.shell_type,
                     attributes=dict(self.pool.node_attributes),
-                    image_id=image.image_id if image else None)
+                    image_id=image.image_id if image else None, az=az)
         with self._creating:
             self.zk.create_locked_node(node, identifier=self.id)
-            self._new_nodes[node.id] = time.monotonic()
+            self._new_nodes[node.id] = (time.monotonic(), label)
             self._launching.add(node.id)
         machine = NodeLaunchStateMachine(
             self.zk, self.adapter, node, pool_label.settings, self.provider.boot_timeout,
@@ -404,35 +416,81 @@ class PoolWorker(threading.Thread):
 
     # -- quota ---------------------------------------------------------------------
 
-    def capacity(self) -> float:
-        limits = [self.pool.max_servers, self.adapter.quota().instances]
-        return min([lim for lim in limits if lim is not None] or [math.inf])
+    # Limits are ``Quota``s (instances, cores, RAM): the pool's own
+    # (max-servers, max-cores, max-ram) and the provider's (what its cloud
+    # allows, less what others use there).  Usage is counted from the
+    # node records of the provider, each node taking what its label takes.
 
-    def free_capacity(self) -> float:
-        nodes = [n for n in self.launcher.node_cache.values()
+    def label_quota(self, label: str | None, pool_name: str | None = None) -> Quota:
+        """What one node of ``label`` in this (or another) pool of the
+        provider takes; asked of the adapter once per label."""
+        if label is None:
+            return Quota(instances=1)
+        key = (pool_name or self.pool.name, label)
+        quota = self._label_quotas.get(key)
+        if quota is None:
+            pool = self.provider.pools.get(key[0])
+            quota = self.adapter.label_quota(pool, label) \
+                if pool is not None and label in pool.labels else Quota(instances=1)
+            self._label_quotas[key] = quota
+        return quota
+
+    def _pool_limits(self) -> Quota:
+        return Quota(self.pool.max_servers, self.pool.max_cores, self.pool.max_ram)
+
+    def _provider_quota(self) -> Quota:
+        if self.pool.settings.get('ignore-provider-quota'):
+            return Quota()
+        return self.adapter.quota()
+
+    def _usage(self) -> tuple[Quota, Quota]:
+        """What the nodes of this pool, and of the whole provider, take
+        (including launches the node cache has not shown yet)."""
+        nodes = [(n.id, n.pool, n.type) for n in self.launcher.node_cache.values()
                  if n.provider == self.provider.name]
-        seen = {n.id for n in nodes}
+        seen = {node_id for node_id, _, _ in nodes}
         now = time.monotonic()
-        for node_id, when in list(self._new_nodes.items()):
+        for node_id, (when, label) in list(self._new_nodes.items()):
             if node_id in seen or now - when > 60:
                 del self._new_nodes[node_id]
-        extra = len(self._new_nodes)
-        pool_used = sum(1 for n in nodes if n.pool == self.pool.name) + extra
-        provider_used = len(nodes) + extra
-        free = []
-        if self.pool.max_servers is not None:
-            free.append(self.pool.max_servers - pool_used)
-        quota = self.adapter.quota().instances
-        if quota is not None:
-            free.append(quota - provider_used)
-        return min(free) if free else math.inf
+            else:
+                nodes.append((node_id, self.pool.name, label))
+        pool_used = provider_used = Quota(0, 0, 0)
+        for _, pool, label in nodes:
+            need = self.label_quota(label, pool)
+            provider_used = provider_used.plus(need)
+            if pool == self.pool.name:
+                pool_used = pool_used.plus(need)
+        return pool_used, provider_used
+
+    def capacity(self, label: str | None = None) -> float:
+        """How many nodes of ``label`` the pool could hold at most."""
+        need = self.label_quota(label)
+        return min(self._pool_limits().count(need), self._provider_quota().count(need))
+
+    def free_capacity(self, label: str | None = None) -> float:
+        """How many more nodes of ``label`` (or one-instance nodes) fit now."""
+        need = self.label_quota(label)
+        pool_used, provider_used = self._usage()
+        return min(self._pool_limits().minus(pool_used).count(need),
+                   self._provider_quota().minus(provider_used).count(need))
+
+    def choose_az(self) -> str | None:
+        """The availability zone for a request's first launch."""
+        try:
+            return self.adapter.choose_az(self.pool)
+        except Exception as e:
+            log.warning('Pool %s/%s: choosing an availability zone failed: %s',
+                        self.provider.name, self.pool.name, e)
+            return None
 
     def _free_quota(self, handler: RequestHandler) -> None:
         """Paused for want of room: delete one ready, unallocated node of a
         label the paused request does not need (it would have been used)."""
-        if not self.can_launch or self._freeing or self.free_capacity() > 0:
-            return
         needed = {s.label for s in handler.empty_slots}
+        if not self.can_launch or self._freeing or \
+                all(self.free_capacity(label) > 0 for label in needed):
+            return
         idle = [n for n in self.launcher.node_cache.values()
                 if self._mine(n) and n.state == READY and n.allocated_to is None
                 and n.type not in needed]
@@ -461,3 +519,9 @@ class PoolWorker(threading.Thread):
         if self.launcher.request_cache.get(request_id) is not None:
             return True
         return self.zk.client.exists(paths.request_path(request_id)) is not None
+
+
+def _describe(quota: Quota, limit: Quota) -> str:
+    """``quota``'s fields that ``limit`` limits."""
+    return ', '.join(f'{getattr(quota, f)} {f}' for f in Quota.FIELDS
+                     if getattr(limit, f) is not None)

@@ -124,7 +124,7 @@ class NodeLaunchStateMachine:
                             provider=node.provider, pool=node.pool, label=node.type,
                             label_settings=dict(self.spec_settings),
                             username=node.username, metadata={'nodepool_node_id': node.id},
-                            image=self.image)
+                            image=self.image, az=node.az)
         self.state = CREATING
         deadline = time.monotonic() + self.boot_timeout
         node.external_id = self.adapter.create(spec)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import ipaddress
+import logging
 import os
 import shutil
 import subprocess
@@ -35,6 +36,7 @@ from nodepool.driver.netns.host import (
 )
 
 IMAGE_FORMATS = ['tar', 'tgz']
+log = logging.getLogger('nodepool.driver.netns')
 
 
 class NetnsAdapter(ProviderAdapter):
@@ -161,7 +163,14 @@ class NetnsAdapter(ProviderAdapter):
         return target
 
     def delete_image(self, external_id: str) -> None:
-        path = self._image_dir(external_id)
+        try:
+            path = self._image_dir(external_id)
+        except ProviderError:
+            # Not under our images dir (state-dir was changed): never
+            # delete elsewhere; for this provider it is gone.
+            log.warning('Provider %s: image %s is not in %s; not deleting it there',
+                        self.provider.name, external_id, self.images_dir)
+            return
         users = sorted(name for name, rootfs in image_users(self.settings['state-dir']).items()
                        if os.path.realpath(rootfs) == path)
         if users:

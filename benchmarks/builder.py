@@ -71,6 +71,7 @@ diskimages:
   - name: bench
     dib-cmd: {dib_cmd}
     rebuild-age: 864000
+    username: root
 labels:
   - name: bench-node
 providers:

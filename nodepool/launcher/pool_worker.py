@@ -381,10 +381,10 @@ class PoolWorker(threading.Thread):
             image = self.launcher.image_for(self.provider, pool_label)
             if image is None:
                 return None
+        username, python_path, shell_type = self._login_settings(pool_label)
         node = Node(type=label, provider=self.provider.name, pool=self.pool.name,
                     state=BUILDING, allocated_to=request.id, launcher=self.id,
-                    username=pool_label.username, python_path=pool_label.python_path,
-                    shell_type=pool_label.shell_type,
+                    username=username, python_path=python_path, shell_type=shell_type,
                     attributes=dict(self.pool.node_attributes),
                     image_id=image.image_id if image else None, az=az)
         with self._creating:
@@ -400,6 +400,17 @@ class PoolWorker(threading.Thread):
         self.launcher.track(machine)
         machine.start()
         return machine
+
+    def _login_settings(self, pool_label) -> tuple[str | None, str, str | None]:
+        """username, python-path, shell-type: the label's, falling back (for
+        labels that boot a built image) to the top-level diskimage's."""
+        image = self.launcher.config.diskimages.get(pool_label.diskimage or '')
+        if image is None:
+            return pool_label.username, pool_label.python_path, pool_label.shell_type
+        return (pool_label.username or image.username,
+                pool_label.python_path if pool_label.python_path != 'auto'
+                else image.python_path,
+                pool_label.shell_type or image.shell_type)
 
     def is_launching(self, node_id: str) -> bool:
         """Whether this worker is bringing up ``node_id`` right now."""

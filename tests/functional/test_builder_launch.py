@@ -55,6 +55,7 @@ def test_node_boots_from_the_newest_upload(builders, launchers, requestor, zk,
     assert first.wait(120) and first.fulfilled
     node1 = first.nodes[0]
     assert node1.image_id == 'tiny-0000000001-0000000001'
+    assert node1.username == 'root'        # the diskimage's (the label sets none)
     assert image_of(node1, ssh_keypair, tmp_path) == [
         'image=tiny-0000000001', 'elements=', 'release=bookworm',
         'marker=built-for-tests', 'scratch']

@@ -36,6 +36,7 @@ diskimages:
     dib-cmd: {dib_cmd}
     rebuild-age: {rebuild_age}
     release: bookworm
+    username: root
     env-vars:
 {env}
 labels:

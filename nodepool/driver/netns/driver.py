@@ -100,8 +100,11 @@ class NetnsDriver(Driver):
         for p, raw_pool in enumerate(raw['pools']):
             pool = common_pool(provider, raw_pool)
             for j, label in enumerate(pool.labels.values()):
-                label.username = label.username or DEFAULT_USERNAME
                 label.diskimage = label.settings.pop('diskimage', None)
+                if not label.diskimage:
+                    # Nodes of a built image log in as its diskimage's
+                    # ``username`` unless the label says otherwise.
+                    label.username = label.username or DEFAULT_USERNAME
                 if label.diskimage and label.settings.get('rootfs'):
                     raise v.Invalid(f'label {label.name!r}: rootfs and diskimage are '
                                     'alternatives (a fixed root or a built image)',

@@ -66,6 +66,9 @@ DEFAULT_FLAVORS = [
 
 UNLIMITED = -1
 
+# Host names stay unique across the clouds of one test process.
+_HOST_NUMBERS = itertools.count(1)
+
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
@@ -180,7 +183,6 @@ class FakeOpenStackCloud:
         self._boots_held.set()
         self._ips = itertools.count(10)
         self._az_turn = itertools.count()
-        self._host_numbers = itertools.count(1)
         self._httpd = None
         self._thread = None
         self.add_network('public', external=True)
@@ -558,7 +560,7 @@ class FakeOpenStackCloud:
             keys = []
             if server.key_name:
                 keys = [self.keypairs[server.key_name]['public_key']]
-            name = f'{self.host_prefix}{next(self._host_numbers)}'
+            name = f'{self.host_prefix}{next(_HOST_NUMBERS)}'
             server.host = self.host_manager.create(name, keys, timeout=20)
             host_address = server.host.address
         for i, net_id in enumerate(server.networks):

@@ -427,6 +427,23 @@ def test_failed_upload_is_removed_and_reported(openstack_cloud, tmp_path):
         adapter.upload_image(upload_spec(tmp_path, ('tar',)))
 
 
+def test_post_upload_hook_sees_the_image_and_can_refuse_it(openstack_cloud, tmp_path):
+    adapter = make_adapter(openstack_cloud)
+    seen = tmp_path / 'seen'
+    hook = tmp_path / 'hook'
+    hook.write_text(f'#!/bin/sh\necho "$@" > {seen}\nexit ${{HOOK_EXIT:-0}}\n')
+    hook.chmod(0o755)
+    adapter.settings['post-upload-hook'] = str(hook)
+    spec = upload_spec(tmp_path)
+    image_id = adapter.upload_image(spec)
+    assert seen.read_text().split() == ['cloud1', image_id, spec.files['qcow2']]
+    hook.write_text('#!/bin/sh\necho no thanks >&2\nexit 3\n')
+    before = set(openstack_cloud.images)
+    with pytest.raises(ProviderError, match='exited 3: no thanks'):
+        adapter.upload_image(spec)
+    assert set(openstack_cloud.images) == before
+
+
 def test_image_name_format_names_uploads(openstack_cloud, tmp_path):
     adapter = make_adapter(openstack_cloud)
     adapter.settings['image-name-format'] = '{image_name}-{timestamp}'

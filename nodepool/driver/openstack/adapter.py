@@ -27,6 +27,7 @@ import base64
 import ipaddress
 import logging
 import random
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -584,6 +585,7 @@ class OpenStackAdapter(ProviderAdapter):
                           allow_duplicates=True, **properties)
         try:
             self._wait_image_active(image.id, name)
+            self._post_upload_hook(image.id, spec.files[fmt])
         except ProviderError:
             self._api(f'deleting failed upload {image.id}', self.connection.image.delete_image,
                       image.id, ignore_missing=True)
@@ -591,6 +593,22 @@ class OpenStackAdapter(ProviderAdapter):
         log.info('Provider %s: uploaded %s as image %s (%s)', self.provider.name,
                  spec.files[fmt], image.id, name)
         return image.id
+
+    def _post_upload_hook(self, image_id: str, path: str) -> None:
+        """Released Nodepool's ``post-upload-hook``: called as ``HOOK
+        PROVIDER IMAGE_ID FILE`` once the image is active; a non-zero exit
+        fails the upload (and the image is deleted)."""
+        hook = self.settings.get('post-upload-hook')
+        if not hook:
+            return
+        try:
+            proc = subprocess.run([hook, self.provider.name, image_id, path],
+                                  capture_output=True, text=True, timeout=self.image_timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise ProviderError(f'post-upload-hook {hook}: {e}') from None
+        if proc.returncode:
+            raise ProviderError(f'post-upload-hook {hook} exited {proc.returncode}: '
+                                f'{(proc.stderr or proc.stdout).strip()[-500:]}')
 
     def _wait_image_active(self, image_id: str, name: str) -> None:
         deadline = time.monotonic() + self.image_timeout

@@ -5,6 +5,8 @@
 - ``api``: NodepoolZooKeeper, typed reads/writes and locks.
 - ``requestor``: NodeRequestClient, the requestor side of the protocol.
 - ``cache``: RecordCache, a watched mirror of a record directory.
+- ``images``: image builds and uploads (seed 002): ImageBuild, ImageUpload,
+  ImageZooKeeper (``NodepoolZooKeeper.images``) and ImageCache.
 """
 
 from nodepool.zk.api import NodepoolZooKeeper, RecordGoneError, connect, hosts_string

@@ -441,8 +441,16 @@ class PoolWorker(threading.Thread):
         quota = self._label_quotas.get(key)
         if quota is None:
             pool = self.provider.pools.get(key[0])
-            quota = self.adapter.label_quota(pool, label) \
-                if pool is not None and label in pool.labels else Quota(instances=1)
+            if pool is None or label not in pool.labels:
+                return Quota(instances=1)
+            try:
+                quota = self.adapter.label_quota(pool, label)
+            except Exception as e:
+                # The provider cannot say now (its API is down): count the
+                # node as an instance, and ask again next time.
+                log.warning('Pool %s/%s: what a %s node takes is unknown: %s',
+                            self.provider.name, self.pool.name, label, e)
+                return Quota(instances=1)
             self._label_quotas[key] = quota
         return quota
 

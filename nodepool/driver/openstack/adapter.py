@@ -175,6 +175,14 @@ class OpenStackAdapter(ProviderAdapter):
             except Exception:
                 pass
 
+    def _proxy(self, service: str, error=ProviderError):
+        """openstacksdk's proxy for ``service`` (its first use discovers
+        the service's versions: the cloud may not answer)."""
+        try:
+            return getattr(self.connection, service)
+        except API_ERRORS as e:
+            raise error(f'reaching the {service} service: {e}') from None
+
     def _api(self, what: str, fn, *args, error=ProviderError, **kwargs):
         try:
             return fn(*args, **kwargs)
@@ -187,7 +195,7 @@ class OpenStackAdapter(ProviderAdapter):
         with self._lock:
             flavors = self._flavors
         if flavors is None or refresh:
-            compute = self.connection.compute
+            compute = self._proxy('compute')
             flavors = self._api('listing flavors', lambda: list(compute.flavors(details=True)))
             with self._lock:
                 self._flavors = flavors
@@ -236,8 +244,9 @@ class OpenStackAdapter(ProviderAdapter):
             cached = self._images.get(name)
         if cached is not None and now - cached[1] < self.image_cache_seconds:
             return cached[0]
-        image = self._api(f'finding image {name!r}', self.connection.image.find_image, name,
-                          ignore_missing=True, error=LaunchError)
+        find = self._proxy('image', LaunchError).find_image
+        image = self._api(f'finding image {name!r}', find, name, ignore_missing=True,
+                          error=LaunchError)
         if image is None:
             raise LaunchError(f'provider {self.provider.name}: the cloud has no image {name!r}')
         with self._lock:
@@ -250,7 +259,7 @@ class OpenStackAdapter(ProviderAdapter):
             index = self._networks
         if index is None or refresh:
             networks = self._api('listing networks',
-                                 lambda: list(self.connection.network.networks()))
+                                 lambda: list(self._proxy('network').networks()))
             index = {}
             for net in networks:
                 index[net.id] = net
@@ -466,7 +475,7 @@ class OpenStackAdapter(ProviderAdapter):
 
     def delete(self, external_id: str) -> None:
         self._forget(external_id)
-        compute = self.connection.compute
+        compute = self._proxy('compute')
         self._api(f'deleting server {external_id}', compute.delete_server, external_id,
                   ignore_missing=True)
         deadline = time.monotonic() + self.delete_timeout
@@ -491,7 +500,7 @@ class OpenStackAdapter(ProviderAdapter):
 
     def list(self) -> list[Instance]:
         servers = self._api('listing servers',
-                            lambda: list(self.connection.compute.servers(details=True)))
+                            lambda: list(self._proxy('compute').servers(details=True)))
         out = []
         for server in servers:
             metadata = server.metadata or {}
@@ -526,7 +535,7 @@ class OpenStackAdapter(ProviderAdapter):
         """The absolute limits less what servers of others use (this
         provider's own servers are counted by the framework, from its
         node records)."""
-        compute = self.connection.compute
+        compute = self._proxy('compute')
         limits = self._api('reading limits', compute.get_limits).absolute
         servers = self._api('listing servers', lambda: list(compute.servers(details=True)))
         others = [s for s in servers
@@ -554,7 +563,7 @@ class OpenStackAdapter(ProviderAdapter):
             zones = self._azs
         if zones is None:
             found = self._api('listing availability zones',
-                              lambda: list(self.connection.compute.availability_zones()))
+                              lambda: list(self._proxy('compute').availability_zones()))
             zones = sorted(az.name for az in found if (az.state or {}).get('available'))
             with self._lock:
                 self._azs = zones
@@ -580,14 +589,14 @@ class OpenStackAdapter(ProviderAdapter):
         if name_format:
             name = name_format.format(image_name=spec.image_name, timestamp=int(time.time()))
         properties = {str(k): str(val) for k, val in spec.meta.items()}
-        image = self._api(f'uploading {name}', self.connection.image.create_image, name,
+        image = self._api(f'uploading {name}', self._proxy('image').create_image, name,
                           filename=spec.files[fmt], disk_format=fmt, container_format='bare',
                           allow_duplicates=True, **properties)
         try:
             self._wait_image_active(image.id, name)
             self._post_upload_hook(image.id, spec.files[fmt])
         except ProviderError:
-            self._api(f'deleting failed upload {image.id}', self.connection.image.delete_image,
+            self._api(f'deleting failed upload {image.id}', self._proxy('image').delete_image,
                       image.id, ignore_missing=True)
             raise
         log.info('Provider %s: uploaded %s as image %s (%s)', self.provider.name,
@@ -614,7 +623,7 @@ class OpenStackAdapter(ProviderAdapter):
         deadline = time.monotonic() + self.image_timeout
         delay = 0.05
         while True:
-            image = self._api(f'reading image {image_id}', self.connection.image.get_image,
+            image = self._api(f'reading image {image_id}', self._proxy('image').get_image,
                               image_id)
             if image.status == 'active':
                 return
@@ -627,5 +636,5 @@ class OpenStackAdapter(ProviderAdapter):
             delay = min(delay * 2, 5.0)
 
     def delete_image(self, external_id: str) -> None:
-        self._api(f'deleting image {external_id}', self.connection.image.delete_image,
+        self._api(f'deleting image {external_id}', self._proxy('image').delete_image,
                   external_id, ignore_missing=True)

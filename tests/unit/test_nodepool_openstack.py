@@ -478,3 +478,23 @@ def test_a_cloud_missing_from_clouds_yaml_is_a_provider_error(openstack_cloud):
     adapter = default_registry().get('openstack').get_adapter(provider)
     with pytest.raises(ProviderError, match="cloud 'nowhere'"):
         adapter.start()
+
+
+OPENDEV = sorted(glob.glob(os.path.join(CORPUS, 'openstack-infra+project-config', 'nodepool',
+                                        '*.yaml')))
+
+
+@pytest.mark.skipif(not OPENDEV, reason='corpus not available')
+@pytest.mark.parametrize('path', OPENDEV, ids=os.path.basename)
+def test_opendev_configs_pass_config_validate(path, capsys):
+    """OpenDev's launchers and builders (openstack providers, no driver
+    key) pass ``nodepool config-validate``."""
+    from nodepool.cmd import client
+    assert client.main(['-c', path, 'config-validate']) == 0, capsys.readouterr().err
+    with open(path) as f:
+        config = load_config_text(f.read())
+    for provider in config.providers.values():
+        assert provider.driver == 'openstack'
+        for pool in provider.pools.values():
+            for label in pool.labels.values():
+                assert label.diskimage in provider.diskimages

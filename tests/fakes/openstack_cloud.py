@@ -26,7 +26,8 @@ scans run for real.
 
 Tests change the cloud through methods: ``set_limits``,
 ``fail_next_servers``, ``make_undeletable``, ``add_server`` (a server
-made by someone else), ``fail_next_uploads``, ``hold_boots``.  What
+made by someone else), ``fail_next_uploads``, ``hold_boots``,
+``revoke_tokens``.  What
 happened is in ``requests`` (method, path, time), ``servers`` and
 ``images``.
 
@@ -275,6 +276,12 @@ class FakeOpenStackCloud:
         """DELETE is accepted but the server stays (a stuck compute host)."""
         with self.lock:
             self.servers[server_id].undeletable = undeletable
+
+    def revoke_tokens(self) -> None:
+        """Every token issued so far stops working (401 until the client
+        authenticates again)."""
+        with self.lock:
+            self.tokens.clear()
 
     def hold_boots(self) -> None:
         """New servers stay in BUILD until ``release_boots``."""

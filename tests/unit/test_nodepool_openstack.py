@@ -472,6 +472,19 @@ def test_every_api_call_waits_for_the_rate(openstack_cloud):
     assert min(gaps) >= 0.025, gaps
 
 
+def test_a_revoked_token_is_replaced(openstack_cloud):
+    cloud = openstack_cloud
+    adapter = make_adapter(cloud)
+    assert adapter.list() == []
+    cloud.revoke_tokens()
+    start = len(cloud.requests)
+    assert adapter.list() == []
+    # Refused, authenticated again, asked again.
+    assert [r[:2] for r in cloud.requests[start:]] == [
+        ('GET', '/compute/v2.1/servers/detail'), ('POST', '/identity/v3/auth/tokens'),
+        ('GET', '/compute/v2.1/servers/detail')]
+
+
 def test_a_cloud_missing_from_clouds_yaml_is_a_provider_error(openstack_cloud):
     provider = load_config_text(
         'providers:\n  - name: c\n    cloud: nowhere\n').providers['c']

@@ -464,12 +464,13 @@ def test_every_api_call_waits_for_the_rate(openstack_cloud):
     wait_ready(cloud, adapter, external_id)
     adapter.delete(external_id)
     calls = cloud.requests[start:]
+    # Every request the cloud saw went through the limiter ...
     assert adapter.api_calls == len(calls) >= 8
-    gaps = [b[2] - a[2] for a, b in zip(calls, calls[1:], strict=False)]
-    # Calls leave at least ``rate`` apart; they arrive so, give or take
-    # the jitter of the way (without the limit they are milliseconds apart).
-    assert calls[-1][2] - calls[0][2] >= (len(calls) - 1) * 0.05 * 0.95
-    assert min(gaps) >= 0.025, gaps
+    # ... which lets them leave ``rate`` apart (they arrive so, give or
+    # take the scheduling jitter of either side).
+    gaps = sorted(b[2] - a[2] for a, b in zip(calls, calls[1:], strict=False))
+    assert calls[-1][2] - calls[0][2] >= (len(calls) - 1) * 0.05 - 0.05, gaps
+    assert gaps[len(gaps) // 2] >= 0.05 * 0.8, gaps
 
 
 def test_a_revoked_token_is_replaced(openstack_cloud):

@@ -154,10 +154,11 @@ def web_url(args, config) -> str:
 
 
 def rpc_call(args, config, function, **fields):
+    from zuul.lib.gearlib import GearTLS
     from zuul.scheduler.rpc import RPCClient
     host, port = gearman_address(args, config)
     try:
-        client = RPCClient(host, port, timeout=args.timeout)
+        client = RPCClient(host, port, timeout=args.timeout, tls=GearTLS.from_config(config))
     except Exception as e:
         raise CLIError(f'cannot reach the Gearman server at {host}:{port}: {e}') from None
     try:

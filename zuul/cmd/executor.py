@@ -68,11 +68,13 @@ def main(argv=None) -> int:
     if not args.foreground:
         daemonize()
     setup_logging(config.get('executor', 'log_config', fallback=None), args.foreground)
+    from zuul.lib.gearlib import GearTLS
     server = ExecutorServer(settings, config.get('gearman', 'server', fallback='127.0.0.1'),
                             config.getint('gearman', 'port', fallback=4730),
                             build_merger(config, settings),
                             serve_merger=not config.getboolean('executor', 'disable_merger',
-                                                               fallback=False))
+                                                               fallback=False),
+                            tls=GearTLS.from_config(config))
     done = threading.Event()
 
     def graceful():

@@ -39,8 +39,9 @@ def build_server(conf: ZuulConf):
     merger = Merger(settings.git_dir, RepoUrlResolver(connection_sources(conf)),
                     git_user_email=settings.git_user_email,
                     git_user_name=settings.git_user_name)
+    from zuul.lib.gearlib import GearTLS
     return MergeServer([(conf.gearman.server, conf.gearman.port)], merger,
-                       hostname=settings.hostname)
+                       hostname=settings.hostname, tls=GearTLS.of(conf.gearman))
 
 
 def socket_path(conf: ZuulConf) -> str:

@@ -38,11 +38,12 @@ class SchedulerService:
         """Start the embedded Gearman server (``[gearman_server]
         start=true``) ahead of the rest, so mergers and executors can
         connect before the scheduler loads its tenants through them."""
-        from zuul.lib.gearlib import GearServer
+        from zuul.lib.gearlib import GearServer, GearTLS
         conf = self.conf
         if conf.gearman_server.start and self.gear_server is None:
             self.gear_server = GearServer(port=conf.gearman_server.port,
-                                          host=conf.gearman_server.listen_address)
+                                          host=conf.gearman_server.listen_address,
+                                          tls=GearTLS.of(conf.gearman_server))
             log.info('Embedded Gearman server on port %s', conf.gearman_server.port)
 
     def start(self) -> None:
@@ -61,7 +62,9 @@ class SchedulerService:
 
         conf = self.conf
         self.start_gearman()
+        from zuul.lib.gearlib import GearTLS
         host, port = conf.gearman.server, conf.gearman.port
+        tls = GearTLS.of(conf.gearman)
         self.connections = ConnectionRegistry()
         drivers, hostnames = {}, {}
         for name, cc in conf.connections.items():
@@ -74,7 +77,7 @@ class SchedulerService:
         state_dir = conf.scheduler.state_dir
         os.makedirs(state_dir, exist_ok=True)
         self.keystore = KeyStore(state_dir, conf.keystore.password)
-        self.merge_client = MergeClient(host, port, merge_mode_for=self._merge_mode)
+        self.merge_client = MergeClient(host, port, merge_mode_for=self._merge_mode, tls=tls)
         self.layouts = Layouts(conf.scheduler.tenant_config, self.connections, self.registry,
                                MergerConfigFetcher(self.merge_client), drivers, hostnames,
                                keystore=self.keystore)
@@ -82,7 +85,7 @@ class SchedulerService:
                                                timeout=conf.zookeeper.session_timeout)
         self.node_client = NodeRequestClient(self.zk, requestor='zuul-scheduler')
         self.node_client.start()
-        self.executor_client = ExecutorClient(host, port)
+        self.executor_client = ExecutorClient(host, port, tls=tls)
         stats = history = None
         if conf.statsd.server:
             from zuul.lib.stats import SchedulerStats, StatsClient
@@ -105,7 +108,8 @@ class SchedulerService:
         self.scheduler.timer = self.timer
         self.timer.start()
         self.rpc = RPCListener(host, port, handlers(self.scheduler, self.layouts,
-                                                    self.keystore), name='zuul-scheduler')
+                                                    self.keystore), name='zuul-scheduler',
+                               tls=tls)
         self.rpc.start()
         self.scheduler.start()
         self.connections.start(self.scheduler.add_trigger_event)
@@ -141,9 +145,11 @@ def _socket_path(conf) -> str:
 
 
 def _rpc_reconfigure(conf) -> int:
+    from zuul.lib.gearlib import GearTLS
     from zuul.scheduler import rpc_protocol as p
     from zuul.scheduler.rpc import RPCClient
-    client = RPCClient(conf.gearman.server, conf.gearman.port, timeout=600)
+    client = RPCClient(conf.gearman.server, conf.gearman.port, timeout=600,
+                       tls=GearTLS.of(conf.gearman))
     try:
         result = client.call(p.RECONFIGURE, p.RPCRequest())
     except (p.RPCError, TimeoutError) as e:

@@ -24,16 +24,19 @@ class WebSettings:
     port: int = 9000
     dburi: str | None = None
     table_prefix: str = ''
+    gearman_tls: object = None   # zuul.lib.gearlib.GearTLS
 
     @classmethod
     def from_config(cls, config: configparser.ConfigParser) -> WebSettings:
+        from zuul.lib.gearlib import GearTLS
         return cls(
             gearman_server=config.get('gearman', 'server', fallback='127.0.0.1'),
             gearman_port=config.getint('gearman', 'port', fallback=4730),
             listen_address=config.get('web', 'listen_address', fallback='127.0.0.1'),
             port=config.getint('web', 'port', fallback=9000),
             dburi=config.get('database', 'dburi', fallback=None),
-            table_prefix=config.get('database', 'table_prefix', fallback=''))
+            table_prefix=config.get('database', 'table_prefix', fallback=''),
+            gearman_tls=GearTLS.from_config(config))
 
 
 def build_web(settings: WebSettings):
@@ -47,7 +50,7 @@ def build_web(settings: WebSettings):
         history = BuildHistory(settings.dburi, settings.table_prefix)
         history.migrate()
     rpc = RPCClient(settings.gearman_server, settings.gearman_port, timeout=60,
-                    name='zuul-web')
+                    name='zuul-web', tls=settings.gearman_tls)
     return ZuulWeb(settings.listen_address, settings.port, rpc, history), rpc
 
 

@@ -250,7 +250,25 @@ def load_zuul_conf(path: str, registry=None) -> ZuulConf:
     base_dir = os.path.dirname(os.path.abspath(path))
     sections = {name: _section(cp, path, name, cls, base_dir)
                 for name, cls in SECTIONS.items()}
+    for name in ('gearman', 'gearman_server'):
+        _check_tls(path, name, sections[name])
     return ZuulConf(path=path, connections=_connections(cp, path, registry), **sections)
+
+
+def _check_tls(path: str, section: str, settings) -> None:
+    """Gearman TLS needs its three files together, and they must exist."""
+    keys = ('ssl_ca', 'ssl_cert', 'ssl_key')
+    given = [k for k in keys if getattr(settings, k)]
+    if not given:
+        return
+    missing = [k for k in keys if k not in given]
+    if missing:
+        raise ZuulConfError(f'{path}: [{section}] TLS needs ssl_ca, ssl_cert and ssl_key '
+                            f'together; missing {", ".join(missing)}')
+    for key in keys:
+        if not os.path.exists(getattr(settings, key)):
+            raise ZuulConfError(f'{path}: [{section}] {key}: {getattr(settings, key)} '
+                                'does not exist')
 
 
 def load_config_parser(path: str) -> configparser.ConfigParser:

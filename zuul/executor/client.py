@@ -105,9 +105,10 @@ class _ExecutorGearClient(GearClient):
 class ExecutorClient:
     """Launches builds on executors through Gearman."""
 
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, tls=None):
+        from zuul.lib.gearlib import tls_kwargs
         self.gearman = _ExecutorGearClient(self)
-        self.gearman.addServer(host, port)
+        self.gearman.addServer(host, port, **tls_kwargs(tls))
         self.gearman.waitForServer()
         self._handles: dict[str, BuildHandle] = {}
         self._lock = threading.Lock()

@@ -33,7 +33,7 @@ from zuul.executor.protocol import (
 from zuul.executor.sandbox import BubblewrapSandbox
 from zuul.executor.settings import ExecutorSettings
 from zuul.executor.sshagent import SshAgent
-from zuul.lib.gearlib import GearWorker
+from zuul.lib.gearlib import GearWorker, tls_kwargs
 
 log = logging.getLogger('zuul.executor.server')
 
@@ -56,8 +56,9 @@ class ExecutorServer:
 
     def __init__(self, settings: ExecutorSettings, gearman_host: str, gearman_port: int,
                  merger, governor: CapacityGovernor | None = None,
-                 serve_merger: bool = False):
+                 serve_merger: bool = False, tls=None):
         self.settings = settings
+        self.tls = tls
         self.merger = merger
         # As released: an executor can also answer the merger:* functions
         # from its own repo cache, so small sites need no zuul-merger.
@@ -104,7 +105,7 @@ class ExecutorServer:
                                             self.settings.log_stream_public_host)
         self.log_streamer.start()
         self.worker = GearWorker(f'executor:{self.settings.hostname}')
-        self.worker.addServer(*self.gearman)
+        self.worker.addServer(*self.gearman, **tls_kwargs(self.tls))
         self.worker.waitForServer()
         self._running = True
         self._update_registration()
@@ -114,7 +115,7 @@ class ExecutorServer:
         if self.serve_merger:
             from zuul.merger.server import MergeServer
             self.merge_server = MergeServer([self.gearman], self.merger,
-                                            hostname=self.settings.hostname)
+                                            hostname=self.settings.hostname, tls=self.tls)
             self.merge_server.start()
 
     def pause(self) -> None:

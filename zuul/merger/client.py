@@ -21,7 +21,7 @@ import uuid
 
 import gear
 
-from zuul.lib.gearlib import GearClient
+from zuul.lib.gearlib import GearClient, tls_kwargs
 from zuul.merger.protocol import (
     DEFAULT_MERGE_MODE,
     FUNCTION_CAT,
@@ -147,10 +147,10 @@ class MergeClient:
     item's project merge mode (default merge-resolve)."""
 
     def __init__(self, host: str, port: int, merge_mode_for=None,
-                 name: str = 'zuul-merge-client'):
+                 name: str = 'zuul-merge-client', tls=None):
         self.merge_mode_for = merge_mode_for or (lambda item: DEFAULT_MERGE_MODE)
         self.gearman = _MergerGearClient(self, name)
-        self.gearman.addServer(host, port)
+        self.gearman.addServer(host, port, **tls_kwargs(tls))
         self.gearman.waitForServer()
         self._handles: dict[str, MergeJobHandle] = {}
         self._lock = threading.Lock()

@@ -16,7 +16,7 @@ import threading
 
 import gear
 
-from zuul.lib.gearlib import GearWorker
+from zuul.lib.gearlib import GearWorker, tls_kwargs
 from zuul.merger.merger import MergerError
 from zuul.merger.protocol import (
     FUNCTION_CAT,
@@ -45,8 +45,10 @@ class MergeServer:
     """Serves ``merger`` (a zuul.merger.merger.Merger) on the Gearman
     servers ``servers`` [(host, port)], with ``threads`` jobs at once."""
 
-    def __init__(self, servers, merger, hostname: str | None = None, threads: int = 1):
+    def __init__(self, servers, merger, hostname: str | None = None, threads: int = 1,
+                 tls=None):
         self.servers = list(servers)
+        self.tls = tls
         self.merger = merger
         self.hostname = hostname or socket.getfqdn()
         self.threads = max(1, threads)
@@ -76,7 +78,7 @@ class MergeServer:
         for n in range(self.threads):
             worker = GearWorker(f'zuul-merger:{self.hostname}:{n}')
             for host, port in self.servers:
-                worker.addServer(host, port)
+                worker.addServer(host, port, **tls_kwargs(self.tls))
             worker.waitForServer()
             worker.setFunctions([gear.FunctionRecord(f.encode('utf8')) for f in FUNCTIONS])
             self.workers.append(worker)

@@ -7,7 +7,7 @@ import threading
 
 import gear
 
-from zuul.lib.gearlib import GearClient, GearWorker
+from zuul.lib.gearlib import GearClient, GearWorker, tls_kwargs
 from zuul.scheduler import rpc_protocol as p
 
 log = logging.getLogger('zuul.scheduler.rpc')
@@ -18,10 +18,11 @@ class RPCListener:
     (handlers run on the listener thread; those touching pipeline state go
     through the scheduler's management queue)."""
 
-    def __init__(self, host: str, port: int, handlers: dict, name: str = 'zuul-rpc'):
+    def __init__(self, host: str, port: int, handlers: dict, name: str = 'zuul-rpc',
+                 tls=None):
         self.handlers = handlers
         self.worker = GearWorker(name)
-        self.worker.addServer(host, port)
+        self.worker.addServer(host, port, **tls_kwargs(tls))
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._running = False
 
@@ -103,9 +104,10 @@ def _signal(job):
 class RPCClient:
     """Blocking calls to the scheduler over Gearman."""
 
-    def __init__(self, host: str, port: int, timeout: float = 300.0, name: str = 'zuul-client'):
+    def __init__(self, host: str, port: int, timeout: float = 300.0, name: str = 'zuul-client',
+                 tls=None):
         self.client = _SignalingClient(name)
-        self.client.addServer(host, port)
+        self.client.addServer(host, port, **tls_kwargs(tls))
         self.client.waitForServer(timeout=30)
         self.timeout = timeout
 

@@ -197,3 +197,17 @@ def test_unsafe_strings_survive_the_wire_and_reach_ansible_tagged(tmp_path):
     _write_yaml(str(path), wire)
     text = path.read_text()
     assert "x: !unsafe '{{ lookup(\"pipe\", \"id\") }}'" in text and 'y: plain' in text
+
+
+def test_node_records_reach_the_inventory_with_cloud_and_host_id():
+    from zuul.executor import inventory
+    from zuul.scheduler.builds import node_specs
+    record = {'id': '0000000007', 'type': 'ubuntu', 'provider': 'cloud-a', 'region': 'r1',
+              'az': 'nova', 'cloud': 'opendev', 'host_id': 'hyp-42',
+              'interface_ip': '203.0.113.9', 'public_ipv4': '203.0.113.9',
+              'connection_port': 2222, 'username': 'zuul', 'host_keys': ['ssh-ed25519 AAA']}
+    (spec,) = node_specs([(['controller'], record)])
+    assert (spec.cloud, spec.host_id, spec.connection_port) == ('opendev', 'hyp-42', 2222)
+    variables = inventory.nodepool_vars(spec)
+    assert (variables['cloud'], variables['host_id'], variables['az']) == \
+        ('opendev', 'hyp-42', 'nova')

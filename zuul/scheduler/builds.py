@@ -45,7 +45,8 @@ def node_specs(nodeset) -> list[NodeSpec]:
             connection_type=node.get('connection_type') or 'ssh',
             username=node.get('username') or 'zuul',
             python_path=node.get('python_path') or 'auto',
-            host_keys=list(node.get('host_keys') or [])))
+            host_keys=list(node.get('host_keys') or []),
+            cloud=node.get('cloud'), host_id=node.get('host_id')))
     return specs
 
 

@@ -21,7 +21,8 @@ Scenarios:
 ZooKeeper operations are the client requests of the builders' sessions
 (a transaction counts once; pings are not requests) from the request to
 the point where the builder is idle again (build, upload, retirement of
-the oldest build, the reads its watches trigger).
+the oldest build, the reads its watches trigger, and one explicit build,
+upload and cleanup pass per builder that confirms it is idle).
 """
 
 from __future__ import annotations
@@ -119,7 +120,9 @@ class Bench:
                 client, owns_client=True), settings)
             builder.changed = self.changed
             self.builders.append(builder)
-        self.images = self.builders[0].images
+        # The benchmark watches through a session of its own (not counted).
+        self.observer = NodepoolZooKeeper(connect(self.hosts), owns_client=True)
+        self.images = self.observer.images
 
     def start(self) -> None:
         for builder in self.builders:
@@ -129,6 +132,7 @@ class Bench:
         for builder in self.builders:
             builder.stop()
             builder.zk.close()
+        self.observer.close()
 
     def ops(self) -> Counter:
         total = Counter()

@@ -14,6 +14,23 @@ DEFAULT_CONFIG = '/etc/nodepool/nodepool.yaml'
 LOG_FORMAT = '%(asctime)s %(levelname)s %(name)s: %(message)s'
 
 
+def daemon_parser(prog: str, description: str, default_pidfile: str):
+    """The options every nodepool daemon takes, as released: ``-c``,
+    ``-d`` (foreground), ``-p`` (pid file), ``-l`` (logging config),
+    ``--debug``."""
+    import argparse
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument('-c', dest='config', default=DEFAULT_CONFIG,
+                   help=f'nodepool.yaml (default {DEFAULT_CONFIG})')
+    p.add_argument('-d', dest='foreground', action='store_true',
+                   help='stay in the foreground and log to the console')
+    p.add_argument('-p', dest='pidfile', default=None,
+                   help=f'pid file (default {default_pidfile} when detached)')
+    p.add_argument('-l', dest='logconfig', default=None, help='logging config file')
+    p.add_argument('--debug', action='store_true', help='debug logging')
+    return p
+
+
 def setup_logging(log_config: str | None, foreground: bool, debug: bool = False) -> None:
     """A logging config file (YAML dictConfig or INI fileConfig), or
     the console (foreground) / stderr."""

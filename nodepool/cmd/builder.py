@@ -21,7 +21,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from nodepool.builder.builder import BuilderError, NodepoolBuilder
 from nodepool.builder.settings import BuilderSettings
-from nodepool.cmd import DEFAULT_CONFIG, PidFile, daemonize, setup_logging
+from nodepool.cmd import PidFile, daemon_parser, daemonize, setup_logging
 from nodepool.config import ConfigError, load_config
 from nodepool.zk.api import NodepoolZooKeeper
 
@@ -30,15 +30,7 @@ DEFAULT_PIDFILE = '/var/run/nodepool/nodepool-builder.pid'
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='nodepool-builder', description=__doc__.split('\n')[0])
-    p.add_argument('-c', dest='config', default=DEFAULT_CONFIG,
-                   help=f'nodepool.yaml (default {DEFAULT_CONFIG})')
-    p.add_argument('-d', dest='foreground', action='store_true',
-                   help='stay in the foreground and log to the console')
-    p.add_argument('-p', dest='pidfile', default=None,
-                   help=f'pid file (default {DEFAULT_PIDFILE} when detached)')
-    p.add_argument('-l', dest='logconfig', default=None, help='logging config file')
-    p.add_argument('--debug', action='store_true', help='debug logging')
+    p = daemon_parser('nodepool-builder', __doc__.split('\n')[0], DEFAULT_PIDFILE)
     p.add_argument('--build-workers', type=int, default=1,
                    help='images built at the same time (default 1)')
     p.add_argument('--upload-workers', type=int, default=4,

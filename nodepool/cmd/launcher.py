@@ -18,7 +18,7 @@ import threading
 
 from kazoo.handlers.threading import KazooTimeoutError
 
-from nodepool.cmd import DEFAULT_CONFIG, PidFile, daemonize, setup_logging
+from nodepool.cmd import PidFile, daemon_parser, daemonize, setup_logging
 from nodepool.config import ConfigError, load_config
 from nodepool.launcher.launcher import Launcher
 from nodepool.launcher.settings import LauncherSettings
@@ -29,15 +29,7 @@ DEFAULT_PIDFILE = '/var/run/nodepool/launcher.pid'
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='nodepool-launcher', description=__doc__.split('\n')[0])
-    p.add_argument('-c', dest='config', default=DEFAULT_CONFIG,
-                   help=f'nodepool.yaml (default {DEFAULT_CONFIG})')
-    p.add_argument('-d', dest='foreground', action='store_true',
-                   help='stay in the foreground and log to the console')
-    p.add_argument('-p', dest='pidfile', default=None,
-                   help=f'pid file (default {DEFAULT_PIDFILE} when detached)')
-    p.add_argument('-l', dest='logconfig', default=None, help='logging config file')
-    p.add_argument('--debug', action='store_true', help='debug logging')
+    p = daemon_parser('nodepool-launcher', __doc__.split('\n')[0], DEFAULT_PIDFILE)
     p.add_argument('--cleanup-interval', type=float, default=60.0,
                    help='seconds between full cleanup passes (default 60)')
     return p

@@ -27,7 +27,7 @@ import gear
 
 from nodepool.zk.localserver import LocalZooKeeper, free_port
 from tests.fakes.gerrit import GerritFixture
-from tests.functional.system_support import ZuulSystem
+from tests.functional.system_support import BASE_PIPELINES, ZuulSystem
 from zuul.executor.protocol import FUNCTION_EXECUTE, BuildResult, ExecuteRequest
 from zuul.lib.gearlib import GearServer, GearWorker
 
@@ -104,7 +104,9 @@ def run(n_changes: int, timeout: float = 1800.0) -> list[tuple[str, str]]:
     system.executor.start = lambda: None
     system.executor.stop = lambda: None
     try:
-        system.create_projects()
+        # check and gate (plus post/periodic); not the zuul-driver pipelines,
+        # whose project-change-merged enqueues every open change per merge.
+        system.create_projects(pipelines=BASE_PIPELINES)
         executor = InstantExecutor(gear_server.port)
         system.start()
         loop_thread = system.scheduler.loop._thread

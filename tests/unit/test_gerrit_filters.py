@@ -117,3 +117,21 @@ def test_released_username_filter_spellings_in_approvals():
         assert f.matches(event), key
         event.approvals[0]['by']['username'] = 'someone'
         assert not f.matches(event), key
+
+
+def test_matches_event_decides_without_the_change():
+    """The scheduler skips the change lookup when no trigger can match the
+    event itself; what depends on the change stays for ``matches``."""
+    gate = GerritEventFilter({'event': 'comment-added', 'approval': [{'Workflow': 1}],
+                              'require-approval': [{'Code-Review': 2}]}, 'gerrit')
+    zuul_vote = _event(approvals=[{'type': 'Verified', 'value': '1'}],
+                       account={'username': 'zuul'})
+    approval = _event(approvals=[{'type': 'Workflow', 'value': '1'}])
+    assert not gate.matches_event(zuul_vote)
+    assert gate.matches_event(approval)
+    # the change's own approvals are not part of matches_event ...
+    assert not gate.matches(approval, _change())
+    assert gate.matches(approval, _change([{'type': 'Code-Review', 'value': '2'}]))
+    recheck = GerritEventFilter({'event': 'comment-added', 'comment': '(?i)^recheck$'})
+    assert not recheck.matches_event(_event(comment='Build succeeded.'))
+    assert recheck.matches_event(_event(comment='recheck'))

@@ -53,6 +53,15 @@ class SchedulerContext:
         connection, project = self.layouts.find_project(self.tenant.layout, project)
         return Ref(connection, project, ref, oldrev, newrev)
 
+    def event_may_match_pipeline(self, pipeline, event) -> bool:
+        """False when no trigger of ``pipeline`` can match ``event``
+        whatever its change is (so the change need not be looked up)."""
+        for event_filter in self.layouts.trigger_filters(pipeline):
+            check = getattr(event_filter, 'matches_event', None)
+            if check is None or check(event):
+                return True
+        return False
+
     def event_matches_pipeline(self, pipeline, event, change) -> bool:
         for event_filter in self.layouts.trigger_filters(pipeline):
             if event_filter.matches(event, change):

@@ -3,7 +3,10 @@
 Drains, in priority order, management events (reconfigure, enqueue,
 dequeue, promote ...), result events (merge done, nodes provisioned,
 build started/completed), then trigger events from connections; then lets
-every pipeline manager process its queues until nothing changes.
+every pipeline manager process its queues until nothing changes. Under a
+steady stream of events the pipelines are still processed at least every
+``SETTLE_INTERVAL`` seconds, so queue items keep moving (merges requested,
+builds started) while a backlog of events drains.
 
 Everything that touches pipeline state runs on this thread, so the state
 needs no locks. Other threads only put events on the queues.
@@ -17,6 +20,8 @@ import threading
 import time
 
 log = logging.getLogger('zuul.scheduler.loop')
+
+SETTLE_INTERVAL = 0.5
 
 
 class EventLoop:
@@ -38,6 +43,7 @@ class EventLoop:
         self._busy = False
         self.name = name
         self.processed = 0
+        self._last_settle = time.monotonic()
 
     # -- producers (any thread) -------------------------------------------
 
@@ -118,8 +124,9 @@ class EventLoop:
             self._dispatch(kind, event)
             with self._cond:
                 more = bool(self.management or self.results or self.triggers)
-            if not more:
+            if not more or time.monotonic() - self._last_settle >= SETTLE_INTERVAL:
                 self._settle()
+                self._last_settle = time.monotonic()
 
     def _dispatch(self, kind, event) -> None:
         self.processed += 1

@@ -28,6 +28,12 @@ class UnknownNameError(LookupError):
     that does not exist; the message says which."""
 
 
+# Event types whose change matters even when no pipeline is triggered:
+# they dequeue superseded or closed changes, or may change the config.
+_CHANGE_NEEDED = frozenset({'patchset-created', 'change-abandoned', 'change-merged',
+                            'ref-updated'})
+
+
 class TenantState:
     """A tenant's current layout and a pipeline manager per pipeline."""
 
@@ -190,6 +196,14 @@ class Scheduler:
             if not self.layouts.has_project(tenant.layout, event.connection, event.project) \
                     and event.type not in ('timer', 'parent-change-enqueued',
                                            'project-change-merged'):
+                continue
+            if event.type not in _CHANGE_NEEDED and not any(
+                    ctx.event_may_match_pipeline(m.pipeline, event)
+                    for m in tenant.managers.values()):
+                # e.g. Zuul's own review comments: no pipeline wants them,
+                # so don't ask the code-review system about their change.
+                log.debug('[e: %s] No pipeline of tenant %s takes %s', event.event_id,
+                          tenant.name, event.type)
                 continue
             change = ctx.get_change_for_event(event)
             if change is None:

@@ -124,6 +124,11 @@ class GerritEventFilter:
         self.hashtags_removed = _compile_all(conf.get('removed'))
 
     def matches(self, event: TriggerEvent, change=None) -> bool:
+        return self.matches_event(event) and self._matches_change(change)
+
+    def matches_event(self, event: TriggerEvent) -> bool:
+        """What can be decided from the event alone (the change's own
+        approvals and state are checked by ``matches``)."""
         if self.connection and event.connection != self.connection:
             return False
         if self.types and not any(t.search(event.type) for t in self.types):
@@ -152,7 +157,7 @@ class GerritEventFilter:
         if self.hashtags_removed and not any(r.search(h) for r in self.hashtags_removed
                                              for h in event.removed):
             return False
-        return self._matches_change(change)
+        return True
 
     def _matches_change(self, change) -> bool:
         if change is None:

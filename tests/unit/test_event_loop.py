@@ -1,0 +1,72 @@
+"""The scheduler's event thread: priorities, and pipelines processed even
+while events keep coming."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tests.harness.waiting import wait_for
+from zuul.scheduler import loop as loop_module
+from zuul.scheduler.loop import EventLoop
+
+
+class Handlers:
+    def __init__(self, event_cost=0.0):
+        self.seen = []
+        self.passes = []           # events seen when each pipeline pass ran
+        self.event_cost = event_cost
+        self.lock = threading.Lock()
+
+    def handle_management(self, event):
+        self.seen.append(('management', event))
+
+    def handle_result(self, event):
+        self.seen.append(('result', event))
+
+    def handle_trigger(self, event):
+        time.sleep(self.event_cost)   # e.g. a change looked up over SSH
+        self.seen.append(('trigger', event))
+
+    def process_pipelines(self):
+        self.passes.append(len(self.seen))
+        return False
+
+
+def test_management_then_results_then_triggers():
+    handlers = Handlers()
+    loop = EventLoop(handlers)
+    loop.add_trigger_event('t1')
+    loop.add_result_event('r1')
+    loop.add_management_event('m1')
+    loop.start()
+    try:
+        assert loop.wait_idle(10)
+    finally:
+        loop.stop()
+    assert [kind for kind, _ in handlers.seen] == ['management', 'result', 'trigger']
+    assert handlers.passes  # settled once the queues were empty
+
+
+def test_pipelines_are_processed_during_a_steady_stream_of_events(monkeypatch):
+    monkeypatch.setattr(loop_module, 'SETTLE_INTERVAL', 0.05)
+    handlers = Handlers(event_cost=0.01)
+    loop = EventLoop(handlers)
+    stop = threading.Event()
+
+    def producer():
+        # keeps the trigger queue from ever running dry
+        while not stop.is_set():
+            loop.add_trigger_event('t')
+            time.sleep(0.002)
+    thread = threading.Thread(target=producer, daemon=True)
+    loop.start()
+    thread.start()
+    try:
+        wait_for(lambda: len(handlers.passes) >= 3, timeout=30,
+                 what='pipeline passes while events keep arriving')
+        assert len(loop.triggers) > 0   # the backlog never drained meanwhile
+    finally:
+        stop.set()
+        thread.join(5)
+        loop.stop()

@@ -31,6 +31,44 @@ def daemon_parser(prog: str, description: str, default_pidfile: str):
     return p
 
 
+def run_daemon(name: str, config, make_service, start_errors=()) -> int:
+    """Connect to ZooKeeper, start ``make_service(zk)``, run until
+    SIGTERM/SIGINT, stop it gracefully.  ``start_errors``: exceptions of
+    ``start()`` that are a clear refusal (logged, exit 1)."""
+    import signal
+    import threading
+
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from nodepool.zk.api import NodepoolZooKeeper
+    log = logging.getLogger(f'nodepool.cmd.{name}')
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        zk = NodepoolZooKeeper.from_hosts(config.zookeeper_hosts(),
+                                          timeout=config.zookeeper_timeout,
+                                          tls=config.zookeeper_tls)
+    except KazooTimeoutError:
+        log.error('Cannot connect to ZooKeeper at %s', config.zookeeper_hosts())
+        return 1
+    service = make_service(zk)
+    try:
+        try:
+            service.start()
+        except tuple(start_errors) as e:
+            log.error('%s', e)
+            return 1
+        log.info('%s running (%s)', name, config.path)
+        while not stop.wait(3600):
+            pass
+        log.info('Stopping')
+    finally:
+        service.stop()
+        zk.close()
+    return 0
+
+
 def setup_logging(log_config: str | None, foreground: bool, debug: bool = False) -> None:
     """A logging config file (YAML dictConfig or INI fileConfig), or
     the console (foreground) / stderr."""

@@ -13,17 +13,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
-
-from kazoo.handlers.threading import KazooTimeoutError
 
 from nodepool.builder.builder import BuilderError, NodepoolBuilder
 from nodepool.builder.settings import BuilderSettings
-from nodepool.cmd import PidFile, daemon_parser, daemonize, setup_logging
+from nodepool.cmd import PidFile, daemon_parser, daemonize, run_daemon, setup_logging
 from nodepool.config import ConfigError, load_config
-from nodepool.zk.api import NodepoolZooKeeper
 
 log = logging.getLogger('nodepool.cmd.builder')
 DEFAULT_PIDFILE = '/var/run/nodepool/nodepool-builder.pid'
@@ -70,32 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(config, settings: BuilderSettings) -> int:
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        zk = NodepoolZooKeeper.from_hosts(config.zookeeper_hosts(),
-                                          timeout=config.zookeeper_timeout,
-                                          tls=config.zookeeper_tls)
-    except KazooTimeoutError:
-        log.error('Cannot connect to ZooKeeper at %s', config.zookeeper_hosts())
-        return 1
-    builder = NodepoolBuilder(config, zk, settings)
-    try:
-        try:
-            builder.start()
-        except BuilderError as e:
-            log.error('%s', e)
-            return 1
-        log.info('nodepool-builder running (%s)', config.path)
-        while not stop.wait(3600):
-            pass
-        log.info('Stopping')
-    finally:
-        builder.stop()
-        zk.close()
-    return 0
-
+    return run_daemon('nodepool-builder', config,
+                      lambda zk: NodepoolBuilder(config, zk, settings), (BuilderError,))
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 
-from kazoo.handlers.threading import KazooTimeoutError
-
-from nodepool.cmd import PidFile, daemon_parser, daemonize, setup_logging
+from nodepool.cmd import PidFile, daemon_parser, daemonize, run_daemon, setup_logging
 from nodepool.config import ConfigError, load_config
 from nodepool.launcher.launcher import Launcher
 from nodepool.launcher.settings import LauncherSettings
-from nodepool.zk.api import NodepoolZooKeeper
 
 log = logging.getLogger('nodepool.cmd.launcher')
 DEFAULT_PIDFILE = '/var/run/nodepool/launcher.pid'
@@ -56,28 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(config, settings: LauncherSettings) -> int:
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        zk = NodepoolZooKeeper.from_hosts(config.zookeeper_hosts(),
-                                          timeout=config.zookeeper_timeout,
-                                          tls=config.zookeeper_tls)
-    except KazooTimeoutError:
-        log.error('Cannot connect to ZooKeeper at %s', config.zookeeper_hosts())
-        return 1
-    launcher = Launcher(config, zk, settings)
-    try:
-        launcher.start()
-        log.info('nodepool-launcher running (%s)', config.path)
-        while not stop.wait(3600):
-            pass
-        log.info('Stopping')
-    finally:
-        launcher.stop()
-        zk.close()
-    return 0
-
+    return run_daemon('nodepool-launcher', config,
+                      lambda zk: Launcher(config, zk, settings))
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -190,6 +190,8 @@ class ProviderConfig:
     boot_timeout: float = 60.0
     launch_timeout: float = 3600.0
     rate: float = 0.0
+    #: Default for its pools' ``priority`` (lower numbers are preferred).
+    priority: int = 100
     settings: dict = field(default_factory=dict)
     #: Built images (top-level ``diskimages:``) this provider uploads and
     #: launches from, by name.  Drivers that take uploads fill this in.
@@ -307,10 +309,13 @@ def common_provider(raw: dict) -> ProviderConfig:
         max_concurrency=raw.get('max-concurrency', -1),
         launch_retries=raw.get('launch-retries', 3),
         boot_timeout=raw.get('boot-timeout', 60), launch_timeout=raw.get('launch-timeout', 3600),
-        rate=raw.get('rate', 0.0))
+        rate=raw.get('rate', 0.0), priority=raw.get('priority', 100))
 
 
-def common_pool(provider: ProviderConfig, raw: dict, default_priority: int = 100) -> PoolConfig:
+def common_pool(provider: ProviderConfig, raw: dict,
+                default_priority: int | None = None) -> PoolConfig:
+    if default_priority is None:
+        default_priority = provider.priority
     pool = PoolConfig(name=raw['name'], provider=provider.name,
                       max_servers=raw.get('max-servers'),
                       priority=raw.get('priority', default_priority),

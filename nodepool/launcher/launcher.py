@@ -50,6 +50,8 @@ class Launcher:
         self.request_cache: RecordCache | None = None
         self.image_cache: ImageCache | None = None
         self.launcher_ids: set[str] = set()
+        self._records: dict = {}
+        self._records_time = 0.0
         self.changed = threading.Condition()
         self._semaphores: dict[str, threading.Semaphore | None] = {}
         self._machines: set = set()
@@ -160,7 +162,17 @@ class Launcher:
         self.wake_workers()
         self.notify_changed()
 
+    def launcher_records(self, max_age: float = 1.0) -> dict:
+        """Every registered pool's launcher record by id, read again when
+        older than ``max_age`` seconds or when launchers came or went."""
+        now = time.monotonic()
+        if now - self._records_time > max_age:
+            self._records = {r.id: r for r in self.zk.get_launchers()}
+            self._records_time = now
+        return self._records
+
     def _launchers_changed(self, children) -> None:
+        self._records_time = 0.0
         if not self._running:
             return False
         gone = self.launcher_ids - set(children)

@@ -71,6 +71,8 @@ class PoolWorker(threading.Thread):
         self._creating = threading.Lock()
         self._freeing: set[str] = set()
         self._deferred: set[str] = set()
+        self._yielded: set[str] = set()      # requests left to a preferred pool
+        self._published_paused = False
         self._deferred_view: frozenset[str] = frozenset()
         self._static_labels = {(h.name, h.connection_port): list(h.labels)
                                for h in adapter.static_hosts() if h.pool == pool.name}
@@ -122,6 +124,12 @@ class PoolWorker(threading.Thread):
 
     def _cycle(self) -> None:
         self._ensure_registered()
+        try:
+            self._cycle_requests()
+        finally:
+            self._publish_pause_state()
+
+    def _cycle_requests(self) -> None:
         self._poll_handlers()
         if self.paused_handler is not None:
             handler = self.paused_handler
@@ -145,14 +153,43 @@ class PoolWorker(threading.Thread):
                 self._launching.clear()
             log.warning('Pool %s/%s: ZooKeeper session replaced; abandoned requests %s',
                         self.provider.name, self.pool.name, [h.id for h in dropped])
-        record = LauncherRecord(id=self.id, hostname=self.launcher.settings.hostname,
-                                pid=os.getpid(), provider=self.provider.name,
-                                pool=self.pool.name, supported_labels=sorted(self.pool.labels))
-        self.zk.register_launcher(record)
+        self._publish(paused=self.paused_handler is not None)
         self._session = session
         self.registered.set()
         log.info('Pool %s/%s registered as launcher %s', self.provider.name, self.pool.name,
                  self.id)
+
+    def _publish(self, paused: bool) -> None:
+        """Write this pool's launcher record (labels, priority, paused)."""
+        record = LauncherRecord(id=self.id, hostname=self.launcher.settings.hostname,
+                                pid=os.getpid(), provider=self.provider.name,
+                                pool=self.pool.name, supported_labels=sorted(self.pool.labels),
+                                priority=self.pool.priority, paused=paused)
+        self.zk.register_launcher(record)
+        self._published_paused = paused
+
+    def _publish_pause_state(self) -> None:
+        paused = self.paused_handler is not None
+        if paused != getattr(self, '_published_paused', False) and self.registered.is_set():
+            try:
+                self._publish(paused)
+            except Exception:
+                log.exception('Pool %s/%s: could not publish its pause state',
+                              self.provider.name, self.pool.name)
+
+    def _yields_to(self, request: NodeRequest) -> str | None:
+        """The id of a preferred pool (lower ``priority``, not paused, not
+        declined, offering every label of the request) this pool leaves
+        the request to; None if there is none."""
+        wanted = set(request.node_types)
+        for record in self.launcher.launcher_records().values():
+            if record.id == self.id or record.priority >= self.pool.priority:
+                continue
+            if record.paused or record.id in request.declined_by:
+                continue
+            if wanted <= set(record.supported_labels):
+                return record.id
+        return None
 
     def _poll_handlers(self) -> None:
         for handler in list(self.handlers.values()):
@@ -170,6 +207,7 @@ class PoolWorker(threading.Thread):
         requests = sorted(self.launcher.request_cache.values(),
                           key=lambda r: request_sort_key(r.id))
         self._deferred &= {r.id for r in requests}
+        self._yielded &= {r.id for r in requests}
         for request in requests:
             if not self._running or self.paused_handler is not None:
                 return
@@ -179,6 +217,13 @@ class PoolWorker(threading.Thread):
                 self._maybe_fail(request)
                 continue
             if self._waiting_for_images(request):
+                continue
+            preferred = self._yields_to(request)
+            if preferred is not None:
+                if request.id not in self._yielded:
+                    log.info('Request %s: left to preferred pool %s by %s/%s', request.id,
+                             preferred, self.provider.name, self.pool.name)
+                    self._yielded.add(request.id)
                 continue
             self._consider(request)
 

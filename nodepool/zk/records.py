@@ -227,6 +227,10 @@ class LauncherRecord(_Record):
     provider: str = ''
     pool: str = ''
     supported_labels: list[str] = field(default_factory=list)
+    # The pool's ``priority`` (lower is preferred) and whether it is paused:
+    # a pool yields requests to a preferred pool that is not paused.
+    priority: int = 100
+    paused: bool = False
     id: str | None = None
     stat: Any = None
     extra: dict = field(default_factory=dict)

@@ -333,3 +333,58 @@ def test_provider_rate_spaces_its_api_calls(launchers, requestor, zk):
     # before ``start``: the last call cannot have come sooner than this.
     # (A lower bound: a loaded machine only makes it later.)
     assert max(t for _, t in calls) - start >= (len(calls) - 1) * rate
+
+
+PRIORITY_CONFIG = """
+labels:
+  - name: small
+  - name: large
+providers:
+  - name: preferred
+    driver: simulated
+    priority: 1
+    pools:
+      - name: main
+        max-servers: 1
+        labels:
+          - name: small
+  - name: spare
+    driver: simulated
+    pools:
+      - name: main
+        priority: 2
+        max-servers: 3
+        labels:
+          - name: small
+          - name: large
+"""
+
+
+def test_pools_yield_to_a_preferred_pool_until_it_pauses(launchers, requestor, zk):
+    launcher = launchers.make(PRIORITY_CONFIG)
+    records = launcher.launcher_records(max_age=0)
+    assert sorted((r.provider, r.priority, r.paused) for r in records.values()) == \
+        [('preferred', 1, False), ('spare', 2, False)]
+    first = requestor.submit(['small'])
+    assert first.wait(30) and first.fulfilled
+    assert first.nodes[0].provider == 'preferred'
+    # A label only the spare pool offers is not held back.
+    large = requestor.submit(['large'])
+    assert large.wait(30) and large.nodes[0].provider == 'spare'
+    # The preferred pool takes the next request and pauses on it (it is
+    # full); what comes while it is paused goes to the spare pool.
+    second = requestor.submit(['small'])
+    wait_until(launcher, lambda: 'preferred/main' in launcher.paused_pools, 'preferred paused')
+    wait_until(launcher, lambda: any(r.paused for r in launcher.launcher_records(0).values()),
+               'the pause published')
+    third = requestor.submit(['small'])
+    assert third.wait(30) and third.fulfilled
+    assert third.nodes[0].provider == 'spare'
+    assert request_state(zk, second.id) == PENDING
+    requestor.release(first)
+    assert second.wait(30) and second.nodes[0].provider == 'preferred'
+    wait_until(launcher, lambda: not any(r.paused for r in
+                                         launcher.launcher_records(0).values()),
+               'the unpause published')
+    for handle in (large, second, third):
+        requestor.release(handle)

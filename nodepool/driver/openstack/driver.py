@@ -253,7 +253,7 @@ def _cloud_image(entry: dict) -> dict:
 def _pool(provider: ProviderConfig, raw: dict) -> PoolConfig:
     pool = PoolConfig(name=raw['name'], provider=provider.name,
                       max_servers=raw.get('max-servers'), max_cores=raw.get('max-cores'),
-                      max_ram=raw.get('max-ram'), priority=raw.get('priority', 100),
+                      max_ram=raw.get('max-ram'), priority=raw.get('priority', provider.priority),
                       node_attributes=dict(raw.get('node-attributes') or {}))
     pool.settings = {
         'availability-zones': list(raw.get('availability-zones') or []),

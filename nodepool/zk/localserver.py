@@ -6,6 +6,7 @@ defaults"); production deployments point at their own ensemble.
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import shutil
@@ -17,6 +18,18 @@ import time
 log = logging.getLogger('nodepool.zk.localserver')
 
 ZOOKEEPER_JARS = ('/usr/share/java/zookeeper.jar',)
+# TLS needs ZooKeeper's Netty connection factory (Debian's libnetty-java).
+NETTY_JARS = '/usr/share/java/netty-*[a-z].jar'
+
+_TLS_CFG = """\
+secureClientPort={secure_port}
+secureClientPortAddress={address}
+serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
+ssl.keyStore.location={keystore}
+ssl.keyStore.type=PEM
+ssl.trustStore.location={truststore}
+ssl.trustStore.type=PEM
+"""
 MAIN_CLASS = 'org.apache.zookeeper.server.quorum.QuorumPeerMain'
 
 _LOG4J = """\
@@ -82,9 +95,15 @@ class LocalZooKeeper:
     """
 
     def __init__(self, base_dir: str | None = None, port: int | None = None,
-                 address: str = '127.0.0.1', tick_ms: int = 250):
+                 address: str = '127.0.0.1', tick_ms: int = 250,
+                 tls: tuple[str, str] | None = None):
+        """``tls``: (PEM file with the server's key and certificate, PEM
+        file of the CA clients' certificates must come from) to serve TLS
+        on ``secure_port`` as well (``secure_hosts``)."""
         self.address = address
         self.port = port or free_port(address)
+        self.tls = tls
+        self.secure_port = free_port(address) if tls else None
         self.tick_ms = tick_ms
         self._own_dir = base_dir is None
         self.base_dir = base_dir or tempfile.mkdtemp(prefix='zookeeper-')
@@ -93,6 +112,10 @@ class LocalZooKeeper:
     @property
     def hosts(self) -> str:
         return f'{self.address}:{self.port}'
+
+    @property
+    def secure_hosts(self) -> str | None:
+        return f'{self.address}:{self.secure_port}' if self.secure_port else None
 
     def _write_config(self) -> str:
         conf_dir = os.path.join(self.base_dir, 'conf')
@@ -104,6 +127,9 @@ class LocalZooKeeper:
             f.write(_ZOO_CFG.format(
                 tick_ms=self.tick_ms, data_dir=data_dir, port=self.port,
                 address=self.address, min_session_ms=2 * self.tick_ms))
+            if self.tls:
+                f.write(_TLS_CFG.format(secure_port=self.secure_port, address=self.address,
+                                        keystore=self.tls[0], truststore=self.tls[1]))
         with open(os.path.join(conf_dir, 'log4j.properties'), 'w') as f:
             f.write(_LOG4J.format(log_file=os.path.join(self.base_dir, 'zookeeper.log')))
         return cfg
@@ -114,7 +140,10 @@ class LocalZooKeeper:
                 raise ZooKeeperUnavailableError(
                     f'{jar} not found: install the Debian "zookeeper" package')
         cfg = self._write_config()
-        classpath = ':'.join([os.path.join(self.base_dir, 'conf'), *ZOOKEEPER_JARS])
+        jars = list(ZOOKEEPER_JARS)
+        if self.tls:
+            jars += sorted(glob.glob(NETTY_JARS))
+        classpath = ':'.join([os.path.join(self.base_dir, 'conf'), *jars])
         cmd = [find_java(), '-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1',
                '-Dzookeeper.jmx.log4j.disable=true', '-cp', classpath, MAIN_CLASS, cfg]
         out = open(os.path.join(self.base_dir, 'stdout.log'), 'wb')

@@ -19,6 +19,8 @@ start=true
 hosts=zk1:2181,zk2:2181
 session_timeout=40
 tls_ca=ssl/ca.pem
+tls_cert=ssl/zuul.pem
+tls_key=ssl/zuul.key
 
 [scheduler]
 tenant_config=main.yaml
@@ -52,12 +54,18 @@ def _write(tmp_path, text):
 
 
 def test_sample_parses_with_types_defaults_and_paths(tmp_path):
+    (tmp_path / 'ssl').mkdir()
+    for name in ('ca.pem', 'zuul.pem', 'zuul.key'):
+        (tmp_path / 'ssl' / name).write_text('pem\n')
     conf = load_zuul_conf(_write(tmp_path, SAMPLE))
     assert conf.gearman.server == 'gear.example.com' and conf.gearman.port == 4731
     assert conf.gearman_server.start is True
     assert conf.zookeeper.hosts == 'zk1:2181,zk2:2181'
     assert conf.zookeeper.session_timeout == 40.0
     assert conf.zookeeper.tls_ca == str(tmp_path / 'ssl' / 'ca.pem')
+    assert conf.zookeeper.tls() == {'cert': str(tmp_path / 'ssl' / 'zuul.pem'),
+                                    'key': str(tmp_path / 'ssl' / 'zuul.key'),
+                                    'ca': str(tmp_path / 'ssl' / 'ca.pem')}
     assert conf.scheduler.tenant_config == str(tmp_path / 'main.yaml')
     assert not conf.scheduler.state_dir.startswith('~')
     assert conf.executor.load_multiplier == 4.5 and conf.executor.default_username == 'zuul'

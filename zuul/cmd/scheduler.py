@@ -82,7 +82,8 @@ class SchedulerService:
                                MergerConfigFetcher(self.merge_client), drivers, hostnames,
                                keystore=self.keystore)
         self.zk = NodepoolZooKeeper.from_hosts(self.zk_hosts,
-                                               timeout=conf.zookeeper.session_timeout)
+                                               timeout=conf.zookeeper.session_timeout,
+                                               tls=conf.zookeeper.tls())
         self.node_client = NodeRequestClient(self.zk, requestor='zuul-scheduler')
         self.node_client.start()
         self.executor_client = ExecutorClient(host, port, tls=tls)

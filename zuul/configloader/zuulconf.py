@@ -52,6 +52,12 @@ class ZooKeeperSettings:
     tls_key: str | None = None
     tls_ca: str | None = None
 
+    def tls(self) -> dict | None:
+        """kazoo TLS settings (as nodepool.zk.api.connect takes them)."""
+        if not self.tls_cert:
+            return None
+        return {'cert': self.tls_cert, 'key': self.tls_key, 'ca': self.tls_ca}
+
 
 @dataclass(frozen=True)
 class KeystoreSettings:
@@ -252,19 +258,20 @@ def load_zuul_conf(path: str, registry=None) -> ZuulConf:
                 for name, cls in SECTIONS.items()}
     for name in ('gearman', 'gearman_server'):
         _check_tls(path, name, sections[name])
+    _check_tls(path, 'zookeeper', sections['zookeeper'], ('tls_ca', 'tls_cert', 'tls_key'))
     return ZuulConf(path=path, connections=_connections(cp, path, registry), **sections)
 
 
-def _check_tls(path: str, section: str, settings) -> None:
-    """Gearman TLS needs its three files together, and they must exist."""
-    keys = ('ssl_ca', 'ssl_cert', 'ssl_key')
+def _check_tls(path: str, section: str, settings,
+               keys=('ssl_ca', 'ssl_cert', 'ssl_key')) -> None:
+    """TLS needs its three files together, and they must exist."""
     given = [k for k in keys if getattr(settings, k)]
     if not given:
         return
     missing = [k for k in keys if k not in given]
     if missing:
-        raise ZuulConfError(f'{path}: [{section}] TLS needs ssl_ca, ssl_cert and ssl_key '
-                            f'together; missing {", ".join(missing)}')
+        raise ZuulConfError(f'{path}: [{section}] TLS needs {", ".join(keys[:-1])} and '
+                            f'{keys[-1]} together; missing {", ".join(missing)}')
     for key in keys:
         if not os.path.exists(getattr(settings, key)):
             raise ZuulConfError(f'{path}: [{section}] {key}: {getattr(settings, key)} '

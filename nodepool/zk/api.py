@@ -25,7 +25,7 @@ from kazoo.recipe.lock import Lock
 
 from nodepool.zk import paths
 from nodepool.zk.images import ImageZooKeeper
-from nodepool.zk.records import LauncherRecord, Node, NodeRequest, request_sort_key
+from nodepool.zk.records import LauncherRecord, Node, NodeRequest, read_many, request_sort_key
 
 log = logging.getLogger('nodepool.zk')
 
@@ -441,17 +441,6 @@ class NodepoolZooKeeper:
             return False
 
     def _get_many(self, ids, path_of, cls):
-        pending = [(i, self.client.get_async(path_of(i))) for i in ids]
-        out = []
-        for record_id, result in pending:
-            try:
-                raw, stat = result.get()
-            except NoNodeError:
-                continue
-            if not raw:
-                continue
-            try:
-                out.append(cls.deserialize(raw, id=record_id, stat=stat))
-            except ValueError:
-                log.exception('Unreadable %s record %s', cls._kind, record_id)
-        return out
+        return read_many(self.client, [
+            (path_of(i), lambda raw, stat, i=i: cls.deserialize(raw, id=i, stat=stat))
+            for i in ids])

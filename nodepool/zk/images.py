@@ -38,7 +38,7 @@ from kazoo.exceptions import (
 from kazoo.recipe.lock import Lock
 
 from nodepool.zk import paths
-from nodepool.zk.records import _Record
+from nodepool.zk.records import _Record, read_many
 
 log = logging.getLogger('nodepool.zk.images')
 
@@ -251,24 +251,12 @@ class ImageZooKeeper:
 
     def get_builds(self, image: str, states: tuple[str, ...] | None = None) -> list[ImageBuild]:
         """The image's builds, oldest first (fetched in one batch)."""
-        ids = self.get_build_ids(image)
-        pending = [(i, self.client.get_async(paths.build_path(image, i))) for i in ids]
-        builds = []
-        for build_id, result in pending:
-            try:
-                raw, stat = result.get()
-            except NoNodeError:
-                continue
-            if not raw:
-                continue
-            try:
-                build = ImageBuild.deserialize(raw, id=build_id, image_name=image, stat=stat)
-            except ValueError:
-                log.exception('Unreadable build record %s-%s', image, build_id)
-                continue
-            if states is None or build.state in states:
-                builds.append(build)
-        return builds
+        builds = read_many(self.client, [
+            (paths.build_path(image, i),
+             lambda raw, stat, i=i: ImageBuild.deserialize(raw, id=i, image_name=image,
+                                                           stat=stat))
+            for i in self.get_build_ids(image)])
+        return [b for b in builds if states is None or b.state in states]
 
     def get_most_recent_build(self, image: str, state: str | None = READY) -> ImageBuild | None:
         builds = self.get_builds(image, (state,) if state else None)
@@ -348,24 +336,12 @@ class ImageZooKeeper:
                 self.get_build_provider_names(image, b)
             for p in providers:
                 keys += [(b, p, u) for u in self.get_upload_ids(image, b, p)]
-        pending = [(k, self.client.get_async(paths.upload_path(image, *k))) for k in keys]
-        uploads = []
-        for (b, p, u), result in pending:
-            try:
-                raw, stat = result.get()
-            except NoNodeError:
-                continue
-            if not raw:
-                continue
-            try:
-                upload = ImageUpload.deserialize(raw, id=u, image_name=image, build_id=b,
-                                                 provider_name=p, stat=stat)
-            except ValueError:
-                log.exception('Unreadable upload record %s-%s-%s', image, b, u)
-                continue
-            if states is None or upload.state in states:
-                uploads.append(upload)
-        return uploads
+        uploads = read_many(self.client, [
+            (paths.upload_path(image, b, p, u),
+             lambda raw, stat, b=b, p=p, u=u: ImageUpload.deserialize(
+                 raw, id=u, image_name=image, build_id=b, provider_name=p, stat=stat))
+            for b, p, u in keys])
+        return [u for u in uploads if states is None or u.state in states]
 
     def delete_upload(self, upload: ImageUpload) -> None:
         try:

@@ -12,9 +12,12 @@ writer are kept in ``extra`` and written back unchanged.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
+
+from kazoo.exceptions import NoNodeError
 
 SCHEMA_VERSION = 1
 
@@ -38,6 +41,26 @@ NODE_STATES = (BUILDING, TESTING, READY, IN_USE, USED, HOLD, DELETING)
 # The requestor name of requests the launcher makes itself to keep
 # ``min-ready`` nodes of a label around (as released Nodepool names it).
 MIN_READY_REQUESTOR = 'NodePool:min-ready'
+
+
+def read_many(client, entries) -> list:
+    """Records read in one batch of asynchronous reads.  ``entries`` are
+    ``(path, make)`` with ``make(raw, stat)`` building the record; gone or
+    empty znodes are skipped, unreadable ones logged and skipped."""
+    pending = [(path, make, client.get_async(path)) for path, make in entries]
+    records = []
+    for path, make, result in pending:
+        try:
+            raw, stat = result.get()
+        except NoNodeError:
+            continue
+        if not raw:
+            continue
+        try:
+            records.append(make(raw, stat))
+        except ValueError:
+            logging.getLogger('nodepool.zk').exception('Unreadable record at %s', path)
+    return records
 
 
 class WireVersionError(ValueError):

@@ -99,6 +99,24 @@ def test_image_commands(builders, upload_provider, gate, zk_chroot, tmp_path, ca
     builder.wait_for(lambda: upload_states(builder) == [('0000000001', '0000000001', READY)],
                      what='the upload')
 
+    row = _check_lists(config_file, builder, provider, upload_provider, capsys)
+
+    # image-build: a request the builder serves.
+    rc, out, _ = run_cli(config_file, 'image-build', 'tiny', capsys=capsys)
+    assert rc == 0 and 'requested' in out
+    rc, _, err = run_cli(config_file, 'image-build', 'nope', capsys=capsys)
+    assert rc == 1 and "no diskimage 'nope'" in err
+    builder.wait_for(lambda: len(build_states(builder)) == 2, what='the requested build')
+    gate.open()
+    builder.wait_for(lambda: ('0000000002', '0000000001', READY) in upload_states(builder),
+                     what='its upload')
+
+    _check_deletes(config_file, builder, provider, row, capsys)
+    _check_pause(config_file, builder, gate, capsys)
+
+
+def _check_lists(config_file, builder, provider, upload_provider, capsys):
+    """image-list and dib-image-list, table and JSON; the upload's row."""
     rc, out, _ = run_cli(config_file, 'image-list', capsys=capsys)
     assert rc == 0
     assert [h.strip() for h in out.splitlines()[1].strip('|').split('|')] == [
@@ -118,17 +136,10 @@ def test_image_commands(builders, upload_provider, gate, zk_chroot, tmp_path, ca
     (build,) = json.loads(out)
     assert (build['id'], build['formats'], build['state'], build['builder_id']) == \
         ('tiny-0000000001', ['tar'], READY, builder.builder_id)
+    return row
 
-    # image-build: a request the builder serves.
-    rc, out, _ = run_cli(config_file, 'image-build', 'tiny', capsys=capsys)
-    assert rc == 0 and 'requested' in out
-    rc, _, err = run_cli(config_file, 'image-build', 'nope', capsys=capsys)
-    assert rc == 1 and "no diskimage 'nope'" in err
-    builder.wait_for(lambda: len(build_states(builder)) == 2, what='the requested build')
-    gate.open()
-    builder.wait_for(lambda: ('0000000002', '0000000001', READY) in upload_states(builder),
-                     what='its upload')
 
+def _check_deletes(config_file, builder, provider, row, capsys):
     # image-delete: the builder removes the upload from the provider.
     rc, _, err = run_cli(config_file, 'image-delete', '--provider', provider, '--image',
                          'tiny', '--build-id', '0000000001', '--upload-id', '0000000009',
@@ -153,6 +164,8 @@ def test_image_commands(builders, upload_provider, gate, zk_chroot, tmp_path, ca
                      what='the build deleted')
     assert not os.path.exists(builder.output_path('tiny', '0000000001') + '.tar')
 
+
+def _check_pause(config_file, builder, gate, capsys):
     # image-pause / image-unpause.
     rc, out, _ = run_cli(config_file, 'image-pause', 'tiny', capsys=capsys)
     assert rc == 0 and builder.images.is_image_paused('tiny')

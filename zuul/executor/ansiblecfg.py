@@ -20,6 +20,17 @@ CODE_ROOT = os.path.dirname(os.path.dirname(PLUGIN_ROOT))
 CONTROL_PERSIST = 120
 
 
+# Every plugin search path Ansible has; all but ours point at an empty
+# executor-owned dir, so no plugin comes from HOME, /usr/share/ansible or
+# anywhere a playbook could have written to.
+PLUGIN_PATH_KEYS = (
+    'become_plugins', 'cache_plugins', 'cliconf_plugins', 'connection_plugins',
+    'doc_fragment_plugins', 'filter_plugins', 'httpapi_plugins', 'inventory_plugins',
+    'lookup_plugins', 'module_utils', 'netconf_plugins', 'strategy_plugins',
+    'terminal_plugins', 'test_plugins', 'vars_plugins',
+)
+
+
 def ssh_args(jobdir: JobDir) -> str:
     return ' '.join([
         '-o ControlMaster=auto',
@@ -33,19 +44,23 @@ def ssh_args(jobdir: JobDir) -> str:
 
 
 def render_config(jobdir: JobDir, trusted: bool) -> str:
-    """The ansible.cfg text.  Trusted and untrusted runs differ only in
-    their fact cache: facts cached by an untrusted run become variables
-    (``ansible_*``) and must never reach a trusted run."""
+    """The ansible.cfg text.  Trusted and untrusted runs have their own
+    fact caches (facts cached by an untrusted run become variables,
+    ``ansible_*``, and must never reach a trusted run) and their own SSH
+    control sockets; both have every plugin path pinned."""
     fact_cache = jobdir.fact_cache if trusted else jobdir.untrusted_fact_cache
+    pinned = [f'{key} = {jobdir.no_plugins}' for key in PLUGIN_PATH_KEYS]
     return '\n'.join([
         '[defaults]',
         f'inventory = {jobdir.inventory_file}',
-        f'local_tmp = {os.path.join(jobdir.home, "tmp")}',
         'forks = 10',
         'stdout_callback = zuul_stream',
         f'callback_plugins = {os.path.join(PLUGIN_ROOT, "callback")}',
         f'action_plugins = {os.path.join(PLUGIN_ROOT, "action")}',
         f'library = {os.path.join(PLUGIN_ROOT, "library")}',
+        *pinned,
+        f'collections_path = {jobdir.no_plugins}',
+        'collections_scan_sys_path = False',
         'retry_files_enabled = False',
         'gathering = smart',
         'fact_caching = jsonfile',
@@ -57,7 +72,7 @@ def render_config(jobdir: JobDir, trusted: bool) -> str:
         '',
         '[ssh_connection]',
         f'ssh_args = {ssh_args(jobdir)}',
-        f'control_path_dir = {jobdir.control_path_dir}',
+        f'control_path_dir = {jobdir.control_dir(trusted)}',
         'pipelining = True',
         '',
     ])
@@ -70,25 +85,35 @@ def write_configs(jobdir: JobDir) -> None:
 
 
 def playbook_env(jobdir: JobDir, *, trusted: bool, phase: str, label: str,
-                 roles_path: list[str], ssh_auth_sock: str | None) -> dict:
-    """Environment of one ansible-playbook run."""
+                 roles_path: list[str], ssh_auth_sock: str | None,
+                 home: str) -> dict:
+    """Environment of one ansible-playbook run; ``home`` is the run's own
+    HOME (fresh for each playbook)."""
+    # Inside the sandbox HOME is an empty tmpfs and /tmp is private.
+    tmp = os.path.join(home, 'tmp') if trusted else '/tmp'
     env = {
         'PATH': os.environ.get('PATH', '/usr/bin:/bin'),
         'LANG': 'C.UTF-8',
-        'HOME': jobdir.home,
-        'TMPDIR': os.path.join(jobdir.home, 'tmp'),
+        'HOME': home,
+        'TMPDIR': tmp,
+        'ANSIBLE_LOCAL_TEMP': os.path.join(home, '.ansible', 'tmp'),
         'ANSIBLE_CONFIG': jobdir.config_file(trusted),
         'ANSIBLE_ROLES_PATH': ':'.join(roles_path),
         'ZUUL_JOB_OUTPUT_TXT': jobdir.job_output_txt,
         'ZUUL_JOB_OUTPUT_JSON': jobdir.job_output_json,
         'ZUUL_RESULT_FILE': jobdir.result_data_file,
         'ZUUL_JOBDIR': jobdir.root,
+        'ZUUL_WORK_ROOT': jobdir.work_root,
         'ZUUL_PHASE': phase,
         'ZUUL_PLAYBOOK': label,
         'ZUUL_TRUSTED': '1' if trusted else '0',
         'ZUUL_UNTRUSTED': '0' if trusted else '1',
         'PYTHONPATH': CODE_ROOT,
     }
+    if not trusted:
+        # Where untrusted code may read files on the executor from (file
+        # lookups, copy/template sources): its work dir and its checkouts.
+        env['ZUUL_READ_ROOTS'] = ':'.join([jobdir.work_root, jobdir.untrusted_root])
     if ssh_auth_sock:
         env['SSH_AUTH_SOCK'] = ssh_auth_sock
     return env

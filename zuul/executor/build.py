@@ -22,6 +22,7 @@ import glob
 import json
 import logging
 import os
+import shutil
 import subprocess
 import time
 
@@ -30,11 +31,11 @@ from zuul.executor.jobdir import JobDir, PreparedPlaybook
 from zuul.executor.playbooks import PlaybookError, PlaybookPreparer
 from zuul.executor.protocol import BuildResult, ExecuteRequest
 from zuul.executor.runner import ABORTED, NORMAL, TIMED_OUT, PlaybookProcessRunner
-from zuul.executor.sandbox import BubblewrapSandbox
+from zuul.executor.sandbox import BubblewrapSandbox, SandboxMounts, user_files
 from zuul.executor.settings import ExecutorSettings
 from zuul.executor.vars import zuul_vars
 from zuul.executor.workspace import MergeConflictError, Workspace
-from zuul.lib import yamlutil
+from zuul.lib import safefile, yamlutil
 
 log = logging.getLogger('zuul.executor.build')
 
@@ -92,7 +93,10 @@ class BuildExecution:
         except MergeConflictError as exc:
             return 'MERGER_FAILURE', exc.detail
         checkouts = self._prepare_sources(merged_state)
-        trusted_state = self.request.repo_state or merged_state
+        trusted_state = self._trusted_state()
+        if trusted_state is None:
+            return 'ERROR', ('No repo state without the changes under test is known for '
+                             'trusted content: refusing to run it')
         preparer = PlaybookPreparer(self.jobdir, self._checkout_fn(), trusted_state,
                                     merged_state)
         try:
@@ -103,6 +107,17 @@ class BuildExecution:
         if self.runner.aborted:
             return 'ABORTED', None
         return self._run_phases(), None
+
+    def _trusted_state(self) -> dict | None:
+        """The repo state trusted playbooks and roles come from: the state
+        before any item's change (a change to a config project acts only
+        once merged).  Never the speculative state: None if no such state
+        is known while the items carry changes."""
+        state = self.workspace.base_state
+        has_changes = any(i.ref and i.number is not None for i in self.request.items)
+        if not state and has_changes:
+            return None
+        return state
 
     def _checkout_fn(self):
         def checkout(state, projects, dest_root):
@@ -200,56 +215,75 @@ class BuildExecution:
         if timeout is not None and timeout <= 0:
             outcome = PlaybookOutcome(TIMED_OUT, None, 0.0)
         else:
-            command, cwd = self._command(playbook)
-            env = ansiblecfg.playbook_env(
-                self.jobdir, trusted=playbook.trusted, phase=playbook.phase,
-                label=playbook.label, roles_path=playbook.roles_path,
-                ssh_auth_sock=self.ssh_auth_sock)
-            log_path = os.path.join(self.jobdir.playbook_dir(playbook.phase, playbook.index),
-                                    'ansible.log')
-            try:
-                outcome = self.runner.run(command, env, cwd, log_path, timeout)
-            finally:
-                self._remove_secrets(playbook)
+            outcome = self._start_playbook(playbook, timeout)
         status = f'RESULT_{outcome.status}' if outcome.status != NORMAL else (
             'RESULT_NORMAL' if outcome.ok else
             'RESULT_UNREACHABLE' if outcome.unreachable else 'RESULT_FAILED')
         self._log_line(f'{_LABELS[playbook.phase]} END {status}: [{playbook.label}]')
         return outcome
 
-    def _secrets_file(self, playbook: PreparedPlaybook) -> str:
-        return os.path.join(self.jobdir.playbook_dir(playbook.phase, playbook.index),
-                            'secrets.yaml')
+    def _start_playbook(self, playbook: PreparedPlaybook, timeout: float | None):
+        home = (self.jobdir.playbook_home(playbook.phase, playbook.index) if playbook.trusted
+                else self.jobdir.home)
+        secrets_fd = _secrets_memfd(playbook.secrets) if playbook.secrets else None
+        try:
+            command, cwd = self._command(playbook, secrets_fd)
+            env = ansiblecfg.playbook_env(
+                self.jobdir, trusted=playbook.trusted, phase=playbook.phase,
+                label=playbook.label, roles_path=playbook.roles_path,
+                ssh_auth_sock=self.ssh_auth_sock, home=home)
+            log_path = os.path.join(self.jobdir.playbook_dir(playbook.phase, playbook.index),
+                                    'ansible.log')
+            return self.runner.run(command, env, cwd, log_path, timeout,
+                                   pass_fds=(secrets_fd,) if secrets_fd is not None else ())
+        finally:
+            if secrets_fd is not None:
+                os.close(secrets_fd)
+            if playbook.trusted:
+                # What the trusted run left in its HOME (ansible's local
+                # temp files, maybe rendered with secrets) goes with it.
+                shutil.rmtree(home, ignore_errors=True)
 
-    def _remove_secrets(self, playbook: PreparedPlaybook) -> None:
-        if playbook.secrets:
-            os.unlink(self._secrets_file(playbook))
-
-    def _command(self, playbook: PreparedPlaybook) -> tuple[list[str], str]:
+    def _command(self, playbook: PreparedPlaybook, secrets_fd: int | None
+                 ) -> tuple[list[str], str]:
         command = [self.settings.ansible_playbook, playbook.path,
                    '-e', f'@{self.extra_vars_file}', '-e', f'@{self.zuul_vars_file}']
-        if playbook.secrets:
-            # Written just before the run and removed after it, so no other
-            # playbook of the build can read it.
-            path = self._secrets_file(playbook)
-            _write_yaml(path, playbook.secrets, mode=0o600)
-            command += ['-e', f'@{path}']
+        if secrets_fd is not None:
+            # An anonymous in-memory file inherited by this run only: the
+            # decrypted secrets never reach a disk, and no other playbook
+            # of the build can open them.
+            command += ['-e', f'@/proc/self/fd/{secrets_fd}']
         cwd = self.jobdir.work_root
         if not playbook.trusted and self.sandbox is not None:
-            command = self.sandbox.wrap(command, self.jobdir.root,
-                                        sockets=[self.ssh_auth_sock], cwd=cwd,
-                                        readonly_within=[self.jobdir.ansible_root])
+            command = self.sandbox.wrap(command, self._sandbox_mounts(),
+                                        sockets=[self.ssh_auth_sock], cwd=cwd)
         return command, cwd
+
+    def _sandbox_mounts(self) -> SandboxMounts:
+        jd = self.jobdir
+        passwd, group = user_files(jd.ansible_root, jd.home)
+        return SandboxMounts(
+            readonly=[jd.root],
+            writable=[jd.work_root, jd.untrusted_state, jd.untrusted_control_path_dir],
+            empty=[jd.home, jd.fact_cache, jd.control_path_dir],
+            passwd=passwd, group=group)
 
     # -- helpers ---------------------------------------------------------
     def _log_line(self, text: str) -> None:
+        """Append an executor line to job-output.txt, never through a
+        symlink an untrusted playbook may have planted in its place."""
         stamp = time.strftime('%Y-%m-%d %H:%M:%S')
-        with open(self.jobdir.job_output_txt, 'a') as f:
-            f.write(f'{stamp}.000000 | {text}\n')
+        try:
+            with safefile.open_file_beneath(self.jobdir.work_root, self.jobdir.job_output_txt,
+                                            'a') as f:
+                f.write(f'{stamp}.000000 | {text}\n')
+        except OSError as exc:
+            log.warning('Build %s: not writing to job-output.txt: %s', self.request.uuid, exc)
 
     def _read_result_data(self) -> dict:
         try:
-            with open(self.jobdir.result_data_file) as f:
+            with safefile.open_file_beneath(self.jobdir.work_root,
+                                            self.jobdir.result_data_file) as f:
                 data = json.load(f)
         except (OSError, ValueError):
             return {}
@@ -267,6 +301,17 @@ def _remaining(deadline: float | None) -> float | None:
     if deadline is None:
         return None
     return deadline - time.monotonic()
+
+
+def _secrets_memfd(secrets: dict) -> int:
+    """The secrets as YAML in an anonymous memory file (fd at offset 0)."""
+    text = yamlutil.dump(yamlutil.from_wire(secrets), default_flow_style=False)
+    fd = os.memfd_create('zuul-secrets')  # pass_fds hands it to the one run
+    data = text.encode('utf-8')
+    while data:
+        data = data[os.write(fd, data):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _write_yaml(path: str, data, mode: int = 0o644) -> None:

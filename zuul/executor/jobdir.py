@@ -2,24 +2,28 @@
 
 Layout (``<root>/<build uuid>/``)::
 
-    work/                 the job's own tree (readable and writable by it)
-      src/<hostname>/<project>   every required project, speculative state
+    work/                 the job's own tree (readable and writable by untrusted
+      src/<hostname>/<project>   playbooks): every required project, speculative state
       logs/                      job-output.txt, job-output.json, job logs
       results.json               what zuul_return wrote
-    ansible/
+    ansible/              written by the executor only (read-only in the sandbox)
       inventory.yaml, known_hosts, ansible-trusted.cfg, ansible-untrusted.cfg
-      fact-cache/                                  facts of trusted runs
+      fact-cache/                                  facts of trusted runs (hidden)
+      no-plugins/                                  empty: every plugin path not ours
+      passwd, group                                the sandbox's /etc/passwd, group
       trusted/project_<n>/<hostname>/<project>     config-project checkouts
       untrusted/project_<n>/<hostname>/<project>   untrusted checkouts
-      <phase>_<n>/      ansible.log of playbook n; its secrets.yaml while it runs
-    home/                 HOME, ansible's local tmp, facts of untrusted runs
-    cp/                   SSH control sockets, one master per node
+      <phase>_<n>/      playbook n's ansible.log, role links and its own HOME
+    untrusted/            untrusted runs' state: fact cache, SSH control sockets
+    home/                 mount point of untrusted runs' fresh HOME (a tmpfs)
+    cp/                   trusted runs' SSH control sockets (hidden from the sandbox)
 
-Trusted and untrusted checkouts are kept apart, and ``ansible/`` is
-read-only inside the sandbox, so that an untrusted playbook cannot change
-what a trusted playbook run later in the same build executes (its code,
-inventory or cached facts).  A playbook's secrets exist on disk only while
-that playbook runs.
+Nothing an untrusted playbook can write is ever read as code or
+configuration by a later trusted playbook: trusted runs get a HOME under
+``ansible/`` that no sandbox can write, their own fact cache and control
+sockets, and plugin paths pinned to the executor's own directories.
+Secrets never touch this tree (they are handed to ansible-playbook in an
+anonymous in-memory file).
 """
 
 from __future__ import annotations
@@ -56,22 +60,37 @@ class JobDir:
         self.inventory_file = os.path.join(self.ansible_root, 'inventory.yaml')
         self.known_hosts = os.path.join(self.ansible_root, 'known_hosts')
         self.fact_cache = os.path.join(self.ansible_root, 'fact-cache')
-        self.untrusted_fact_cache = os.path.join(self.root, 'home', 'fact-cache')
+        self.untrusted_state = os.path.join(self.root, 'untrusted')
+        self.untrusted_fact_cache = os.path.join(self.untrusted_state, 'fact-cache')
+        self.no_plugins = os.path.join(self.ansible_root, 'no-plugins')
         self.trusted_root = os.path.join(self.ansible_root, 'trusted')
         self.untrusted_root = os.path.join(self.ansible_root, 'untrusted')
         self.home = os.path.join(self.root, 'home')
         self.control_path_dir = os.path.join(self.root, 'cp')
+        self.untrusted_control_path_dir = os.path.join(self.root, 'cu')
         self.job_output_txt = os.path.join(self.log_root, 'job-output.txt')
         self.job_output_json = os.path.join(self.log_root, 'job-output.json')
         self._project_counter = 0
 
     def create(self) -> JobDir:
         for path in (self.src_root, self.log_root, self.fact_cache, self.untrusted_fact_cache,
-                     self.trusted_root, self.untrusted_root,
-                     os.path.join(self.home, 'tmp'), self.control_path_dir):
+                     self.trusted_root, self.untrusted_root, self.no_plugins, self.home,
+                     self.control_path_dir, self.untrusted_control_path_dir):
             os.makedirs(path, exist_ok=True)
-        os.chmod(self.control_path_dir, 0o700)
+        for path in (self.control_path_dir, self.untrusted_control_path_dir):
+            os.chmod(path, 0o700)
         return self
+
+    def control_dir(self, trusted: bool) -> str:
+        return self.control_path_dir if trusted else self.untrusted_control_path_dir
+
+    def playbook_home(self, phase: str, index: int) -> str:
+        """A fresh HOME for trusted playbook ``index`` of ``phase``, under
+        ``ansible/`` where no untrusted playbook can write."""
+        home = os.path.join(self.playbook_dir(phase, index), 'home')
+        shutil.rmtree(home, ignore_errors=True)
+        os.makedirs(os.path.join(home, 'tmp'))
+        return home
 
     def config_file(self, trusted: bool) -> str:
         name = 'ansible-trusted.cfg' if trusted else 'ansible-untrusted.cfg'

@@ -53,7 +53,7 @@ class PlaybookProcessRunner:
         self.aborted = False
 
     def run(self, command: list[str], env: dict, cwd: str, log_path: str,
-            timeout: float | None) -> PlaybookOutcome:
+            timeout: float | None, pass_fds: tuple = ()) -> PlaybookOutcome:
         start = time.monotonic()
         with self._lock:
             if self.aborted:
@@ -61,7 +61,8 @@ class PlaybookProcessRunner:
             with open(log_path, 'ab') as log:
                 self._proc = subprocess.Popen(
                     command, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    pass_fds=pass_fds)
         proc = self._proc
         try:
             returncode = proc.wait(timeout=timeout if timeout and timeout > 0 else None)

@@ -41,11 +41,12 @@ GOVERNOR_INTERVAL = 10.0
 
 
 def default_sandbox(settings: ExecutorSettings) -> BubblewrapSandbox:
-    """Hide the state dir, other builds and the home directory; keep the
-    Python running ansible (which may live under home, e.g. pyenv) and
-    this code visible, read-only."""
-    hidden = [settings.state_dir, settings.job_dir, os.path.expanduser('~')]
-    visible = [sys.base_prefix, sys.prefix, ansiblecfg.CODE_ROOT]
+    """The Python running ansible (which may live under home, e.g. pyenv)
+    and Zuul's own package (for its Ansible plugins) are visible,
+    read-only; the state dir, other builds and ``hidden_paths`` stay
+    hidden even if one of those happens to contain them."""
+    hidden = [settings.state_dir, settings.job_dir]
+    visible = [sys.base_prefix, sys.prefix, os.path.join(ansiblecfg.CODE_ROOT, 'zuul')]
     return BubblewrapSandbox(hidden_paths=hidden + list(settings.hidden_paths),
                              readonly_paths=visible)
 
@@ -228,7 +229,8 @@ class ExecutorServer:
                                    progress=lambda phase: self._send_progress(job, request, phase))
             self.builds[request.uuid] = build
         self._update_registration()
-        self.log_streamer.register(request.uuid, build.jobdir.job_output_txt)
+        self.log_streamer.register(request.uuid, build.jobdir.job_output_txt,
+                                   root=build.jobdir.root)
         self._send_progress(job, request, None)
         threading.Thread(target=self._run_build, args=(job, request, build),
                          name=f'build-{request.uuid[:8]}', daemon=True).start()

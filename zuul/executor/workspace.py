@@ -39,6 +39,8 @@ class Workspace:
     def __init__(self, merger, request: ExecuteRequest):
         self.merger = merger
         self.request = request
+        # The state before any item's change (what trusted content uses).
+        self.base_state: dict = dict(request.repo_state or {})
         self.hostnames = dict(request.zuul.canonical_hostnames)
         for item in request.items:
             self.hostnames.setdefault(item.connection, item.canonical_hostname)
@@ -63,6 +65,8 @@ class Workspace:
                 detail = f'Merge failed: {result.error}' if getattr(result, 'error', None) \
                     else 'Merge failed'
             raise MergeConflictError(detail)
+        if not self.base_state:
+            self.base_state = dict(getattr(result, 'base_state', None) or {})
         return result.repo_state
 
     def checkout(self, repo_state: dict, projects: list, dest_root: str) -> dict:

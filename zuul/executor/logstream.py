@@ -6,6 +6,14 @@ written, and ends the response when the build has finished and the file
 has been read to its end.  Unknown builds get ``404``.  The executor
 announces ``url(uuid)`` in its first WORK_DATA packet; zuul-web (or curl)
 follows it.
+
+The log lives in the build's ``work/`` directory, which untrusted
+playbooks can write to: they may replace the file, or any directory above
+it, with a symlink to a file of the executor.  The log is therefore opened
+below a ``root`` (the job dir) one component at a time without following
+any link (``zuul.lib.safefile``); anything that is not a plain regular
+file there is refused: ``404`` if it is already so when a reader arrives,
+an error line at the end of the stream if it appears later.
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from zuul.lib import safefile
+
 log = logging.getLogger('zuul.executor.logstream')
 
 # ansible appends to the log from another process; nothing can wake us on
@@ -23,9 +33,21 @@ FOLLOW_INTERVAL = 0.2
 CHUNK = 65536
 
 
+REFUSED_LINE = (b'\n*** Zuul: the log file is not a regular file inside the build directory '
+                b'(a symlink?); not streamed ***\n')
+
+
+class UnsafeLogError(Exception):
+    """The log path passes through a symlink or is not a regular file."""
+
+
 class _Stream:
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, path: str, root: str, check_root: bool = False):
+        self.path = os.path.abspath(path)
+        self.root = os.path.abspath(root)
+        self.check_root = check_root
+        # raises UnsafePathError when the path is not below the root
+        self.relpath = safefile.relative_to(self.root, self.path)
         self.finished = False
         self.cond = threading.Condition()
 
@@ -59,10 +81,18 @@ class LogStreamServer:
     def url(self, uuid: str) -> str:
         return f'http://{self.public_host}:{self.port}/{uuid}'
 
-    def register(self, uuid: str, path: str) -> None:
-        """Make ``uuid``'s log at ``path`` followable (it may not exist yet)."""
+    def register(self, uuid: str, path: str, root: str | None = None) -> None:
+        """Make ``uuid``'s log at ``path`` followable (it may not exist yet).
+
+        The log is only ever opened below ``root`` and never through a
+        symlink; ``root`` itself must not be replaceable by untrusted code
+        (the job dir is the sandbox's mount point).  Default: the directory
+        two levels above ``path`` (``work/`` of ``work/logs/job-output.txt``),
+        which is then itself checked not to be a symlink."""
+        stream = _Stream(path, root or os.path.dirname(os.path.dirname(os.path.abspath(path))),
+                         check_root=root is None)
         with self._lock:
-            self._streams[uuid] = _Stream(path)
+            self._streams[uuid] = stream
 
     def finish(self, uuid: str) -> None:
         """The build ended: readers drain the file and end their response."""
@@ -82,21 +112,42 @@ class LogStreamServer:
             return self._streams.get(uuid)
 
 
+def open_log(stream: _Stream):
+    """The log opened for reading, or None while it does not exist yet.
+    Raises UnsafeLogError for a symlink (at the file or any directory
+    between it and the root) or anything but a regular file."""
+    try:
+        if stream.check_root:
+            safefile.check_root(stream.root)
+        fd = safefile.open_regular_beneath(stream.root, stream.relpath, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning('Refusing to stream %s: %s', stream.path, exc)
+        raise UnsafeLogError(str(exc)) from None
+    return os.fdopen(fd, 'rb')
+
+
 def _open_when_present(stream: _Stream):
     with stream.cond:
-        while not os.path.exists(stream.path):
+        while True:
+            f = open_log(stream)
+            if f is not None:
+                return f
             if stream.finished:
                 return None
             stream.cond.wait(FOLLOW_INTERVAL)
-    try:
-        return open(stream.path, 'rb')
-    except FileNotFoundError:
-        return None
 
 
-def follow(stream: _Stream, write) -> None:
-    """Call ``write(bytes)`` with the log's content until it is complete."""
-    f = _open_when_present(stream)
+def follow(stream: _Stream, write, f=None) -> None:
+    """Call ``write(bytes)`` with the log's content until it is complete
+    (``f``: the log already opened by ``open_log``)."""
+    if f is None:
+        try:
+            f = _open_when_present(stream)
+        except UnsafeLogError:
+            write(REFUSED_LINE)
+            return
     if f is None:
         return
     with f:
@@ -130,6 +181,11 @@ def _handler_class(server: LogStreamServer):
             if stream is None:
                 self.send_error(404, 'No such build running here')
                 return
+            try:
+                f = open_log(stream)  # None: not there yet, followed below
+            except UnsafeLogError:
+                self.send_error(404, 'The log of this build is not available')
+                return
             self.send_response(200)
             self.send_header('Content-Type', 'text/plain; charset=utf-8')
             self.send_header('Transfer-Encoding', 'chunked')
@@ -139,11 +195,14 @@ def _handler_class(server: LogStreamServer):
                 self.wfile.write(b'%x\r\n%s\r\n' % (len(data), data))
                 self.wfile.flush()
             try:
-                follow(stream, write)
+                follow(stream, write, f)
                 self.wfile.write(b'0\r\n\r\n')
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 pass
+            finally:
+                if f is not None:
+                    f.close()
             self.close_connection = True
 
     return LogStreamHandler

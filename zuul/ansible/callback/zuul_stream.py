@@ -7,8 +7,16 @@ Environment (set by the executor):
   (the live log stream follows this file);
 * ``ZUUL_JOB_OUTPUT_JSON`` -- a JSON list, one entry per playbook run,
   rewritten when a playbook ends;
+* ``ZUUL_WORK_ROOT`` -- the build's ``work/`` directory (default: the
+  directory above the text log's);
 * ``ZUUL_PHASE``, ``ZUUL_PLAYBOOK``, ``ZUUL_TRUSTED`` -- labels;
 * ``ZUUL_UNTRUSTED=1`` -- install the local-execution restrictions.
+
+Both logs live in ``work/``, which untrusted playbooks can write to, and
+this callback also runs (unconfined) in trusted playbooks: the logs are
+opened below the work root without following any symlink
+(``zuul.lib.safefile``).  A symlink (or anything but a regular file) there
+is refused with a warning on stderr; the target is never written.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from zuul.ansible import restrict  # noqa: E402
+from zuul.lib import safefile  # noqa: E402
 
 restrict.install_from_environment()
 
@@ -42,6 +51,18 @@ def _clean(result: dict) -> dict:
     return {k: v for k, v in result.items() if k not in _HIDDEN_KEYS}
 
 
+def _root_for(path: str) -> str:
+    """The directory ``path`` (a log in ``work/logs/``) is opened below."""
+    work_root = os.environ.get('ZUUL_WORK_ROOT') or os.path.dirname(
+        os.path.dirname(os.path.abspath(path)))
+    return safefile.root_for(path, work_root)
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f'[WARNING]: zuul_stream: {message}\n')
+    sys.stderr.flush()
+
+
 class CallbackModule(CallbackBase):
     """Writes the build's text and JSON logs."""
 
@@ -53,7 +74,7 @@ class CallbackModule(CallbackBase):
         super().__init__(*args, **kwargs)
         self._txt_path = os.environ.get('ZUUL_JOB_OUTPUT_TXT')
         self._json_path = os.environ.get('ZUUL_JOB_OUTPUT_JSON')
-        self._txt = open(self._txt_path, 'a', buffering=1) if self._txt_path else None
+        self._txt = self._open_text_log(self._txt_path) if self._txt_path else None
         self._playbook = {
             'phase': os.environ.get('ZUUL_PHASE'),
             'playbook': os.environ.get('ZUUL_PLAYBOOK'),
@@ -63,6 +84,20 @@ class CallbackModule(CallbackBase):
         self._task_start = 0.0
 
     # -- text ------------------------------------------------------------
+    @staticmethod
+    def _open_text_log(path: str):
+        root = _root_for(path)
+        try:
+            # nothing untrusted runs while a playbook runs, so checking the
+            # root before opening below it cannot race with a swap
+            safefile.check_root(root)
+            rel = safefile.relative_to(root, path)  # messages name no executor paths
+            return safefile.open_regular_file_beneath(root, rel, 'a', buffering=1,
+                                                      make_dirs=True)
+        except OSError as exc:
+            _warn(f'refusing to write the text log {os.path.basename(path)}: {exc}')
+            return None
+
     def _line(self, text: str, host: str | None = None) -> None:
         prefix = f'{_now()} | '
         if host:
@@ -143,15 +178,26 @@ class CallbackModule(CallbackBase):
     def _write_json(self) -> None:
         if not self._json_path:
             return
-        entries = []
-        if os.path.exists(self._json_path):
-            with open(self._json_path) as f:
-                try:
+        root = _root_for(self._json_path)
+        try:
+            safefile.check_root(root)
+            rel = safefile.relative_to(root, self._json_path)
+            entries = []
+            try:
+                with safefile.open_regular_file_beneath(root, rel, 'r') as f:
                     entries = json.load(f)
-                except ValueError:
-                    entries = []
-        entries.append(self._playbook)
-        tmp = self._json_path + '.tmp'
-        with open(tmp, 'w') as f:
-            json.dump(entries, f, indent=2, default=str)
-        os.replace(tmp, self._json_path)
+            except FileNotFoundError:
+                pass
+            except ValueError:
+                entries = []
+            if not isinstance(entries, list):
+                entries = []
+            entries.append(self._playbook)
+            data = json.dumps(entries, indent=2, default=str).encode('utf-8')
+            safefile.write_beneath(root, rel, data)
+        except OSError as exc:
+            message = (f'refusing to write the JSON log '
+                       f'{os.path.basename(self._json_path)}: {exc}')
+            _warn(message)
+            if self._txt:
+                self._line(f'WARNING: {message}')

@@ -18,7 +18,17 @@ Rules for untrusted playbooks:
 * on the implicit localhost only actions that run inside ansible itself
   (debug, set_fact, assert, zuul_return, ...) are allowed;
 * ``add_host`` may not add localhost or a host with a local connection;
-* lookups that run commands (``pipe``, ``lines``) are refused.
+* lookups that run commands (``pipe``, ``lines``) are refused;
+* no module and no command ever runs over a local connection (a second
+  line behind the rules above: a module from an untrusted ``library/``
+  runs on the nodes, never on the executor);
+* Ansible loads plugin code only from its own package and Zuul's plugin
+  dir, so nothing a playbook wrote (even into its own work dir, at run
+  time) is ever imported;
+* files read on the executor (``copy``/``template``/``script`` sources,
+  ``include_vars``, file lookups) must resolve inside ``ZUUL_READ_ROOTS``
+  (the work dir and the untrusted checkouts), and ``fetch`` writes only
+  inside the work dir.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ LOCALHOST_NAMES = frozenset({'localhost', '127.0.0.1', '::1', 'localhost.localdo
 SAFE_LOCAL_ACTIONS = frozenset({
     'debug', 'set_fact', 'set_stats', 'assert', 'fail', 'meta', 'pause',
     'zuul_return', 'add_host', 'group_by', 'include_tasks', 'import_tasks',
-    'include_role', 'import_role', 'include_vars', 'noop', 'end_play',
+    'include_role', 'import_role', 'include_vars', 'end_play',
 })
 
 COMMAND_LOOKUPS = frozenset({'pipe', 'lines'})
@@ -125,13 +135,101 @@ def _restricted_lookup_get(original):
     return get
 
 
+def _roots(variable: str) -> list[str]:
+    return [os.path.realpath(p) for p in os.environ.get(variable, '').split(':') if p]
+
+
+def check_read_path(path) -> None:
+    """Refuse reading ``path`` on the executor unless it resolves inside
+    one of ``ZUUL_READ_ROOTS``."""
+    if path is None:
+        return
+    real = os.path.realpath(os.fsdecode(path))
+    roots = _roots('ZUUL_READ_ROOTS')
+    if not any(real == r or real.startswith(r + os.sep) for r in roots):
+        _fail(f'reading {path} on the executor (only files in the work dir are allowed)')
+
+
+def check_write_path(path) -> None:
+    """Refuse writing ``path`` on the executor outside ``ZUUL_WORK_ROOT``."""
+    root = os.path.realpath(os.environ.get('ZUUL_WORK_ROOT') or '/nonexistent')
+    path = os.fsdecode(path)
+    parent = os.path.realpath(os.path.dirname(os.path.abspath(path)) or '.')
+    target = os.path.join(parent, os.path.basename(path))
+    if os.path.islink(target) or not (parent == root or parent.startswith(root + os.sep)):
+        _fail(f'writing {path} on the executor (only the work dir is allowed)')
+
+
+def _plugin_roots() -> list[str]:
+    import ansible
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [os.path.realpath(os.path.dirname(ansible.__file__)), os.path.realpath(here)]
+
+
+def _guard_plugin_source(original):
+    roots = _plugin_roots()
+
+    def load(self, *args, **kwargs):
+        path = kwargs.get('path', args[1] if len(args) > 1 else None)
+        real = os.path.realpath(os.fsdecode(path)) if path else ''
+        if not any(real.startswith(r + os.sep) for r in roots):
+            _fail(f'loading the Ansible plugin {path}: untrusted content may not bring plugins')
+        return original(self, *args, **kwargs)
+    return load
+
+
+def _guard_local(original, what: str):
+    def run(self, *args, **kwargs):
+        if is_local_connection(getattr(self, '_connection', None)):
+            _fail(f'{what} over a local connection')
+        return original(self, *args, **kwargs)
+    return run
+
+
+def _guard_find_needle(original):
+    def find(self, dirname, needle):
+        found = original(self, dirname, needle)
+        check_read_path(found)
+        return found
+    return find
+
+
+def _guard_lookup_file(original):
+    def find(self, myvars, subdir, needle, ignore_missing=False):
+        found = original(self, myvars, subdir, needle, ignore_missing)
+        check_read_path(found)
+        return found
+    return find
+
+
+def _guard_fetch(original):
+    def fetch_file(self, in_path, out_path, *args, **kwargs):
+        check_write_path(out_path)
+        return original(self, in_path, out_path, *args, **kwargs)
+    return fetch_file
+
+
+def _guard_makedirs(original):
+    def makedirs(path, *args, **kwargs):
+        root = os.path.realpath(os.environ.get('ZUUL_WORK_ROOT') or '/nonexistent')
+        real = os.path.realpath(os.fsdecode(path))
+        if not (real == root or real.startswith(root + os.sep)):
+            _fail(f'writing to {path} on the executor (only the work dir is allowed)')
+        return original(path, *args, **kwargs)
+    return makedirs
+
+
 def install() -> None:
     """Patch ansible in this process (idempotent)."""
     global _installed
     if _installed:
         return
     from ansible.executor.task_executor import TaskExecutor
-    from ansible.plugins.loader import lookup_loader
+    from ansible.plugins.action import ActionBase
+    from ansible.plugins.action import fetch as fetch_action
+    from ansible.plugins.connection import paramiko_ssh, ssh
+    from ansible.plugins.loader import PluginLoader, lookup_loader
+    from ansible.plugins.lookup import LookupBase
 
     original = TaskExecutor._set_connection_options
 
@@ -141,6 +239,16 @@ def install() -> None:
 
     TaskExecutor._set_connection_options = checked_set_connection_options
     lookup_loader.get = _restricted_lookup_get(lookup_loader.get)
+    PluginLoader._load_module_source = _guard_plugin_source(PluginLoader._load_module_source)
+    ActionBase._execute_module = _guard_local(ActionBase._execute_module, 'running a module')
+    ActionBase._low_level_execute_command = _guard_local(
+        ActionBase._low_level_execute_command, 'running a command')
+    ActionBase._find_needle = _guard_find_needle(ActionBase._find_needle)
+    LookupBase.find_file_in_search_path = _guard_lookup_file(
+        LookupBase.find_file_in_search_path)
+    fetch_action.makedirs_safe = _guard_makedirs(fetch_action.makedirs_safe)
+    for module in (ssh, paramiko_ssh):
+        module.Connection.fetch_file = _guard_fetch(module.Connection.fetch_file)
     _installed = True
 
 

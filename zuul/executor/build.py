@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 
 from zuul.executor import ansiblecfg, inventory
@@ -225,9 +226,9 @@ class BuildExecution:
     def _start_playbook(self, playbook: PreparedPlaybook, timeout: float | None):
         home = (self.jobdir.playbook_home(playbook.phase, playbook.index) if playbook.trusted
                 else self.jobdir.home)
-        secrets_fd = _secrets_memfd(playbook.secrets) if playbook.secrets else None
+        secrets = _SecretsFile(playbook.secrets, self.jobdir, sandboxed=self._sandboxed(playbook))
         try:
-            command, cwd = self._command(playbook, secrets_fd)
+            command, cwd = self._command(playbook, secrets)
             env = ansiblecfg.playbook_env(
                 self.jobdir, trusted=playbook.trusted, phase=playbook.phase,
                 label=playbook.label, roles_path=playbook.roles_path,
@@ -235,28 +236,30 @@ class BuildExecution:
             log_path = os.path.join(self.jobdir.playbook_dir(playbook.phase, playbook.index),
                                     'ansible.log')
             return self.runner.run(command, env, cwd, log_path, timeout,
-                                   pass_fds=(secrets_fd,) if secrets_fd is not None else ())
+                                   pass_fds=secrets.pass_fds)
         finally:
-            if secrets_fd is not None:
-                os.close(secrets_fd)
+            secrets.remove()
             if playbook.trusted:
                 # What the trusted run left in its HOME (ansible's local
                 # temp files, maybe rendered with secrets) goes with it.
                 shutil.rmtree(home, ignore_errors=True)
 
-    def _command(self, playbook: PreparedPlaybook, secrets_fd: int | None
+    def _sandboxed(self, playbook: PreparedPlaybook) -> bool:
+        return not playbook.trusted and self.sandbox is not None
+
+    def _command(self, playbook: PreparedPlaybook, secrets: _SecretsFile
                  ) -> tuple[list[str], str]:
         command = [self.settings.ansible_playbook, playbook.path,
                    '-e', f'@{self.extra_vars_file}', '-e', f'@{self.zuul_vars_file}']
-        if secrets_fd is not None:
-            # An anonymous in-memory file inherited by this run only: the
-            # decrypted secrets never reach a disk, and no other playbook
-            # of the build can open them.
-            command += ['-e', f'@/proc/self/fd/{secrets_fd}']
+        if secrets.path:
+            command += ['-e', f'@{secrets.path}']
         cwd = self.jobdir.work_root
-        if not playbook.trusted and self.sandbox is not None:
-            command = self.sandbox.wrap(command, self._sandbox_mounts(),
-                                        sockets=[self.ssh_auth_sock], cwd=cwd)
+        if self._sandboxed(playbook):
+            mounts = self._sandbox_mounts()
+            if secrets.fd is not None:
+                mounts.empty.append(os.path.dirname(secrets.path))
+                mounts.files.append((secrets.fd, secrets.path))
+            command = self.sandbox.wrap(command, mounts, sockets=[self.ssh_auth_sock], cwd=cwd)
         return command, cwd
 
     def _sandbox_mounts(self) -> SandboxMounts:
@@ -303,15 +306,71 @@ def _remaining(deadline: float | None) -> float | None:
     return deadline - time.monotonic()
 
 
-def _secrets_memfd(secrets: dict) -> int:
-    """The secrets as YAML in an anonymous memory file (fd at offset 0)."""
-    text = yamlutil.dump(yamlutil.from_wire(secrets), default_flow_style=False)
-    fd = os.memfd_create('zuul-secrets')  # pass_fds hands it to the one run
-    data = text.encode('utf-8')
+class _SecretsFile:
+    """Where one playbook run finds its decrypted secrets: never on a
+    persistent disk.  Sandboxed runs get them from an anonymous memory file
+    that bubblewrap copies onto a tmpfs of the sandbox's own (gone with
+    the run); trusted runs from a private file on the executor's tmpfs
+    (/dev/shm), removed when the run ends."""
+
+    def __init__(self, secrets: dict, jobdir: JobDir, sandboxed: bool):
+        self.fd: int | None = None
+        self.path: str | None = None
+        self._dir: str | None = None
+        if not secrets:
+            return
+        data = yamlutil.dump(yamlutil.from_wire(secrets), default_flow_style=False).encode()
+        if sandboxed:
+            self.fd = os.memfd_create('zuul-secrets')
+            _write_all(self.fd, data)
+            os.lseek(self.fd, 0, os.SEEK_SET)
+            self.path = os.path.join(jobdir.secrets_dir, 'secrets.yaml')
+            return
+        self._dir = tempfile.mkdtemp(prefix='zuul-secrets-', dir=_memory_tmp())
+        self.path = os.path.join(self._dir, 'secrets.yaml')
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+
+    @property
+    def pass_fds(self) -> tuple:
+        return (self.fd,) if self.fd is not None else ()
+
+    def remove(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+def _memory_tmp() -> str:
+    """A RAM-backed directory for trusted runs' secrets files."""
+    for candidate in (os.environ.get('XDG_RUNTIME_DIR'), '/dev/shm', '/run/shm'):
+        if candidate and os.path.isdir(candidate) and _is_tmpfs(candidate):
+            return candidate
+    raise RuntimeError('no tmpfs (/dev/shm) to hold decrypted secrets: refusing to write '
+                       'them to a persistent disk')
+
+
+def _is_tmpfs(path: str) -> bool:
+    real = os.path.realpath(path)
+    try:
+        with open('/proc/mounts') as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return False
+    best = max((m for m in mounts if real == m[1] or real.startswith(m[1].rstrip('/') + '/')),
+               key=lambda m: len(m[1]), default=None)
+    return best is not None and best[2] in ('tmpfs', 'ramfs')
+
+
+def _write_all(fd: int, data: bytes) -> None:
     while data:
         data = data[os.write(fd, data):]
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
 
 
 def _write_yaml(path: str, data, mode: int = 0o644) -> None:

@@ -16,6 +16,7 @@ Layout (``<root>/<build uuid>/``)::
       <phase>_<n>/      playbook n's ansible.log, role links and its own HOME
     untrusted/            untrusted runs' state: fact cache, SSH control sockets
     home/                 mount point of untrusted runs' fresh HOME (a tmpfs)
+    secrets/              mount point of a sandboxed run's secrets (a tmpfs)
     cp/                   trusted runs' SSH control sockets (hidden from the sandbox)
 
 Nothing an untrusted playbook can write is ever read as code or
@@ -68,6 +69,8 @@ class JobDir:
         self.home = os.path.join(self.root, 'home')
         self.control_path_dir = os.path.join(self.root, 'cp')
         self.untrusted_control_path_dir = os.path.join(self.root, 'cu')
+        # Mount point of a sandboxed run's secrets tmpfs (empty on disk).
+        self.secrets_dir = os.path.join(self.root, 'secrets')
         self.job_output_txt = os.path.join(self.log_root, 'job-output.txt')
         self.job_output_json = os.path.join(self.log_root, 'job-output.json')
         self._project_counter = 0
@@ -75,7 +78,8 @@ class JobDir:
     def create(self) -> JobDir:
         for path in (self.src_root, self.log_root, self.fact_cache, self.untrusted_fact_cache,
                      self.trusted_root, self.untrusted_root, self.no_plugins, self.home,
-                     self.control_path_dir, self.untrusted_control_path_dir):
+                     self.control_path_dir, self.untrusted_control_path_dir,
+                     self.secrets_dir):
             os.makedirs(path, exist_ok=True)
         for path in (self.control_path_dir, self.untrusted_control_path_dir):
             os.chmod(path, 0o700)

@@ -17,6 +17,7 @@ run as Python inside ansible-playbook, on the executor).
 from __future__ import annotations
 
 import os
+import re
 
 from zuul.executor.jobdir import JobDir, PreparedPlaybook
 from zuul.executor.protocol import PlaybookSpec
@@ -32,8 +33,29 @@ PLUGIN_DIRS = (
 )
 
 
+# A role name becomes a file name in the job dir: one plain component.
+ROLE_NAME_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$')
+
+
 class PlaybookError(ValueError):
     """A playbook or role cannot be prepared (missing, or refused)."""
+
+
+def check_role_name(name: str) -> str:
+    """``name`` if it is a plain role name; PlaybookError otherwise (a
+    ``../`` or ``/`` would let config choose where the executor writes)."""
+    if not isinstance(name, str) or not ROLE_NAME_RE.match(name):
+        raise PlaybookError(f'Role name {name!r} is not allowed: a role name is one path '
+                            'component of letters, digits, "_", "-" and "."')
+    return name
+
+
+def _check_inside(root: str, path: str, what: str) -> None:
+    """``path`` must resolve (symlinks followed) inside ``root``."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if real != real_root and not real.startswith(real_root + os.sep):
+        raise PlaybookError(f'{what} leaves its project (resolves outside the checkout)')
 
 
 def find_playbook(project_root: str, path: str) -> str:
@@ -43,6 +65,7 @@ def find_playbook(project_root: str, path: str) -> str:
         if not full.startswith(os.path.normpath(project_root) + os.sep):
             raise PlaybookError(f'playbook path {path} leaves its project')
         if os.path.isfile(full):
+            _check_inside(project_root, full, f'playbook {path}')
             return full
     raise PlaybookError(f'playbook {path} not found')
 
@@ -64,7 +87,7 @@ def role_search_path(checkout: str, role_name: str, link_dir: str) -> str:
     """The roles_path entry for a role repo checked out at ``checkout``."""
     if is_bare_role(checkout):
         os.makedirs(link_dir, exist_ok=True)
-        link = os.path.join(link_dir, role_name)
+        link = os.path.join(link_dir, check_role_name(role_name))
         if not os.path.exists(link):
             os.symlink(checkout, link)
         return link_dir
@@ -127,8 +150,17 @@ class PlaybookPreparer:
         if implicit not in roles_path:
             roles_path.append(implicit)
         if not spec.trusted:
-            for entry in roles_path:
-                for role_dir in _roles_in(entry):
-                    check_no_plugins(role_dir, f'role {os.path.basename(role_dir)}')
+            self._check_untrusted_roles(root, path, roles_path)
         return PreparedPlaybook(phase=phase, index=index, path=path, trusted=spec.trusted,
                                 roles_path=roles_path, project_root=root)
+
+    def _check_untrusted_roles(self, root: str, playbook: str, roles_path: list[str]) -> None:
+        """No plugins in any role Ansible could load for an untrusted
+        playbook: those on roles_path and those beside the playbook
+        (``<playbook dir>/roles/<role>``, which Ansible searches too)."""
+        adjacent = os.path.join(os.path.dirname(playbook), 'roles')
+        for entry in roles_path + [adjacent]:
+            for role_dir in _roles_in(entry):
+                _check_inside(self.jobdir.untrusted_root, role_dir,
+                              f'role {os.path.basename(role_dir)}')
+                check_no_plugins(role_dir, f'role {os.path.basename(role_dir)}')

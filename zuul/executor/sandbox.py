@@ -56,7 +56,9 @@ class SandboxMounts:
     ``readonly``: paths visible read-only (the job dir itself);
     ``writable``: paths bound read-write (``work/``, untrusted state);
     ``empty``: fresh tmpfs mounts (``HOME``, hiding sub-dirs of readonly);
-    ``passwd``/``group``: files bound over /etc/passwd and /etc/group.
+    ``passwd``/``group``: files bound over /etc/passwd and /etc/group;
+    ``files``: (fd, path) pairs: bubblewrap copies the fd's content into
+    ``path`` (on one of the ``empty`` tmpfs mounts), read-only.
     """
 
     readonly: list[str] = field(default_factory=list)
@@ -64,6 +66,7 @@ class SandboxMounts:
     empty: list[str] = field(default_factory=list)
     passwd: str | None = None
     group: str | None = None
+    files: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -108,6 +111,8 @@ class BubblewrapSandbox:
             args += ['--bind', real, real]
         for empty in mounts.empty:
             args += ['--tmpfs', os.path.realpath(empty)]
+        for fd, dest in mounts.files:
+            args += ['--ro-bind-data', str(fd), dest]
         if mounts.passwd:
             args += ['--ro-bind', mounts.passwd, '/etc/passwd']
         if mounts.group:

@@ -326,8 +326,9 @@ class JobParser:
         job.secrets = tuple(uses)
         if uses:
             # A job that uses secrets is post-review (seed 000: secrets are
-            # not given to changes that nobody has reviewed yet).
-            job.attributes.setdefault('post_review', True)
+            # not given to changes that nobody has reviewed yet), whatever
+            # ``post-review`` this stanza sets; freezing keeps it so.
+            job.attributes['post_review'] = True
 
     def _variables(self, job: Job, conf) -> None:
         for key, attr in (('vars', 'vars'), ('extra-vars', 'extra_vars')):

@@ -17,6 +17,14 @@ Example from seed 003 (variants numbered in load order)::
      6 foo  7 foo
 
 freezes ``foo`` as 0, 1, 2, 3, 4, 5, 6, 7.
+
+The walk is iterative and bounded: a job whose chain of parents is longer
+than MAX_INHERITANCE_DEPTH cannot be frozen (untrusted config could
+otherwise make freezing arbitrarily deep and slow).
+
+``post-review`` is sticky: once a variant applied while freezing sets it,
+or uses a secret, no later variant can turn it off; and a job that has
+secrets runs only in a post-review pipeline whatever it says.
 """
 
 from __future__ import annotations
@@ -32,9 +40,14 @@ from zuul.model.job import (
     DEFAULTS,
     MERGE,
     PREPEND,
+    STICKY_TRUE,
     UNION,
     Job,
 )
+
+# The longest chain of jobs, from a job up to its base job (both
+# included), that freezing accepts. Real configurations stay below 15.
+MAX_INHERITANCE_DEPTH = 100
 
 
 class FreezeError(ConfigurationError):
@@ -79,8 +92,17 @@ class FrozenJob:
         return self.get('dependencies') or ()
 
     @property
+    def uses_secrets(self) -> bool:
+        """Whether any variant applied (or any playbook) brings a secret,
+        pass-to-parent ones included."""
+        if self.secrets:
+            return True
+        return any(ref.secrets for phase in ('pre_run', 'run', 'post_run', 'cleanup_run')
+                   for ref in self.playbooks(phase) if hasattr(ref, 'secrets'))
+
+    @property
     def post_review(self) -> bool:
-        return bool(self.get('post_review', False))
+        return bool(self.get('post_review', False)) or self.uses_secrets
 
     def playbooks(self, phase: str):
         return self.get(phase) or ()
@@ -118,6 +140,9 @@ def _plain(value):
 
 def _combine(attr: str, old, new):
     kind = ATTRIBUTE_SEMANTICS.get(attr)
+    if kind == STICKY_TRUE:
+        # Not even ``!override`` may turn it off again.
+        return bool(old) or bool(yamlutil.unwrap(new))
     if isinstance(new, yamlutil.Override):
         return copy.copy(new.value)
     new = yamlutil.unwrap(new)
@@ -132,6 +157,21 @@ def _combine(attr: str, old, new):
     if kind == UNION:
         return tuple(old) + tuple(x for x in new if x not in old)
     return new
+
+
+@dataclass
+class _Level:
+    """One job of the chain being walked: its matching variants and how
+    many of them are applied."""
+
+    name: str
+    variants: list[Job]
+    index: int = 0
+
+    @property
+    def reference(self) -> Job:
+        # The variant whose parent the variants without one use.
+        return next((v for v in self.variants if v.parent_set), self.variants[0])
 
 
 class JobFreezer:
@@ -160,8 +200,7 @@ class JobFreezer:
         if not top or (project_variants and not pp):
             return None
         frozen = FrozenJob(name=name, source_context=top[0].source_context)
-        applied: set[str] = set()
-        self._apply_job(frozen, name, top, applied, in_progress=[])
+        self._apply_job(frozen, name, top)
         for variant in pp:
             self._apply_variant(frozen, variant)
         if any(v.abstract for v in top):
@@ -177,31 +216,53 @@ class JobFreezer:
             return None
         return self.default_parent
 
-    def _apply_job(self, frozen: FrozenJob, name: str, variants: list[Job],
-                   applied: set, in_progress: list) -> None:
-        if name in in_progress:
-            chain = ' -> '.join(in_progress + [name])
-            raise FreezeError(f'Inheritance cycle: {chain}')
-        in_progress.append(name)
-        reference = next((v for v in variants if v.parent_set), variants[0])
-        for variant in variants:
-            parent = self._parent_of(name, variant, reference)
+    def _apply_job(self, frozen: FrozenJob, name: str, variants: list[Job]) -> None:
+        """Apply ``name``'s variants, each after its parent's (depth
+        first), with an explicit stack: no Python recursion, and at most
+        MAX_INHERITANCE_DEPTH levels."""
+        applied: set[str] = set()
+        stack = [_Level(name, variants)]
+        while stack:
+            level = stack[-1]
+            if level.index == len(level.variants):
+                stack.pop()
+                applied.add(level.name)
+                continue
+            variant = level.variants[level.index]
+            parent = self._parent_of(level.name, variant, level.reference)
             if parent is not None and parent not in applied:
-                if parent not in self.layout.jobs:
-                    raise FreezeError(f'Job "{name}" ({variant.location}) has an unknown '
-                                      f'parent "{parent}"')
-                parent_variants = self.matching(parent)
+                parent_variants = self._parent_variants(level, variant, parent)
                 if parent_variants:
-                    self._check_protected(parent_variants, variant)
-                    if any(p.intermediate for p in parent_variants) and \
-                            not any(v.abstract for v in variants):
-                        raise FreezeError(f'Job "{name}" must be abstract to inherit from '
-                                          f'the intermediate job "{parent}"')
-                    self._apply_job(frozen, parent, parent_variants, applied, in_progress)
+                    self._check_chain(stack, frozen.name, parent)
+                    stack.append(_Level(parent, parent_variants))
+                    continue    # this variant is applied once the parent is
                 applied.add(parent)
             self._apply_variant(frozen, variant)
-        in_progress.pop()
-        applied.add(name)
+            level.index += 1
+
+    def _parent_variants(self, level: _Level, variant: Job, parent: str) -> list[Job]:
+        if parent not in self.layout.jobs:
+            raise FreezeError(f'Job "{level.name}" ({variant.location}) has an unknown '
+                              f'parent "{parent}"')
+        parent_variants = self.matching(parent)
+        if parent_variants:
+            self._check_protected(parent_variants, variant)
+            if any(p.intermediate for p in parent_variants) and \
+                    not any(v.abstract for v in level.variants):
+                raise FreezeError(f'Job "{level.name}" must be abstract to inherit from '
+                                  f'the intermediate job "{parent}"')
+        return parent_variants
+
+    @staticmethod
+    def _check_chain(stack: list, name: str, parent: str) -> None:
+        names = [level.name for level in stack]
+        if parent in names:
+            chain = ' -> '.join(names[names.index(parent):] + [parent])
+            raise FreezeError(f'Inheritance cycle: {chain}')
+        if len(stack) >= MAX_INHERITANCE_DEPTH:
+            raise FreezeError(f'Inheritance depth of job "{name}" exceeds '
+                              f'{MAX_INHERITANCE_DEPTH} (reached at its ancestor '
+                              f'"{names[-1]}", whose parent is "{parent}")')
 
     def _check_protected(self, parent_variants: list[Job], child: Job) -> None:
         for pv in parent_variants:
@@ -221,6 +282,10 @@ class JobFreezer:
             frozen.attributes[attr] = _combine(attr, frozen.attributes.get(attr), value)
         for use in variant.secrets:
             frozen.secrets[use.alias] = (use.name, variant.source_context.project)
+        if variant.secrets:
+            # Secrets make a job post-review, even if this very variant
+            # says ``post-review: false``.
+            frozen.attributes['post_review'] = True
         if variant.final:
             frozen.final_from = variant.location
         kind = 'project-pipeline variant' if variant.project_pipeline else 'variant'
@@ -247,6 +312,54 @@ def validate_layout_jobs(layout, default_parent: str = 'base') -> list[ConfigErr
                                           line=v.start_line, object_type='job',
                                           object_name=name, project=v.source_context.project,
                                           branch=v.source_context.branch))
+    errors.extend(_depth_errors(layout, default_parent))
+    return errors
+
+
+def _static_parents(name: str, variants, default_parent: str) -> set[str]:
+    """Every parent any variant of ``name`` may have (freezing picks
+    among these by branch and files)."""
+    explicit = {v.parent for v in variants if v.parent_set}
+    if explicit:
+        return {p for p in explicit if p is not None}
+    return set() if name == default_parent else {default_parent}
+
+
+def _static_depths(layout, default_parent: str) -> dict[str, int]:
+    """The longest chain (in jobs) from each job up to a base job, over
+    all variants; iterative, and cycles (a freeze error) are not followed."""
+    parents = {name: _static_parents(name, variants, default_parent) & set(layout.jobs)
+               for name, variants in layout.jobs.items()}
+    depth: dict[str, int] = {}
+    for start in parents:
+        stack, active = [start], {start}
+        while stack:
+            name = stack[-1]
+            pending = [p for p in parents[name] if p not in depth and p not in active]
+            if pending:
+                stack.append(pending[0])
+                active.add(pending[0])
+                continue
+            depth[name] = 1 + max((depth.get(p, 0) for p in parents[name]), default=0)
+            stack.pop()
+            active.discard(name)
+    return depth
+
+
+def _depth_errors(layout, default_parent: str) -> list[ConfigError]:
+    """One error per job where a chain first becomes longer than
+    MAX_INHERITANCE_DEPTH (freezing refuses every job beyond it)."""
+    errors = []
+    for name, depth in _static_depths(layout, default_parent).items():
+        if depth != MAX_INHERITANCE_DEPTH + 1:
+            continue
+        v = layout.jobs[name][0]
+        sc = v.source_context
+        errors.append(ConfigError(
+            f'inheritance depth of job "{name}" exceeds {MAX_INHERITANCE_DEPTH} (the '
+            'chain of parents up to its base job is too long)', path=sc.path,
+            line=v.start_line, object_type='job', object_name=name, project=sc.project,
+            branch=sc.branch))
     return errors
 
 
@@ -292,6 +405,7 @@ def freeze_job_graph(layout, project_name: str, pipeline, branch: str | None,
     if job_list is None:
         ppc = layout.get_project_pipeline_config(project_name, pipeline_name, branch)
         job_list = ppc.job_list if ppc is not None else []
+    pipeline = _resolve_pipeline(layout, pipeline)
     freezer = JobFreezer(layout, branch, files, default_parent)
     graph = JobGraph()
     errors: list[str] = []
@@ -319,9 +433,27 @@ def _check_run_rules(frozen: FrozenJob, project_name: str, pipeline) -> None:
             project_name.split('/', 1)[-1] not in allowed:
         raise FreezeError(f'Project {project_name} is not allowed to run job '
                           f'"{frozen.name}"')
-    if frozen.post_review and not getattr(pipeline, 'post_review', True):
-        raise FreezeError(f'Pre-review pipeline {getattr(pipeline, "name", pipeline)} does '
-                          f'not allow post-review job "{frozen.name}"')
-    if frozen.secrets and getattr(pipeline, 'allow_secrets', True) is False:
-        raise FreezeError(f'Pipeline {getattr(pipeline, "name", pipeline)} does not allow '
-                          f'jobs with secrets ("{frozen.name}")')
+    # Fail closed: a pipeline we cannot see is neither post-review nor
+    # allowed to have secrets.
+    pipeline_name = getattr(pipeline, 'name', pipeline)
+    if frozen.post_review and not getattr(pipeline, 'post_review', False):
+        what = 'has secrets' if frozen.uses_secrets else 'is post-review'
+        raise FreezeError(f'Pre-review pipeline {pipeline_name} does not allow post-review '
+                          f'job "{frozen.name}" (the job {what})')
+    if frozen.uses_secrets and not getattr(pipeline, 'allow_secrets', False):
+        raise FreezeError(f'Pipeline {pipeline_name} does not allow jobs with secrets '
+                          f'("{frozen.name}")')
+
+
+def check_run_rules(layout, frozen: FrozenJob, project_name: str, pipeline) -> None:
+    """Raise FreezeError if ``frozen`` may not run for ``project_name`` in
+    ``pipeline`` (a pipeline object or a name looked up in ``layout``; an
+    unknown one allows neither post-review jobs nor secrets)."""
+    _check_run_rules(frozen, project_name, _resolve_pipeline(layout, pipeline))
+
+
+def _resolve_pipeline(layout, pipeline):
+    if isinstance(pipeline, str):
+        found = (getattr(layout, 'pipelines', None) or {}).get(pipeline)
+        return found if found is not None else pipeline
+    return pipeline

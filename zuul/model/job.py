@@ -16,6 +16,10 @@ MERGE = 'merge'              # dicts: deep merge, later wins per key
 ACCUMULATE = 'accumulate'    # lists: parent's items first, then the child's
 PREPEND = 'prepend'          # lists: child's items first (post-run, cleanup-run)
 UNION = 'union'              # sets (tags, provides, requires)
+# Once any variant applied while freezing sets it true, it stays true: a
+# later variant, a project-pipeline variant or a child job in another
+# project cannot turn it off (post-review guards secrets).
+STICKY_TRUE = 'sticky-true'
 
 ATTRIBUTE_SEMANTICS = {
     'description': OVERRIDE, 'timeout': OVERRIDE, 'post_timeout': OVERRIDE,
@@ -25,7 +29,7 @@ ATTRIBUTE_SEMANTICS = {
     'override_checkout': OVERRIDE, 'success_message': OVERRIDE,
     'failure_message': OVERRIDE, 'match_on_config_updates': OVERRIDE,
     'success_url': OVERRIDE, 'failure_url': OVERRIDE,
-    'deduplicate': OVERRIDE, 'post_review': OVERRIDE, 'workspace': OVERRIDE,
+    'deduplicate': OVERRIDE, 'post_review': STICKY_TRUE, 'workspace': OVERRIDE,
     'allowed_projects': OVERRIDE, 'dependencies': OVERRIDE, 'image_build_name': OVERRIDE,
     'files': OVERRIDE, 'irrelevant_files': OVERRIDE, 'failure_output': OVERRIDE,
     'run': OVERRIDE,

@@ -16,7 +16,10 @@ module decides what they mean:
   than one branch, unless main.yaml or a ``pragma`` says otherwise);
 - errors: a file that is not YAML, an unknown object type or an invalid
   object becomes a ConfigError naming file, line, object and reason, and
-  loading goes on with everything else.
+  loading goes on with everything else;
+- limits on untrusted configuration (zuul/configloader/limits.py): an
+  untrusted project-branch with too many bytes of config or too many jobs
+  is not loaded, with one error saying so.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass, replace
 import re2
 
 from zuul.configloader.job_parser import JobParser
+from zuul.configloader.limits import ConfigLimits
 from zuul.configloader.nodeset import NodesetParser
 from zuul.configloader.pipeline import PipelineParser
 from zuul.configloader.pragma import Pragma, PragmaParser
@@ -112,13 +116,16 @@ class LayoutLoader:
     their connection); ``connections`` maps connection names to driver
     names (None: a connection is known by its driver's name);
     ``canonical_hostnames`` maps connection names to their canonical
-    hostnames, so projects may be named canonically."""
+    hostnames, so projects may be named canonically; ``limits`` bounds
+    untrusted configuration (zuul/configloader/limits.py)."""
 
     def __init__(self, registry=None, connections: dict | None = None,
-                 canonical_hostnames: dict | None = None):
+                 canonical_hostnames: dict | None = None,
+                 limits: ConfigLimits | None = None):
         self.registry = registry
         self.connections = connections
         self.canonical_hostnames = canonical_hostnames or {}
+        self.limits = limits or ConfigLimits()
 
     # -- entry point ----------------------------------------------------------
 
@@ -139,9 +146,12 @@ class LayoutLoader:
                                           branch=branch))
         files = self._ordered(tenant, files)
         branches = self._branches(files, branches)
+        files, too_big = self.limits.drop_oversized(files)
+        layout.errors.extend(too_big)
         buckets: dict[str, list] = {t: [] for t in OBJECT_TYPES}
         for cf in files:
             self._read_file(layout, cf, branches, buckets)
+        layout.errors.extend(self.limits.drop_excess_jobs(buckets))
         self._parse_all(layout, context, buckets)
         self._validate(layout, tenant)
         log.debug('Tenant %s: loaded %d pipelines, %d jobs, %d projects, %d errors',
@@ -216,6 +226,9 @@ class LayoutLoader:
         sc = self._source_context(cf, branches)
         try:
             data = yamlutil.load(cf.text, path=cf.path)
+        except yamlutil.YAMLLimitError as e:
+            layout.errors.add(_error(sc, e.line, f'YAML limit exceeded: {e.reason}'))
+            return
         except yamlutil.YAMLSyntaxError as e:
             layout.errors.add(_error(sc, e.line, f'YAML syntax error: {e.reason}'))
             return

@@ -9,11 +9,25 @@ Tags:
 - ``!inherit`` / ``!override``: wrap a value to say how it combines with the
   parent's value (-> Inherit / Override)
 - ``!unsafe``: a string Ansible must not template -> UnsafeStr
+
+Limits (configuration comes from untrusted projects): a document may nest
+at most MAX_NESTING_DEPTH collections deep, aliases may add at most
+MAX_ALIAS_EXPANSION nodes to it once expanded (a "billion laughs" file is
+a few lines long and expands to billions), and an alias may not refer to
+the collection that contains it. These are checked on the composed node
+graph, before any Python object is built (YAMLLimitError).
 """
 
 from __future__ import annotations
 
 import yaml
+
+# Collections nested deeper than this are refused (libyaml itself stops at
+# 1000, deeper than Python code that walks the data can safely go).
+MAX_NESTING_DEPTH = 100
+# Nodes that aliases may add to a document, counting each alias as a copy
+# of what it refers to.
+MAX_ALIAS_EXPANSION = 100_000
 
 try:
     _BaseLoader = yaml.CSafeLoader
@@ -210,11 +224,79 @@ class YAMLSyntaxError(Exception):
         self.reason = reason
 
 
+class YAMLLimitError(YAMLSyntaxError):
+    """Valid YAML that exceeds a limit (nesting, alias expansion)."""
+
+
+def _children(node) -> list:
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def check_node_limits(root, path=None) -> None:
+    """Raise YAMLLimitError if the node graph under ``root`` nests too
+    deep, expands too much through aliases or is recursive.
+
+    Walks collections only (scalars count as one node each), iteratively,
+    so neither the walk nor a recursive alias can exhaust the stack."""
+    if isinstance(root, yaml.ScalarNode):
+        return
+    done: dict[int, tuple[int, int]] = {}   # id -> (depth, expanded size)
+    unique = 0
+    active: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            depth, size, scalars = 1, 1, 0
+            for child in _children(node):
+                if isinstance(child, yaml.ScalarNode):
+                    scalars += 1
+                else:
+                    d, n = done[id(child)]
+                    depth, size = max(depth, d + 1), size + n
+            done[key] = (depth, size + scalars)
+            active.discard(key)
+            unique += 1 + scalars
+            # The unique nodes counted so far include all of this
+            # subtree's: this never over-counts, and at the root is exact.
+            _check_node(node, path, depth, size + scalars - unique)
+            continue
+        if key in done:
+            continue
+        if key in active:
+            raise YAMLLimitError(path, node.start_mark.line + 1,
+                                 'an alias refers to a collection that contains it')
+        active.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node)
+                     if not isinstance(c, yaml.ScalarNode) and id(c) not in done)
+
+
+def _check_node(node, path, depth: int, expansion: int) -> None:
+    line = node.start_mark.line + 1
+    if depth > MAX_NESTING_DEPTH:
+        raise YAMLLimitError(path, line, f'collections nested more than '
+                             f'{MAX_NESTING_DEPTH} levels deep')
+    if expansion > MAX_ALIAS_EXPANSION:
+        raise YAMLLimitError(path, line, f'aliases expand the document by more than '
+                             f'{MAX_ALIAS_EXPANSION} nodes')
+
+
 def load(text: str, path: str | None = None):
-    """Parse one YAML document with Zuul's tags and line marks."""
+    """Parse one YAML document with Zuul's tags and line marks (and the
+    limits above)."""
     loader = ZuulLoader(text, path=path)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_node_limits(node, path)
+        return loader.construct_document(node)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else None

@@ -40,23 +40,35 @@ class JobGraph:
                                         'part of this project-pipeline')
                 kept.append((dep, soft))
             self.dependencies[name] = kept
-        order, state = [], {}
-
-        def visit(name, path):
-            if state.get(name) == 'done':
-                return
-            if state.get(name) == 'active':
-                cycle = ' -> '.join(path[path.index(name):] + [name])
-                raise JobGraphError(f'Dependency cycle: {cycle}')
-            state[name] = 'active'
-            for dep, _ in self.dependencies[name]:
-                visit(dep, path + [name])
-            state[name] = 'done'
-            order.append(name)
-
+        order: list[str] = []
+        done: set[str] = set()
         for name in self.jobs:
-            visit(name, [])
+            self._visit(name, order, done)
         return order
+
+    def _visit(self, start: str, order: list, done: set) -> None:
+        """Depth-first, dependencies first, with an explicit stack (a long
+        chain of dependencies from untrusted config cannot exhaust
+        Python's)."""
+        if start in done:
+            return
+        path, on_path = [start], {start}
+        pending = [iter(self.dependencies[start])]
+        while pending:
+            dep = next((d for d, _ in pending[-1] if d not in done), None)
+            if dep is None:
+                pending.pop()
+                name = path.pop()
+                on_path.discard(name)
+                done.add(name)
+                order.append(name)
+                continue
+            if dep in on_path:
+                cycle = ' -> '.join(path[path.index(dep):] + [dep])
+                raise JobGraphError(f'Dependency cycle: {cycle}')
+            path.append(dep)
+            on_path.add(dep)
+            pending.append(iter(self.dependencies[dep]))
 
     def hard_dependencies(self, name: str) -> tuple[str, ...]:
         return tuple(d for d, soft in self.dependencies[name] if not soft)

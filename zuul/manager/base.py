@@ -21,6 +21,12 @@ from zuul.model.change import Change
 
 log = logging.getLogger('zuul.manager')
 
+# What a change is told when processing it failed unexpectedly; the
+# exception itself goes only to the scheduler's log.
+INTERNAL_ERROR = ('Zuul was unable to prepare the jobs of this change because of an '
+                  'unexpected error. The Zuul operators can find the details in the '
+                  'scheduler log under event id {event_id}.')
+
 
 class ItemLogAdapter(logging.LoggerAdapter):
     """Every log line about an item carries its event id."""
@@ -171,9 +177,43 @@ class PipelineManager:
             for item in list(queue.queue):
                 if item.queue is not queue:
                     continue  # removed while processing
-                item_changed, nnfi = self._process_item(item, nnfi)
+                try:
+                    item_changed, nnfi = self._process_item(item, nnfi)
+                except Exception:
+                    # One item's problem (a config that breaks freezing, a
+                    # bug) must not stall every item behind it.
+                    item_log(item).exception('Unexpected error processing %s in %s',
+                                             item.change.describe(), self.name)
+                    self._fail_item(item)
+                    item_changed = True
                 changed = changed or item_changed
         return changed
+
+    def _fail_item(self, item: m.QueueItem) -> None:
+        """Report ``item`` as a config error (the details are in the log,
+        under its event id) and take it out of the pipeline."""
+        bs = item.current_build_set
+        bs.config_errors = [INTERNAL_ERROR.format(event_id=item.event_id)]
+        if bs.jobs is None:
+            bs.jobs = []
+        try:
+            if item.live and not item.quiet and not item.reported:
+                item.reported = True
+                self.ctx.report(self.pipeline, item, 'config-error')
+            if item.live:
+                self.ctx.item_reported(self.pipeline, item, 'config-error')
+        except Exception:
+            item_log(item).exception('Unable to report the failure of %s',
+                                     item.change.describe())
+        try:
+            self.remove_item(item)
+        except Exception:
+            item_log(item).exception('Unable to dequeue %s cleanly', item.change.describe())
+            queue = item.queue
+            if queue is not None and item in queue.queue:
+                queue.dequeue_item(item)
+                if not queue.queue and queue.dynamic and queue in self.queues:
+                    self.queues.remove(queue)
 
     def _process_item(self, item: m.QueueItem, nnfi):
         changed = False

@@ -221,7 +221,13 @@ class Scheduler:
         changed = False
         for tenant in list(self.tenants.values()):
             for manager in list(tenant.managers.values()):
-                changed |= manager.process_queues()
+                try:
+                    changed |= manager.process_queues()
+                except Exception:
+                    # Managers fail single items themselves; this keeps a
+                    # bug elsewhere in one pipeline from stalling the rest.
+                    log.exception('Error processing pipeline %s of tenant %s',
+                                  manager.name, tenant.name)
             if changed and self.stats is not None:
                 self.stats.queue_lengths(tenant.name, tenant.managers.values())
         return changed

@@ -445,13 +445,6 @@ def _check_run_rules(frozen: FrozenJob, project_name: str, pipeline) -> None:
                           f'("{frozen.name}")')
 
 
-def check_run_rules(layout, frozen: FrozenJob, project_name: str, pipeline) -> None:
-    """Raise FreezeError if ``frozen`` may not run for ``project_name`` in
-    ``pipeline`` (a pipeline object or a name looked up in ``layout``; an
-    unknown one allows neither post-review jobs nor secrets)."""
-    _check_run_rules(frozen, project_name, _resolve_pipeline(layout, pipeline))
-
-
 def _resolve_pipeline(layout, pipeline):
     if isinstance(pipeline, str):
         found = (getattr(layout, 'pipelines', None) or {}).get(pipeline)

@@ -2,7 +2,12 @@
 (Gearman request to WORK_COMPLETE) beside a bare ``ansible-playbook`` of
 the same playbook against the same node, in the same run.
 
-    .venv/bin/python -m benchmarks.executor [--rounds N]
+    .venv/bin/python -m benchmarks.executor [--rounds N] [--playbooks P]
+
+With ``--playbooks P`` the job runs the playbook P times (P untrusted run
+playbooks) and the bare side runs ansible-playbook P times sharing one SSH
+control master: each sandboxed playbook has its own PID namespace, so its
+SSH connections cannot outlive it and are opened again by the next one.
 
 Needs root (the node is sshd in its own network namespace) and bwrap.
 """
@@ -37,7 +42,7 @@ PLAYBOOK = ('- hosts: all\n  gather_facts: false\n  tasks:\n'
             '    - command: "true"\n')
 
 
-def bare_run(root: str, node, key: str, ansible_playbook: str) -> float:
+def bare_run(root: str, node, key: str, ansible_playbook: str, playbooks: int = 1) -> float:
     """A plain ansible-playbook with the same SSH settings the executor uses."""
     inv = os.path.join(root, 'bare-inventory.ini')
     known = os.path.join(root, 'bare-known-hosts')
@@ -55,8 +60,9 @@ def bare_run(root: str, node, key: str, ansible_playbook: str) -> float:
                                 f'-o UserKnownHostsFile={known}',
                ANSIBLE_CONTROL_PATH_DIR=os.path.join(root, 'bare-cp'))
     start = time.monotonic()
-    subprocess.run([ansible_playbook, '-i', inv, pb], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    for _ in range(playbooks):
+        subprocess.run([ansible_playbook, '-i', inv, pb], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
     elapsed = time.monotonic() - start
     subprocess.run(['ssh', '-o', f'ControlPath={root}/bare-cp/*', '-O', 'exit', 'x'],
                    capture_output=True)
@@ -67,6 +73,8 @@ def bare_run(root: str, node, key: str, ansible_playbook: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument('--rounds', type=int, default=3)
+    parser.add_argument('--playbooks', type=int, default=1,
+                        help='untrusted run playbooks per job (default 1)')
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix='zxb', dir='/tmp')
     subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', f'{root}/id'],
@@ -88,15 +96,18 @@ def main() -> None:
         node = nodes.make()
         executor_times, bare_times = [], []
         for n in range(args.rounds):
-            job = JobSpec(name='one-task', run=[playbook('org/project', 'playbooks/one.yaml')])
+            job = JobSpec(name='one-task',
+                          run=[playbook('org/project', 'playbooks/one.yaml')] * args.playbooks)
             request = execute_request(f'{n:032x}', job, [node_spec(node, 'node')],
                                       [item('org/project')])
             start = time.monotonic()
             result = client.execute(request).wait(600)
             executor_times.append(time.monotonic() - start)
             assert result.result == 'SUCCESS', result
-            bare_times.append(bare_run(root, node, f'{root}/id', settings.ansible_playbook))
+            bare_times.append(bare_run(root, node, f'{root}/id', settings.ansible_playbook,
+                                       args.playbooks))
         ex, bare = statistics.median(executor_times), statistics.median(bare_times)
+        print(f'playbooks per job:            {args.playbooks}')
         print(f'executor (request -> result): {ex:.2f} s  (runs: '
               f'{", ".join(f"{t:.2f}" for t in executor_times)})')
         print(f'bare ansible-playbook:        {bare:.2f} s  (runs: '

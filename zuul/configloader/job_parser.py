@@ -42,10 +42,24 @@ def _str_or_wrapped(t):
     return vs.Any(t, yamlutil.Inherit, yamlutil.Override)
 
 
-_playbook = vs.Any(str, {vs.Required('name'): str, 'semaphore': str, 'semaphores':
-                         _scalar_or_list(str), 'cleanup': bool})
-_role = vs.Any({vs.Required('zuul'): str, 'name': str},
-               {vs.Required('galaxy'): str, 'name': str})
+def _relative_path(value):
+    """A playbook path inside its project: relative, no ``..``."""
+    if not isinstance(value, str) or not value:
+        raise vs.Invalid('expected a playbook path')
+    if value.startswith('/') or '..' in value.split('/') or '\0' in value:
+        raise vs.Invalid(f'playbook path {value!r} must be relative to its project and may '
+                         'not contain ".."')
+    return value
+
+
+# A role name becomes a file name on the executor: one plain path component.
+_role_name = vs.All(str, vs.Match(r'^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$',
+                                  msg='a role name is one path component of letters, '
+                                      'digits, "_", "-" and "." (no "/" or "..")'))
+_playbook = vs.Any(_relative_path, {vs.Required('name'): _relative_path, 'semaphore': str,
+                                    'semaphores': _scalar_or_list(str), 'cleanup': bool})
+_role = vs.Any({vs.Required('zuul'): str, 'name': _role_name},
+               {vs.Required('galaxy'): str, 'name': _role_name})
 _secret_use = vs.Any(str, {vs.Required('name'): str, vs.Required('secret'): str,
                            'pass-to-parent': bool})
 _required_project = vs.Any(str, {vs.Required('name'): str, 'override-checkout': str,

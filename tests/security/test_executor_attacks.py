@@ -52,6 +52,16 @@ def _marker_plugin(marker: str) -> str:
         '        return {"changed": False, "msg": "planted"}\n')
 
 
+def _marker_lookup(marker: str) -> str:
+    """A lookup plugin that proves it ran by writing ``marker``."""
+    return (
+        'from ansible.plugins.lookup import LookupBase\n'
+        'class LookupModule(LookupBase):\n'
+        '    def run(self, terms, variables=None, **kwargs):\n'
+        f'        open({marker!r}, "w").write("planted code ran")\n'
+        '        return ["planted"]\n')
+
+
 def _refusals(build, task: str) -> str:
     return json.dumps(task_results(build)[task])
 
@@ -71,11 +81,11 @@ PLANT = """
         dest: "{{ item }}"
         flat: true
       loop:
-        - "{{ zuul.executor.work_root }}/../home/.ansible/plugins/action/debug.py"
-        - "{{ zuul.executor.work_root }}/../ansible/no-plugins/debug.py"
-        - "{{ zuul.executor.work_root }}/../ansible/post_run_0/home/.ansible/plugins/action/debug.py"
-        - "~/.ansible/plugins/action/debug.py"
-        - "{{ zuul.executor.work_root }}/.ansible/plugins/action/debug.py"
+        - "{{ zuul.executor.work_root }}/../home/.ansible/plugins/lookup/env.py"
+        - "{{ zuul.executor.work_root }}/../ansible/no-plugins/env.py"
+        - "{{ zuul.executor.work_root }}/../ansible/post_run_0/home/.ansible/plugins/lookup/env.py"
+        - "~/.ansible/plugins/lookup/env.py"
+        - "{{ zuul.executor.work_root }}/.ansible/plugins/lookup/env.py"
       ignore_errors: true
 """  # noqa: E501
 
@@ -83,8 +93,8 @@ TRUSTED_POST = """
 - hosts: localhost
   gather_facts: false
   tasks:
-    - name: trusted debug
-      debug: msg=hello
+    - name: trusted lookup
+      debug: msg="{{ lookup('env', 'HOME') }}"
     - zuul_return:
         data:
           trusted_post: done
@@ -96,7 +106,7 @@ def test_untrusted_cannot_plant_code_for_trusted_playbooks(exec_env):  # noqa: F
     marker = os.path.join(env.root, 'planted-marker')
     env.upstream.create('org/config', {'playbooks/post.yaml': TRUSTED_POST})
     env.upstream.create('org/project', {'playbooks/run.yaml': PLANT})
-    job = JobSpec(name='plant', vars={'plugin_source': _marker_plugin(marker)},
+    job = JobSpec(name='plant', vars={'plugin_source': _marker_lookup(marker)},
                   run=[playbook('org/project', 'playbooks/run')],
                   post_run=[playbook('org/config', 'playbooks/post', trusted=True)])
     node = env.factory.make()

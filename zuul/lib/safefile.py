@@ -73,16 +73,19 @@ def open_beneath(root: str, path: str, flags: int = os.O_RDONLY, mode: int = 0o6
         os.close(dir_fd)
 
 
+_MODE_FLAGS = {
+    'r': os.O_RDONLY, 'rb': os.O_RDONLY,
+    'a': os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+    'ab': os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+    'w': os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+    'wb': os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+}
+
+
 def open_file_beneath(root: str, path: str, mode: str = 'r', **kw):
     """``open()``-like wrapper of ``open_beneath`` for 'r', 'rb', 'a', 'ab',
     'w', 'wb'."""
-    flags = {
-        'r': os.O_RDONLY, 'rb': os.O_RDONLY,
-        'a': os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-        'ab': os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-        'w': os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-        'wb': os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-    }[mode]
+    flags = _MODE_FLAGS[mode]
     make_dirs = kw.pop('make_dirs', False)
     fd = open_beneath(root, path, flags, make_dirs=make_dirs)
     return os.fdopen(fd, mode, **kw)
@@ -147,13 +150,7 @@ def open_regular_beneath(root: str, path: str, flags: int = os.O_RDONLY, mode: i
 def open_regular_file_beneath(root: str, path: str, mode: str = 'r', **kw):
     """``open_file_beneath`` for regular files only (see
     ``open_regular_beneath``)."""
-    flags = {
-        'r': os.O_RDONLY, 'rb': os.O_RDONLY,
-        'a': os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-        'ab': os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-        'w': os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-        'wb': os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-    }[mode]
+    flags = _MODE_FLAGS[mode]
     make_dirs = kw.pop('make_dirs', False)
     fd = open_regular_beneath(root, path, flags, make_dirs=make_dirs)
     return os.fdopen(fd, mode, **kw)

@@ -109,6 +109,10 @@ class ExecutorSettingsConf:
     untrusted_rw_paths: str | None = None
     keep_jobdir: bool = False
     variables: str | None = None
+    log_root: str | None = None
+    log_url: str | None = None
+    max_log_bytes: int = 1 << 30
+    log_retention_days: float = 0
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,7 @@ class WebSettings:
     pidfile: str = '/var/run/zuul/web.pid'
     static_cache_expiry: int = 3600
     command_socket: str | None = None
+    log_root: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,7 +177,7 @@ SECTIONS = {
 
 PATH_KEYS = {'tenant_config', 'state_dir', 'log_config', 'pidfile', 'command_socket',
              'git_dir', 'job_dir', 'private_key_file', 'ssl_ca', 'ssl_cert', 'ssl_key',
-             'tls_cert', 'tls_key', 'tls_ca', 'variables'}
+             'tls_cert', 'tls_key', 'tls_ca', 'variables', 'log_root'}
 
 _TRUE = {'1', 'true', 'yes', 'on'}
 _FALSE = {'0', 'false', 'no', 'off'}

@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import time
 
-from zuul.executor import ansiblecfg, inventory
+from zuul.executor import ansiblecfg, inventory, logarchive
 from zuul.executor.jobdir import JobDir, PreparedPlaybook
 from zuul.executor.playbooks import PlaybookError, PlaybookPreparer
 from zuul.executor.protocol import BuildResult, ExecuteRequest
@@ -77,10 +77,12 @@ class BuildExecution:
         finally:
             self._stop_control_masters()
         data = self._read_result_data()
+        log_url = self._archive_logs()
         if not self.settings.keep_jobdir:
             self.jobdir.cleanup()
         return BuildResult(result=result, data=data, error_detail=detail,
-                           attempt=self.request.attempt, start_time=start, end_time=time.time())
+                           attempt=self.request.attempt, start_time=start, end_time=time.time(),
+                           log_url=log_url)
 
     # -- preparation -----------------------------------------------------
     def _prepare_and_run(self) -> tuple[str, str | None]:
@@ -282,6 +284,23 @@ class BuildExecution:
                 f.write(f'{stamp}.000000 | {text}\n')
         except OSError as exc:
             log.warning('Build %s: not writing to job-output.txt: %s', self.request.uuid, exc)
+
+    def _archive_logs(self) -> str | None:
+        """Keep ``work/logs`` below ``[executor] log_root``; the build's
+        log URL if there is one for it."""
+        settings = self.settings
+        if not settings.log_root:
+            return None
+        uuid = self.request.uuid
+        try:
+            report = logarchive.archive_build_logs(self.jobdir.root, uuid, settings.log_root,
+                                                   settings.max_log_bytes)
+        except Exception:  # never turn a finished build into an error
+            log.exception('Build %s: logs not archived', uuid)
+            return None
+        log.info('Build %s: archived %d log files (%d bytes)%s', uuid, report.files,
+                 report.bytes, f'; truncated: {report.truncated}' if report.truncated else '')
+        return logarchive.log_url_for(settings.log_url, uuid) if settings.log_url else None
 
     def _read_result_data(self) -> dict:
         try:

@@ -282,6 +282,9 @@ class BuildResult(_Wire):
     are under ``data['zuul']['artifacts']`` and child jobs to run (others
     are skipped) under ``data['zuul']['child_jobs']``, as released Zuul
     documents.  ``error_detail`` explains MERGER_FAILURE/ERROR results.
+    ``log_url`` is where the executor kept the build's logs (``[executor]
+    log_root`` and ``log_url``), None if it kept none; a ``log_url`` the
+    playbooks returned (``data['zuul']['log_url']``) takes precedence.
     """
 
     result: str
@@ -290,6 +293,7 @@ class BuildResult(_Wire):
     attempt: int = 1
     start_time: float | None = None
     end_time: float | None = None
+    log_url: str | None = None
     version: int = SCHEMA_VERSION
 
     @property
@@ -299,6 +303,12 @@ class BuildResult(_Wire):
     @property
     def child_jobs(self) -> list | None:
         return (self.data.get('zuul') or {}).get('child_jobs')
+
+    @property
+    def returned_log_url(self) -> str | None:
+        """``zuul.log_url`` from ``zuul_return`` (e.g. upload-logs roles)."""
+        value = (self.data.get('zuul') or {}).get('log_url')
+        return value if isinstance(value, str) and value else None
 
     def to_json(self) -> bytes:
         return json.dumps(self.to_dict()).encode('utf8')

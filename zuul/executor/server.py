@@ -5,7 +5,9 @@ load/memory governor) and ``executor:stop:<hostname>`` always.  Each build
 runs in its own thread: WORK_DATA announces the live-log URL (and later
 the phase), WORK_COMPLETE carries the BuildResult.  ``graceful_stop()``
 stops taking work and returns once the running builds have finished;
-``stop()`` aborts them.
+``stop()`` aborts them.  With ``[executor] log_root`` each finished
+build's logs are kept there (``zuul.executor.logarchive``) and aged out
+after ``log_retention_days``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import threading
 
 import gear
 
-from zuul.executor import ansiblecfg
+from zuul.executor import ansiblecfg, logarchive
 from zuul.executor.build import BuildExecution
 from zuul.executor.capacity import CapacityGovernor
 from zuul.executor.logstream import LogStreamServer
@@ -38,6 +40,8 @@ from zuul.lib.gearlib import GearWorker, tls_kwargs
 log = logging.getLogger('zuul.executor.server')
 
 GOVERNOR_INTERVAL = 10.0
+# How often expired build logs are looked for (also once at start).
+LOG_RETENTION_INTERVAL = 3600.0
 
 
 def default_sandbox(settings: ExecutorSettings) -> BubblewrapSandbox:
@@ -113,6 +117,11 @@ class ExecutorServer:
         threading.Thread(target=self._job_loop, name='executor-jobs', daemon=True).start()
         threading.Thread(target=self._governor_loop, name='executor-governor',
                          daemon=True).start()
+        if self.settings.log_root:
+            os.makedirs(self.settings.log_root, exist_ok=True)
+            if self.settings.log_retention_days > 0:
+                threading.Thread(target=self._log_retention_loop, name='executor-log-retention',
+                                 daemon=True).start()
         if self.serve_merger:
             from zuul.merger.server import MergeServer
             self.merge_server = MergeServer([self.gearman], self.merger,
@@ -180,6 +189,16 @@ class ExecutorServer:
     def _governor_loop(self) -> None:
         while not self._stopped.wait(GOVERNOR_INTERVAL):
             self._update_registration()
+
+    def _log_retention_loop(self) -> None:
+        while True:
+            try:
+                logarchive.remove_expired(self.settings.log_root,
+                                          self.settings.log_retention_days)
+            except Exception:
+                log.exception('Error removing expired build logs')
+            if self._stopped.wait(LOG_RETENTION_INTERVAL):
+                return
 
     @property
     def accepting_work(self) -> bool:

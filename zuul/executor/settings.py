@@ -26,6 +26,11 @@ class ExecutorSettings:
     hard job limit; the governor also stops accepting work while the load
     average exceeds ``load_multiplier`` x CPUs or available memory drops
     under ``min_avail_mem`` percent.
+
+    ``log_root``, when set, keeps every finished build's ``work/logs`` as
+    ``<log_root>/<uuid>/`` (at most ``max_log_bytes`` each); ``log_url``
+    (``{build}``/``{uuid}`` replaced) is then the build's log URL, and
+    build log dirs older than ``log_retention_days`` (0: never) are removed.
     """
 
     hostname: str = field(default_factory=socket.getfqdn)
@@ -44,6 +49,10 @@ class ExecutorSettings:
     default_post_timeout: int = 1800
     sandbox_untrusted: bool = True
     hidden_paths: list[str] = field(default_factory=list)
+    log_root: str | None = None
+    log_url: str | None = None
+    max_log_bytes: int = 1 << 30
+    log_retention_days: float = 0
 
     @classmethod
     def from_config(cls, config) -> ExecutorSettings:
@@ -51,14 +60,17 @@ class ExecutorSettings:
         sec = config['executor'] if config.has_section('executor') else {}
         kw = {}
         for key in ('hostname', 'job_dir', 'state_dir', 'private_key_file',
-                    'ansible_playbook', 'log_stream_host', 'log_stream_public_host'):
+                    'ansible_playbook', 'log_stream_host', 'log_stream_public_host',
+                    'log_url'):
             if key in sec:
                 kw[key] = sec[key]
+        if sec.get('log_root'):
+            kw['log_root'] = os.path.abspath(os.path.expanduser(sec['log_root']))
         for key in ('max_builds', 'log_stream_port', 'cleanup_timeout',
-                    'default_post_timeout'):
+                    'default_post_timeout', 'max_log_bytes'):
             if key in sec:
                 kw[key] = int(sec[key])
-        for key in ('load_multiplier', 'min_avail_mem'):
+        for key in ('load_multiplier', 'min_avail_mem', 'log_retention_days'):
             if key in sec:
                 kw[key] = float(sec[key])
         if 'finger_port' in sec and 'log_stream_port' not in sec:

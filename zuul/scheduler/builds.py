@@ -101,10 +101,14 @@ class ExecutorAdapter:
                     outcome = m.FAILURE
                 data, detail = result.data, result.error_detail
                 start, end = result.start_time, result.end_time or time.time()
+            # zuul_return's log_url (logs uploaded elsewhere) over the copy
+            # the executor kept, over the live stream (gone once it ends).
+            log_url = ((result.returned_log_url or result.log_url) if result is not None
+                       else None) or handle.url
             self.scheduler.add_result_event(
                 'build-completed', build=build, result=outcome, result_data=data,
                 error_detail=detail, end_time=end, start_time=start,
-                log_url=handle.url)
+                log_url=log_url)
         return on_complete
 
     def cancel(self, build: m.Build) -> None:

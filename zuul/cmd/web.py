@@ -2,8 +2,9 @@
 
     zuul-web -c /etc/zuul/zuul.conf [-d] [--debug]
 
-Reads [gearman] (where the scheduler's RPC is), [web] listen_address and
-port, and [database] dburi (build history; none means the history
+Reads [gearman] (where the scheduler's RPC is), [web] listen_address,
+port and log_root (finished builds' logs, served at /logs/), and
+[database] dburi (build history; none means the history
 endpoints answer 404). SIGTERM/SIGINT stop the server.
 """
 
@@ -25,6 +26,7 @@ class WebSettings:
     dburi: str | None = None
     table_prefix: str = ''
     gearman_tls: object = None   # zuul.lib.gearlib.GearTLS
+    log_root: str | None = None
 
     @classmethod
     def from_config(cls, config: configparser.ConfigParser) -> WebSettings:
@@ -36,7 +38,8 @@ class WebSettings:
             port=config.getint('web', 'port', fallback=9000),
             dburi=config.get('database', 'dburi', fallback=None),
             table_prefix=config.get('database', 'table_prefix', fallback=''),
-            gearman_tls=GearTLS.from_config(config))
+            gearman_tls=GearTLS.from_config(config),
+            log_root=config.get('web', 'log_root', fallback=None) or None)
 
 
 def build_web(settings: WebSettings):
@@ -51,7 +54,8 @@ def build_web(settings: WebSettings):
         history.migrate()
     rpc = RPCClient(settings.gearman_server, settings.gearman_port, timeout=60,
                     name='zuul-web', tls=settings.gearman_tls)
-    return ZuulWeb(settings.listen_address, settings.port, rpc, history), rpc
+    return ZuulWeb(settings.listen_address, settings.port, rpc, history,
+                   log_root=settings.log_root), rpc
 
 
 def main(argv=None) -> int:

@@ -4,6 +4,7 @@
     /t/<tenant>/status        the self-refreshing status page
     /t/<tenant>/builds        build history
     /t/<tenant>/build/<uuid>  one build
+    /logs/<uuid>/...          finished builds' logs from [web] log_root (zuul/web/logs.py)
     /static/...               the pages' JS and CSS (zuul/web/static/)
     /                         the tenant list
 
@@ -23,6 +24,7 @@ import cherrypy
 from cheroot import wsgi
 
 from zuul.web.api import APIRoot, HTTPError, ZuulWebAPI
+from zuul.web.logs import LogsRoot
 
 log = logging.getLogger('zuul.web.server')
 
@@ -81,8 +83,9 @@ class PageRoot:
             raise cherrypy.HTTPError(404, f'Unknown tenant {tenant}')
 
 
-def build_app(api: ZuulWebAPI) -> cherrypy.Application:
+def build_app(api: ZuulWebAPI, log_root: str | None = None) -> cherrypy.Application:
     root = PageRoot(api)
+    root.logs = LogsRoot(log_root)  # /logs
     config = {
         '/': {'tools.encode.on': True, 'tools.encode.encoding': 'utf-8'},
         '/static': {'tools.staticdir.on': True, 'tools.staticdir.dir': STATIC_DIR},
@@ -93,11 +96,12 @@ def build_app(api: ZuulWebAPI) -> cherrypy.Application:
 class ZuulWeb:
     """The zuul-web HTTP server. ``port=0`` picks a free port (see ``.port``)."""
 
-    def __init__(self, listen_address: str, port: int, rpc, history=None):
+    def __init__(self, listen_address: str, port: int, rpc, history=None,
+                 log_root: str | None = None):
         cherrypy.config.update({'environment': 'embedded', 'log.screen': False,
                                 'engine.autoreload.on': False})
         self.api = ZuulWebAPI(rpc, history)
-        self.app = build_app(self.api)
+        self.app = build_app(self.api, log_root)
         self.server = wsgi.Server((listen_address, port), self.app, numthreads=10,
                                   server_name='zuul-web')
         # cheroot's selector loop wakes this often; stop() waits for it

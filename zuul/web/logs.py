@@ -1,0 +1,165 @@
+"""``/logs/<build uuid>/...``: finished builds' logs from ``[web] log_root``.
+
+The executor copies each build's ``work/logs`` to ``<log_root>/<uuid>/``
+(``zuul.executor.logarchive``); on a single host zuul-web serves the
+same directory.  Files are sent with a Content-Type from their name
+(``.txt``/``.log`` as UTF-8 text, ``.json``, ``.html``; ``x.txt.gz`` as
+gzip-encoded text so browsers show it, other ``.gz`` as
+``application/gzip``); directories as a small HTML index.
+
+What a build wrote is untrusted: paths are checked one component at a
+time (no ``..``, no absolute or empty components) and opened through
+``zuul.lib.safefile`` so no symlink is ever followed out of the root;
+only regular files and directories are served.  Every response carries
+``Content-Security-Policy: sandbox`` and ``X-Content-Type-Options:
+nosniff``, so an HTML or SVG file a job wrote runs no script on
+zuul-web's origin.  The log root itself is not listed: a build's uuid is
+what gives access to its logs, as on a log server.
+"""
+
+from __future__ import annotations
+
+import html
+import mimetypes
+import os
+import stat
+import time
+import urllib.parse
+
+import cherrypy
+
+from zuul.executor.logarchive import BUILD_DIR_RE
+from zuul.lib import safefile
+
+CHUNK = 65536
+TEXT = 'text/plain; charset=utf-8'
+TYPES = {
+    '.txt': TEXT, '.log': TEXT, '.yaml': TEXT, '.yml': TEXT, '.conf': TEXT, '.cfg': TEXT,
+    '.ini': TEXT, '.sh': TEXT, '.py': TEXT, '.out': TEXT, '.err': TEXT, '.csv': TEXT,
+    '.json': 'application/json', '.html': 'text/html; charset=utf-8',
+    '.htm': 'text/html; charset=utf-8', '.xml': 'application/xml', '.css': 'text/css',
+    '.svg': 'image/svg+xml', '.png': 'image/png', '.jpg': 'image/jpeg',
+    '.gif': 'image/gif',
+}
+SECURITY_HEADERS = {'Content-Security-Policy': 'sandbox', 'X-Content-Type-Options': 'nosniff'}
+
+
+def content_type(name: str) -> tuple[str, str | None]:
+    """(Content-Type, Content-Encoding) for a file called ``name``."""
+    lower = name.lower()
+    if lower.endswith('.gz'):
+        inner = os.path.splitext(lower[:-3])[1]
+        if inner in TYPES:
+            return TYPES[inner], 'gzip'
+        return 'application/gzip', None
+    ext = os.path.splitext(lower)[1]
+    if ext in TYPES:
+        return TYPES[ext], None
+    if not ext:
+        return TEXT, None  # syslog, dmesg, ...: logs without an extension
+    guessed, _ = mimetypes.guess_type(lower, strict=False)
+    return guessed or 'application/octet-stream', None
+
+
+def _components(parts) -> list[str]:
+    """The request path's components; None if any is unsafe or the first
+    is not a build dir name."""
+    out = []
+    for part in parts:
+        if part in ('', '.', '..') or '/' in part or '\x00' in part:
+            return None
+        out.append(part)
+    if not out or not BUILD_DIR_RE.match(out[0]):
+        return None
+    return out
+
+
+class LogsRoot:
+    """Mounted at ``/logs``; ``log_root`` None answers 404 to everything."""
+
+    _cp_config = {'tools.encode.on': False, 'response.stream': True}
+
+    def __init__(self, log_root: str | None):
+        self.log_root = os.path.abspath(log_root) if log_root else None
+
+    @cherrypy.expose
+    def default(self, *parts, **kw):
+        for key, value in SECURITY_HEADERS.items():
+            cherrypy.response.headers[key] = value
+        components = _components(parts)
+        if self.log_root is None or components is None:
+            raise cherrypy.HTTPError(404, 'No such log')
+        rel = '/'.join(components)
+        try:
+            fd = safefile.open_beneath(self.log_root, rel, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:  # not a directory (or not there): a file?
+            return self._file(rel, components[-1])
+        try:
+            return self._index(fd, components)
+        finally:
+            os.close(fd)
+
+    def _file(self, rel: str, name: str):
+        try:
+            fd = safefile.open_regular_beneath(self.log_root, rel)
+        except OSError:
+            raise cherrypy.HTTPError(404, 'No such log') from None
+        headers = cherrypy.response.headers
+        ctype, encoding = content_type(name)
+        headers['Content-Type'] = ctype
+        if encoding:
+            headers['Content-Encoding'] = encoding
+        headers['Content-Length'] = str(os.fstat(fd).st_size)
+        return _read_chunks(os.fdopen(fd, 'rb', buffering=0))
+
+    def _index(self, fd: int, components: list[str]):
+        request = cherrypy.request
+        if not request.path_info.endswith('/'):
+            raise cherrypy.HTTPRedirect(request.script_name + request.path_info + '/', 301)
+        rows = []
+        for name in sorted(os.listdir(fd)):
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            is_dir = stat.S_ISDIR(st.st_mode)
+            if not is_dir and not stat.S_ISREG(st.st_mode):
+                continue  # never offer a link to a symlink or a special file
+            rows.append(_row(name, is_dir, st))
+        rows.sort(key=lambda row: not row[0])  # directories first, each group by name
+        title = html.escape('/logs/' + '/'.join(_display(c) for c in components) + '/')
+        up = ('<tr><td><a href="../">../</a></td><td></td><td></td></tr>\n'
+              if len(components) > 1 else '')
+        body = (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
+                f'</head>\n<body><h1>Index of {title}</h1>\n<table>\n'
+                '<tr><th>Name</th><th>Size</th><th>Last modified</th></tr>\n'
+                f'{up}{"".join(row[1] for row in rows)}</table>\n</body></html>\n')
+        data = body.encode('utf-8')
+        cherrypy.response.headers['Content-Type'] = 'text/html; charset=utf-8'
+        cherrypy.response.headers['Content-Length'] = str(len(data))
+        return [data]
+
+
+def _display(name: str) -> str:
+    """A file name as text (names that are not UTF-8 get U+FFFD)."""
+    return os.fsencode(name).decode('utf-8', 'replace')
+
+
+def _row(name: str, is_dir: bool, st) -> tuple[bool, str]:
+    href = urllib.parse.quote(os.fsencode(name)) + ('/' if is_dir else '')
+    label = html.escape(_display(name) + ('/' if is_dir else ''))
+    size = '' if is_dir else str(st.st_size)
+    mtime = time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(st.st_mtime))
+    return is_dir, (f'<tr><td><a href="{html.escape(href)}">{label}</a></td>'
+                    f'<td>{size}</td><td>{mtime}</td></tr>\n')
+
+
+def _read_chunks(f):
+    """The file's content; it is closed at the end, or with the generator
+    if the body is never read (HEAD)."""
+    with f:
+        while True:
+            data = f.read(CHUNK)
+            if not data:
+                return
+            yield data

@@ -54,6 +54,12 @@ def change_number_from_url(url: str, baseurl: str) -> int | None:
     return None
 
 
+def change_web_url(baseurl: str, project: str, number: int) -> str:
+    """The web page of a change on the Gerrit at ``baseurl`` (the
+    connection's ``baseurl``), in the form Gerrit 3.x links to."""
+    return f'{baseurl.rstrip("/")}/c/{project}/+/{number}'
+
+
 def _approvals(patchset: dict) -> list[dict]:
     out = []
     for a in patchset.get('approvals') or []:
@@ -64,9 +70,12 @@ def _approvals(patchset: dict) -> list[dict]:
     return out
 
 
-def change_from_query(data: dict, connection: str, patchset: int | None = None) -> Change:
+def change_from_query(data: dict, connection: str, patchset: int | None = None,
+                      baseurl: str | None = None) -> Change:
     """Build a Change from one ``gerrit query`` row. ``patchset`` selects
-    an older patchset (then ``is_current_patchset`` is False)."""
+    an older patchset (then ``is_current_patchset`` is False). With
+    ``baseurl`` the change's ``url`` is built from it rather than taken
+    from the row (which carries the server's own idea of its web URL)."""
     project = data['project']
     if isinstance(project, dict):
         project = project['name']
@@ -80,9 +89,10 @@ def change_from_query(data: dict, connection: str, patchset: int | None = None) 
     files = [f['file'] for f in chosen.get('files') or [] if f.get('file') != '/COMMIT_MSG'] \
         if chosen.get('files') is not None else None
     number = int(data['number'])
+    url = change_web_url(baseurl, project, number) if baseurl else data.get('url', '')
     change = Change(
         connection=connection, project=project, ref=chosen.get('ref') or '',
-        newrev=chosen.get('revision'), url=data.get('url', ''), number=number,
+        newrev=chosen.get('revision'), url=url, number=number,
         patchset=int(chosen.get('number') or 0), branch_name=data.get('branch', ''),
         change_id=data.get('id', ''), subject=data.get('subject', ''),
         message=data.get('commitMessage', ''), owner=data.get('owner') or {},

@@ -119,7 +119,7 @@ class GerritConnection:
                 self._deliver(event)
 
     def _missed_events(self, row: dict) -> list[TriggerEvent]:
-        change = change_from_query(row, self.name)
+        change = change_from_query(row, self.name, baseurl=self.baseurl)
         with self._lock:
             ps, votes, status = self._known.get(change.number, (0, frozenset(), 'NEW'))
         base = dict(connection=self.name, project=change.project, branch=change.branch,
@@ -152,13 +152,14 @@ class GerritConnection:
         rows = self.ssh.query(f'change:{number}')
         if not rows:
             return None
-        return change_from_query(rows[0], self.name, patchset)
+        return change_from_query(rows[0], self.name, patchset, self.baseurl)
 
     def open_changes(self, project: str, branch: str | None = None) -> list[Change]:
         """Every open change of ``project`` (on ``branch``), current
         patchsets (for ``project-change-merged``)."""
         query = f'status:open project:{project}' + (f' branch:{branch}' if branch else '')
-        return [change_from_query(row, self.name) for row in self.ssh.query(query)]
+        return [change_from_query(row, self.name, baseurl=self.baseurl)
+                for row in self.ssh.query(query)]
 
     def get_change_for_event(self, event: TriggerEvent):
         if event.is_change_event:
@@ -197,7 +198,7 @@ class GerritConnection:
     def _resolve_depends_on(self, value: str, connections, change):
         if CHANGE_ID_RE.match(value):
             rows = self.ssh.query(f'change:{value}')
-            return [change_from_query(r, self.name) for r in rows
+            return [change_from_query(r, self.name, baseurl=self.baseurl) for r in rows
                     if r.get('status') != 'ABANDONED']
         if urllib.parse.urlparse(value).scheme not in ('http', 'https'):
             log.warning('Ignoring unrecognized Depends-On %r on %s', value, change.describe())

@@ -13,7 +13,11 @@ class IndependentPipelineManager(PipelineManager):
     def get_queue(self, change, create: bool = True) -> m.ChangeQueue | None:
         if not create:
             return None
-        queue = m.ChangeQueue(self.name, dynamic=True)
+        # Each change has its own queue, named (as in released Zuul) after
+        # the project's configured queue, else the project.
+        name, _ = self.ctx.get_queue_config(self.pipeline, change)
+        queue = m.ChangeQueue(self.name, name=name or change.project,
+                              projects=[change.project], dynamic=True)
         self.queues.append(queue)
         return queue
 

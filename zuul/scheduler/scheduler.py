@@ -16,6 +16,7 @@ import time
 from zuul.manager import manager_for
 from zuul.model import item as m
 from zuul.model.events import ManagementEvent, ResultEvent, TriggerEvent
+from zuul.scheduler.build_times import BuildTimes
 from zuul.scheduler.context import SchedulerContext
 from zuul.scheduler.loop import EventLoop
 from zuul.scheduler.semaphores import SemaphoreHandler
@@ -54,6 +55,8 @@ class Scheduler:
         self.nodes = nodes
         self.stats = stats
         self.history = history
+        # Expected job durations (status progress bars and ETAs).
+        self.build_times = BuildTimes(history)
         self.tenants: dict[str, TenantState] = {}
         self.loop = EventLoop(self)
         self.ctx_by_tenant: dict[str, SchedulerContext] = {}
@@ -168,26 +171,31 @@ class Scheduler:
             build.start_time = args.get('start_time') or build.start_time
             build.url = args.get('url') or build.url
         elif event.kind == 'build-completed':
-            build = args['build']
-            build.start_time = build.start_time or args.get('start_time')
-            build.end_time = args.get('end_time')
-            build.log_url = args.get('log_url') or build.log_url
-            build.result_data = args.get('result_data') or {}
-            build.error_detail = args.get('error_detail')
-            manager = self._manager_of(build.build_set.item)
-            manager.on_build_completed(build, args['result'])
-            if self.stats is not None and hasattr(manager, 'pipeline'):
-                tenant = next((t for t in self.tenants.values()
-                               if manager in t.managers.values()), None)
-                if tenant is not None:
-                    item = build.build_set.item
-                    connection = self.connections.get(
-                        getattr(item.change, 'connection', None) or '')
-                    self.stats.build_completed(
-                        tenant.name, manager.pipeline, item, build,
-                        hostname=getattr(connection, 'canonical_hostname', '') or '')
+            self._on_build_completed(args)
         else:
             log.error('Unknown result event %s', event.kind)
+
+    def _on_build_completed(self, args: dict) -> None:
+        build = args['build']
+        build.start_time = build.start_time or args.get('start_time')
+        build.end_time = args.get('end_time')
+        build.log_url = args.get('log_url') or build.log_url
+        build.result_data = args.get('result_data') or {}
+        build.error_detail = args.get('error_detail')
+        item = build.build_set.item
+        manager = self._manager_of(item)
+        tenant = next((t for t in self.tenants.values()
+                       if manager in t.managers.values()), None)
+        if tenant is not None:
+            self.build_times.record(tenant.name, item.change.project,
+                                    getattr(item.change, 'branch', None),
+                                    build.job.name, args['result'], build.duration)
+        manager.on_build_completed(build, args['result'])
+        if self.stats is not None and tenant is not None and hasattr(manager, 'pipeline'):
+            connection = self.connections.get(getattr(item.change, 'connection', None) or '')
+            self.stats.build_completed(
+                tenant.name, manager.pipeline, item, build,
+                hostname=getattr(connection, 'canonical_hostname', '') or '')
 
     def handle_trigger(self, event: TriggerEvent) -> None:
         log.info('[e: %s] Processing trigger event %s', event.event_id, event.describe())
@@ -307,7 +315,13 @@ class Scheduler:
 
     def _mgmt_status_get(self, tenant, version=''):
         from zuul.scheduler.status import tenant_status
-        return tenant_status(self, tenant, version=version)
+        times = self.build_times
+
+        def estimate(item, job_name):
+            change = item.change
+            return times.estimate(tenant, change.project, getattr(change, 'branch', None),
+                                  job_name)
+        return tenant_status(self, tenant, estimate, version=version)
 
     def _mgmt_tenant_list(self):
         return [{'name': name, 'projects': self.layouts.project_count(state.layout),

@@ -9,19 +9,27 @@ from zuul.model import item as m
 
 
 def _ms(t: float | None) -> int | None:
-    return int(t * 1000) if t else None
+    return None if t is None else int(t * 1000)
 
 
-def job_status(item: m.QueueItem, job: m.JobRef, estimates) -> dict:
+def job_status(item: m.QueueItem, job: m.JobRef, estimates=None,
+               now: float | None = None) -> dict:
+    """One job of an item. Times as released Zuul gives them:
+    ``elapsed_time`` and ``remaining_time`` in ms (remaining only for a
+    running build with an estimate, 0 once it ended), ``estimated_time`` in
+    seconds (the mean of recent successful builds, or None).
+    ``estimates(item, job_name)`` supplies the estimate."""
     bs = item.current_build_set
     build = bs.builds.get(job.name)
     result = bs.result_of(job.name)
-    now = time.time()
-    estimated = estimates(job.name) if estimates else None
+    now = time.time() if now is None else now
+    estimated = estimates(item, job.name) if estimates else None
     elapsed = remaining = None
     if build and build.start_time:
-        elapsed = (build.end_time or now) - build.start_time
-        if estimated and not build.end_time:
+        elapsed = max((build.end_time or now) - build.start_time, 0)
+        if build.end_time:
+            remaining = 0
+        elif estimated:
             remaining = max(estimated - elapsed, 0)
     return {
         'name': job.name, 'uuid': build.uuid if build else None,
@@ -52,12 +60,17 @@ def _waiting(item, job, build) -> str | None:
     return None
 
 
-def item_status(item: m.QueueItem, estimates=None) -> dict:
+def item_status(item: m.QueueItem, estimates=None, now: float | None = None) -> dict:
+    """One queue item; ``remaining_time`` (ms) is the longest remaining
+    time of its jobs, ``enqueue_time`` (ms since the epoch) when it entered
+    the pipeline."""
     change = item.change
     number = getattr(change, 'number', None)
     bs = item.current_build_set
-    jobs = [job_status(item, j, estimates) for j in bs.jobs or ()]
-    remaining = [j['remaining_time'] for j in jobs if j['remaining_time'] is not None]
+    jobs = [job_status(item, j, estimates, now) for j in bs.jobs or ()]
+    # finished jobs (remaining 0) say nothing about when the item ends
+    remaining = [j['remaining_time'] for j in jobs
+                 if j['remaining_time'] is not None and j['result'] is None]
     failing = []
     if bs.unable_to_merge:
         failing.append('it has a merge conflict')
@@ -102,26 +115,38 @@ def queue_heads(queue: m.ChangeQueue) -> list[list[m.QueueItem]]:
     return heads
 
 
-def pipeline_status(manager, estimates=None) -> dict:
+def queue_name(queue: m.ChangeQueue) -> str:
+    """Never blank: a queue without a configured name (an independent
+    pipeline's per-change queue) is named after its projects."""
+    if queue.name:
+        return queue.name
+    projects = queue.projects or list(dict.fromkeys(
+        i.change.project for i in queue.queue))
+    return ', '.join(projects) or queue.pipeline_name
+
+
+def pipeline_status(manager, estimates=None, now: float | None = None) -> dict:
     p = manager.pipeline
     queues = []
     for queue in manager.queues:
         queues.append({
-            'name': queue.name, 'window': queue.window,
-            'heads': [[item_status(i, estimates) for i in chain]
+            'name': queue_name(queue), 'window': queue.window,
+            'heads': [[item_status(i, estimates, now) for i in chain]
                       for chain in queue_heads(queue)],
         })
     return {'name': p.name, 'description': getattr(p, 'description', None) or '',
             'manager': p.manager, 'change_queues': queues}
 
 
-def tenant_status(scheduler, tenant_name: str, estimates=None, version: str = '') -> dict:
+def tenant_status(scheduler, tenant_name: str, estimates=None, version: str = '',
+                  now: float | None = None) -> dict:
     state = scheduler.get_tenant(tenant_name)
     loop = scheduler.loop
     return {
         'zuul_version': version, 'tenant': tenant_name,
         'last_reconfigured': _ms(getattr(state, 'loaded_at', None)),
-        'pipelines': [pipeline_status(mgr, estimates) for mgr in state.managers.values()],
+        'pipelines': [pipeline_status(mgr, estimates, now)
+                      for mgr in state.managers.values()],
         'trigger_event_queue': {'length': len(loop.triggers)},
         'management_event_queue': {'length': len(loop.management)},
         'result_event_queue': {'length': len(loop.results)},

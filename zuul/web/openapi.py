@@ -84,6 +84,8 @@ def validate(spec: dict, schema: dict, value, where: str = '$') -> list[str]:
         return errors
     if 'enum' in schema and value not in schema['enum']:
         return [f'{where}: {value!r} not one of {schema["enum"]}']
+    if isinstance(value, str) and len(value) < schema.get('minLength', 0):
+        return [f'{where}: shorter than {schema["minLength"]}']
     if isinstance(value, list) and 'items' in schema:
         for i, element in enumerate(value):
             errors += validate(spec, schema['items'], element, f'{where}[{i}]')

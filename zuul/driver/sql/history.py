@@ -231,13 +231,23 @@ class BuildHistory:
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
-    def average_duration(self, tenant: str, job_name: str) -> float | None:
-        """Mean duration of recent successful builds (status progress bars)."""
+    def recent_durations(self, tenant: str, job_name: str, project=None, branch=None,
+                         limit: int = 10) -> list[float]:
+        """Durations in seconds of the newest successful builds of a job
+        (on a project and branch when given), newest first."""
         b, s = self.tables['build'], self.tables['buildset']
         q = sa.select(b.c.start_time, b.c.end_time).join(s, b.c.buildset_id == s.c.id).where(
-            s.c.tenant == tenant, b.c.job_name == job_name, b.c.result == 'SUCCESS'
-        ).order_by(b.c.id.desc()).limit(10)
+            s.c.tenant == tenant, b.c.job_name == job_name, b.c.result == 'SUCCESS',
+            b.c.start_time.is_not(None), b.c.end_time.is_not(None))
+        for column, value in ((s.c.project, project), (s.c.branch, branch)):
+            if value is not None:
+                q = q.where(column == value)
+        q = q.order_by(b.c.id.desc()).limit(limit)
         with self.engine.connect() as conn:
-            durations = [(r.end_time - r.start_time).total_seconds()
-                         for r in conn.execute(q) if r.start_time and r.end_time]
+            return [(r.end_time - r.start_time).total_seconds() for r in conn.execute(q)]
+
+    def average_duration(self, tenant: str, job_name: str, project=None,
+                         branch=None) -> float | None:
+        """Mean duration of recent successful builds (status progress bars)."""
+        durations = self.recent_durations(tenant, job_name, project, branch)
         return sum(durations) / len(durations) if durations else None

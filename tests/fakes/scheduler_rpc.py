@@ -59,14 +59,15 @@ def _job(name, result=None, uuid=None, url=None, started=None, estimated=None, v
             'voting': voting, 'start_time': start,
             'end_time': now_ms if result else None,
             'elapsed_time': started * 1000 if started is not None else None,
-            'remaining_time': (max(estimated - started, 0) * 1000
-                               if estimated and not result and started is not None else None),
+            'remaining_time': (None if started is None else 0 if result else
+                               max(estimated - started, 0) * 1000 if estimated else None),
             'estimated_time': estimated, 'canceled': False,
             'waiting_status': None if started is not None else 'node request',
             'tries': 1, 'dependencies': []}
 
 
 def _item(change_id, project, ahead, behind, jobs, age, live=True):
+    remaining = [j['remaining_time'] for j in jobs if j['remaining_time'] is not None]
     return {'id': change_id, 'item_id': f'item-{change_id}', 'event_id': f'ev-{change_id}',
             'project': project, 'connection': 'gerrit',
             'ref': f'refs/changes/{change_id.split(",")[0][-2:]:0>2}/'
@@ -75,7 +76,7 @@ def _item(change_id, project, ahead, behind, jobs, age, live=True):
             'owner': None, 'subject': f'Change {change_id}', 'live': live, 'active': True,
             'enqueue_time': int((time.time() - age) * 1000), 'item_ahead': ahead,
             'items_behind': behind, 'failing_reasons': [], 'zuul_ref': f'Z{change_id}',
-            'remaining_time': None, 'jobs': jobs}
+            'remaining_time': max(remaining) if remaining else None, 'jobs': jobs}
 
 
 def tenant_one_status(stream_url: str | None) -> dict:

@@ -55,6 +55,15 @@ def test_status_page_shows_a_running_gate(zuul_web, fake_scheduler, tmp_path):
     assert f'console-stream?uuid={RUNNING_UUID}' in gate
     # the running job's progress bar comes from its expected duration (60 of 120 s)
     assert 'bar-running" style="width: 50%"' in gate
+    # the item's ETA is its longest-running job's remaining time (60 s)
+    # and its age is how long it has been queued (5 minutes)
+    first = gate[gate.index('data-change="1,2"'):gate.index('data-change="2,1"')]
+    assert 'class="change-eta" title="expected time to finish">ETA ~1 min<' in first
+    assert re.search(r'class="change-age" title="time in queue">queued 5m \d\ds<', first)
+    assert re.findall(r'style="width: (\d+)%"', first) == ['100', '50']
+    # the check pipeline's per-change queue has a name
+    check = _section(dom, 'check')
+    assert 'data-queue="org/project"' in check and 'Queue: org/project' in check
     assert 'tenant-two' not in dom and 'org/project2' not in dom
     os.makedirs(ARTIFACTS, exist_ok=True)
     shot = os.path.abspath(os.path.join(ARTIFACTS, 'web-status.png'))

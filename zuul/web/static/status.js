@@ -11,16 +11,32 @@ function jobState(job) {
   return job.waiting_status ? `waiting (${job.waiting_status})` : 'queued';
 }
 
+// A running job's bar is its elapsed time over its estimate (the mean of
+// its recent successful builds); without an estimate (its first runs) the
+// bar is full and striped, as released Zuul draws it.
 function progressBar(job) {
   let percent = 0;
+  let cls = '';
   if (job.result) percent = 100;
   else if (job.start_time && job.estimated_time) {
-    percent = Math.min(99, Math.floor(100 * (job.elapsed_time / 1000) / job.estimated_time));
+    percent = Math.max(1, Math.min(99,
+      Math.floor(100 * (job.elapsed_time / 1000) / job.estimated_time)));
+  } else if (job.start_time) {
+    percent = 100;
+    cls = ' bar-indeterminate';
   }
   const state = job.result ? job.result.toLowerCase() : (job.start_time ? 'running' : 'queued');
-  return zuul.el('div', {class: 'progress', title: `${percent}%`},
-    zuul.el('div', {class: `progress-bar bar-${state}`, style: `width: ${percent}%`,
+  const title = cls ? 'no estimate yet' : `${percent}%`;
+  return zuul.el('div', {class: 'progress', title},
+    zuul.el('div', {class: `progress-bar bar-${state}${cls}`, style: `width: ${percent}%`,
                     'data-percent': percent}));
+}
+
+// "~3 min": an item's expected time to finish, from its jobs' estimates.
+function eta(ms) {
+  const minutes = Math.max(1, Math.ceil(ms / 60000));
+  if (minutes < 60) return `~${minutes} min`;
+  return `~${Math.floor(minutes / 60)} hr ${minutes % 60} min`;
 }
 
 function jobRow(job) {
@@ -42,7 +58,7 @@ function jobRow(job) {
 }
 
 function changeBox(item, position, now) {
-  const age = item.enqueue_time ? zuul.duration(now - item.enqueue_time) : '';
+  const age = item.enqueue_time ? `queued ${zuul.duration(now - item.enqueue_time)}` : '';
   const title = item.url ? zuul.el('a', {href: item.url}, item.id) : item.id;
   const failing = item.failing_reasons && item.failing_reasons.length;
   return zuul.el('li', {class: `change${item.live ? '' : ' non-live'}${failing ? ' failing' : ''}`,
@@ -52,8 +68,8 @@ function changeBox(item, position, now) {
       zuul.el('span', {class: 'change-id'}, title),
       zuul.el('span', {class: 'change-project'}, item.project),
       zuul.el('span', {class: 'change-age', title: 'time in queue'}, age),
-      item.remaining_time ? zuul.el('span', {class: 'change-eta'},
-        `ETA ${zuul.duration(item.remaining_time)}`) : null),
+      item.remaining_time ? zuul.el('span', {class: 'change-eta',
+        title: 'expected time to finish'}, `ETA ${eta(item.remaining_time)}`) : null),
     failing ? zuul.el('div', {class: 'failing-reasons'},
       'Failing because ' + item.failing_reasons.join(', ')) : null,
     item.live ? zuul.el('ul', {class: 'jobs'}, (item.jobs || []).map(jobRow)) : null);
@@ -61,6 +77,7 @@ function changeBox(item, position, now) {
 
 function queueBox(queue, now) {
   const items = queue.heads.flat();
+  const name = queue.name || [...new Set(items.map((i) => i.project))].join(', ');
   const heads = queue.heads.map((head) => {
     let position = 0;
     return zuul.el('ol', {class: 'queue-head'}, head.map((item) => {
@@ -68,8 +85,8 @@ function queueBox(queue, now) {
       return changeBox(item, position, now);
     }));
   });
-  return zuul.el('div', {class: 'change-queue', 'data-queue': queue.name},
-    zuul.el('div', {class: 'queue-name'}, `Queue: ${queue.name}`,
+  return zuul.el('div', {class: 'change-queue', 'data-queue': name},
+    zuul.el('div', {class: 'queue-name'}, `Queue: ${name}`,
       queue.window ? ` (window ${queue.window})` : '', ` — ${items.length} item(s)`),
     heads);
 }

@@ -2,17 +2,20 @@
 times from build history on a fixed clock, queue names, change URLs from
 the connection's baseurl."""
 
+import time
 from types import SimpleNamespace
 
 import pytest
 
-from tests.unit.test_pipeline_managers import _change, _pipeline, _setup
+from tests.unit.test_pipeline_managers import MergeResult, _change, _pipeline, _setup
 from zuul.driver.gerrit.changes import change_from_query, change_web_url
 from zuul.driver.sql.history import BuildHistory
 from zuul.model import item as m
 from zuul.model.change import Change
+from zuul.model.events import ResultEvent
 from zuul.scheduler import status
 from zuul.scheduler.build_times import BuildTimes
+from zuul.scheduler.scheduler import Scheduler, TenantState
 
 NOW = 10_000.0
 
@@ -166,3 +169,46 @@ def test_change_url_comes_from_the_connection_baseurl():
     assert change_from_query(row, 'gerrit').url == row['url']  # no baseurl: the row's
     assert change_web_url('https://review.test/r', 'a/b', 3) == \
         'https://review.test/r/c/a/b/+/3'
+
+
+# -- the scheduler's wiring ----------------------------------------------------
+
+
+def _running_build(ctx, manager, number):
+    """Enqueue change ``number`` in check and drive it until its build runs."""
+    manager.add_change(_change(ctx, number))
+    for _ in range(20):
+        manager.process_queues()
+        if ctx.pending_merges:
+            bs, numbers = ctx.pending_merges.pop(0)
+            manager.on_merge_completed(bs, MergeResult(True, {'changes': numbers}))
+        if ctx.running:
+            return ctx.running.pop(0)
+    raise AssertionError('no build started')
+
+
+def test_the_scheduler_estimates_from_the_builds_it_saw_succeed():
+    ctx, manager = _setup(_pipeline('check', 'independent'), jobs=('unit',))
+    scheduler = Scheduler(None, None, None, None, None)
+    scheduler.tenants['t'] = TenantState('t', None)
+    scheduler.tenants['t'].managers = {'check': manager}
+    first = _running_build(ctx, manager, 1)
+    scheduler.handle_result(ResultEvent('build-started', {'build': first,
+                                                          'start_time': 1_000.0}))
+    scheduler.handle_result(ResultEvent('build-completed', {
+        'build': first, 'result': 'SUCCESS', 'end_time': 1_100.0}))
+    manager.process_queues()
+    assert (1, 'success') in ctx.reports
+    second = _running_build(ctx, manager, 2)
+    started = time.time() - 30
+    scheduler.handle_result(ResultEvent('build-started', {'build': second,
+                                                          'start_time': started}))
+    body = scheduler._mgmt_status_get('t')
+    queue, = body['pipelines'][0]['change_queues']
+    item, = queue['heads'][0]
+    job, = item['jobs']
+    assert queue['name'] == 'org/project'
+    assert job['estimated_time'] == 100.0 and job['start_time'] == int(started * 1000)
+    assert 30_000 <= job['elapsed_time'] < 40_000
+    assert 60_000 < job['remaining_time'] <= 70_000
+    assert item['remaining_time'] == job['remaining_time']

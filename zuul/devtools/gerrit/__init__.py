@@ -7,6 +7,11 @@ serves, over real SSH (paramiko), ``gerrit stream-events``, ``gerrit query
 with event and query JSON in the shape Gerrit 3.x produces (checked against
 the captured streams in the shared corpus), so the production Gerrit
 driver runs against it unmodified.
+
+Developers use it as they would Gerrit: ``git clone`` over SSH, ``scp``
+the ``hooks/commit-msg`` hook (it adds the ``Change-Id`` footer), and
+``git push origin HEAD:refs/for/<branch>`` to upload a change or a new
+patch set of it (see receive.py); branches move only by submit.
 """
 
 from zuul.devtools.gerrit.server import DevGerritServer

@@ -9,13 +9,17 @@ import os
 import queue
 import shlex
 import socket
+import stat
 import subprocess
 import threading
+import time
 
 import paramiko
 
+from zuul.devtools.gerrit import hooks
 from zuul.devtools.gerrit.query import run_query
-from zuul.devtools.gerrit.store import ReviewError, ReviewStore
+from zuul.devtools.gerrit.receive import receive_pack
+from zuul.devtools.gerrit.store import Change, ReviewError, ReviewStore
 
 log = logging.getLogger('zuul.devtools.gerrit')
 
@@ -133,6 +137,8 @@ class DevGerritServer:
     def _serve_connection(self, sock) -> None:
         transport = paramiko.Transport(sock)
         transport.add_server_key(self.host_key)
+        # scp from OpenSSH 9+ speaks SFTP: serves hooks/commit-msg.
+        transport.set_subsystem_handler('sftp', _SFTPServer, _HookSFTP)
         iface = _SSHInterface(self)
         try:
             transport.start_server(server=iface)
@@ -165,7 +171,9 @@ class DevGerritServer:
         try:
             if argv[:1] in (['git-upload-pack'], ['git-receive-pack']) or \
                     argv[:2] in (['git', 'upload-pack'], ['git', 'receive-pack']):
-                return self._git(channel, argv)
+                return self._git(channel, argv, username)
+            if argv[:1] == ['scp']:
+                return self._scp(channel, argv[1:])
             if argv[:1] != ['gerrit'] or len(argv) < 2:
                 return _finish(channel, 127, err=f'fatal: unavailable command "{command}"\n')
             verb, args = argv[1], argv[2:]
@@ -213,19 +221,78 @@ class DevGerritServer:
 
     def _review(self, args: list[str], username: str) -> None:
         opts = _parse_review(args)
-        number, _, ps = opts.change.partition(',')
-        change = self.store.get_change(number)
-        if opts.project and opts.project != change.project:
-            raise ReviewError(f'change {number} is not in project {opts.project}')
-        patchset = int(ps) if ps else change.current.number
-        self.store.review(change, patchset, username, opts.message or '', opts.labels,
-                          submit=opts.submit, tag=opts.tag)
-        if opts.abandon:
-            self.store.abandon(change, username)
-        if opts.restore:
-            self.store.restore(change, username)
+        targets = [self._find_patchset(key, opts.project, opts.branch)
+                   for key in opts.changes]
+        for change, patchset in targets:
+            if opts.restore:
+                self.store.restore(change, username, opts.message or '')
+            message = '' if (opts.abandon or opts.restore) else (opts.message or '')
+            if message or opts.labels or opts.submit:
+                self.store.review(change, patchset, username, message, opts.labels,
+                                  submit=opts.submit, tag=opts.tag)
+            if opts.abandon:
+                self.store.abandon(change, username, opts.message or '')
 
-    def _git(self, channel, argv: list[str]) -> None:
+    def _find_patchset(self, key: str, project: str | None,
+                       branch: str | None) -> tuple[Change, int]:
+        """A change and patch set number from ``N,P`` or a (possibly
+        abbreviated) commit sha, as ``gerrit review`` takes them."""
+        store = self.store
+        with store.lock:
+            if ',' in key:
+                number, _, ps = key.partition(',')
+                if not number.isdigit() or not ps.isdigit():
+                    raise ReviewError(f'"{key}" is not a valid patch set')
+                change = store.changes.get(int(number))
+                if change is None or (project and change.project != project) or \
+                        (branch and change.branch != branch):
+                    raise ReviewError(f'change {key} not found')
+                if not 1 <= int(ps) <= len(change.patchsets):
+                    raise ReviewError(f'patch set {key} not found')
+                return change, int(ps)
+            if len(key) < 4 or any(c not in '0123456789abcdef' for c in key.lower()):
+                raise ReviewError(f'"{key}" is not a valid patch set')
+            found = [(c, ps.number) for c in store.changes.values()
+                     for ps in c.patchsets if ps.revision.startswith(key.lower())
+                     and (not project or c.project == project)
+                     and (not branch or c.branch == branch)]
+            if not found:
+                raise ReviewError(f'patch set {key} not found')
+            if len(found) > 1:
+                raise ReviewError(f'"{key}" matches multiple patch sets')
+            return found[0]
+
+    def _scp(self, channel, args: list[str]) -> None:
+        """The source side of scp's original protocol (``scp -O``), for
+        ``scp -p -P <port> <user>@<host>:hooks/commit-msg .git/hooks/``."""
+        flags = [a for a in args if a.startswith('-')]
+        paths = [a for a in args if not a.startswith('-')]
+        if '-f' not in flags or len(paths) != 1:
+            return _finish(channel, 1, err='scp: only downloads (scp -f) are served\n')
+        served = hooks.lookup(paths[0])
+        if served is None:
+            channel.sendall(f'\x01scp: {paths[0]}: No such file or directory\n'.encode())
+            return _finish(channel, 1)
+        mode, data = served
+        name = paths[0].rstrip('/').rsplit('/', 1)[-1]
+
+        def acked():
+            return channel.recv(1) == b'\0'
+        if not acked():
+            return _finish(channel, 1)
+        if '-p' in flags:
+            now = int(time.time())
+            channel.sendall(f'T{now} 0 {now} 0\n'.encode())
+            if not acked():
+                return _finish(channel, 1)
+        channel.sendall(f'C{mode:04o} {len(data)} {name}\n'.encode())
+        if not acked():
+            return _finish(channel, 1)
+        channel.sendall(data + b'\0')
+        acked()
+        _finish(channel, 0)
+
+    def _git(self, channel, argv: list[str], username: str) -> None:
         service = argv[0] if argv[0].startswith('git-') else f'git-{argv[1]}'
         project = argv[-1].strip("'\"").strip('/')
         if project.endswith('.git'):
@@ -233,6 +300,9 @@ class DevGerritServer:
         if project not in self.store.projects:
             return _finish(channel, 128, err=f"fatal: '{project}' does not appear to be a "
                                              'git repository\n')
+        if service == 'git-receive-pack':
+            return _finish(channel, receive_pack(self.store, channel, project, username,
+                                                 self.port))
         proc = subprocess.Popen(['git', service[4:], self.store.repos.path(project)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
@@ -266,36 +336,159 @@ class DevGerritServer:
         _finish(channel, rc)
 
 
+# Labels with their own ``--<label>`` option (Gerrit derives one per label
+# configured on the project) and the values the dev server allows.
+LABELS = {'Code-Review': range(-2, 3), 'Verified': range(-2, 3), 'Workflow': range(-1, 2)}
+
+
+class _ReviewParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ReviewError(message)
+
+
 def _parse_review(args: list[str]):
-    p = argparse.ArgumentParser(prog='gerrit review', add_help=False, exit_on_error=False)
+    """``gerrit review``'s options, with Gerrit's (args4j) wording for
+    errors."""
+    p = _ReviewParser(prog='gerrit review', add_help=False, allow_abbrev=False,
+                      exit_on_error=False)
     p.add_argument('--project', '-p')
+    p.add_argument('--branch', '-b')
     p.add_argument('--message', '-m')
     p.add_argument('--label', '-l', action='append', default=[])
-    p.add_argument('--verified', type=int)
-    p.add_argument('--code-review', type=int)
+    for label in LABELS:
+        p.add_argument(f'--{label.lower()}', dest=f'label_{label}', metavar='N')
     p.add_argument('--submit', '-s', action='store_true')
     p.add_argument('--abandon', action='store_true')
     p.add_argument('--restore', action='store_true')
     p.add_argument('--tag', '-t')
-    p.add_argument('--notify', '-n')
+    p.add_argument('--notify', '-n', choices=['NONE', 'OWNER', 'OWNER_REVIEWERS', 'ALL'])
     p.add_argument('--json', '-j', action='store_true')
-    p.add_argument('change')
+    p.add_argument('changes', nargs='*')
     try:
-        opts = p.parse_args(args)
-    except (argparse.ArgumentError, SystemExit) as e:
-        raise ReviewError(f'bad review arguments: {e}') from None
+        opts, unknown = p.parse_known_args(args)
+    except argparse.ArgumentError as e:
+        if e.argument_name and e.message.startswith('expected one argument'):
+            raise ReviewError(f'Option "{e.argument_name.split("/")[0]}" takes an '
+                              'operand') from None
+        raise ReviewError(str(e)) from None
+    for arg in unknown:
+        if arg.startswith('-'):
+            raise ReviewError(f'"{arg}" is not a valid option')
+    if opts.json:
+        raise ReviewError('--json is not supported by the development server')
+    opts.changes += unknown
+    if not opts.changes:
+        raise ReviewError('Argument "{COMMIT | CHANGE,PATCHSET}" is required')
+    if opts.abandon and opts.restore:
+        raise ReviewError('abandon and restore actions are mutually exclusive')
+    if opts.submit and (opts.abandon or opts.restore):
+        raise ReviewError('submit and abandon/restore actions are mutually exclusive')
     labels = {}
-    for item in opts.label:
-        name, sep, value = item.partition('=')
-        if not sep:
-            raise ReviewError(f'bad label "{item}"')
-        labels[name] = int(value)
-    if opts.verified is not None:
-        labels['Verified'] = opts.verified
-    if opts.code_review is not None:
-        labels['Code-Review'] = opts.code_review
+    items = [item.partition('=') for item in opts.label]
+    for name, sep, value in items:
+        if not sep or not name:
+            raise ReviewError(f'"{name}{sep}{value}" is not a valid label vote '
+                              '(use Label-Name=N)')
+        labels[name] = _vote(name, value)
+    for label in LABELS:
+        value = getattr(opts, f'label_{label}')
+        if value is not None:
+            labels[label] = _vote(label, value)
     opts.labels = labels
     return opts
+
+
+def _vote(label: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ReviewError(f'"{text}" is not a valid value for "{label}"') from None
+    allowed = LABELS.get(label)
+    if allowed is not None and value not in allowed:
+        raise ReviewError(f'"{text}" is not a valid value for "{label}" (allowed: '
+                          f'{allowed.start:+d}..{allowed.stop - 1:+d})')
+    return value
+
+
+class _SFTPServer(paramiko.SFTPServer):
+    def finish_subsystem(self):
+        # scp (OpenSSH 9+) reports a failure without an exit status.
+        try:
+            self.sock.send_exit_status(0)
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
+        super().finish_subsystem()
+
+
+class _HookSFTP(paramiko.SFTPServerInterface):
+    """A read-only SFTP view of the served client files (hooks/commit-msg)."""
+
+    def canonicalize(self, path):
+        parts = []
+        for part in path.replace('\\', '/').split('/'):
+            if part in ('', '.', '~'):
+                continue
+            if part == '..':
+                if parts:
+                    parts.pop()
+            else:
+                parts.append(part)
+        return '/' + '/'.join(parts)
+
+    def _attr(self, path):
+        path = self.canonicalize(path)
+        now = int(time.time())
+        attr = paramiko.SFTPAttributes()
+        attr.st_uid = attr.st_gid = 0
+        attr.st_atime = attr.st_mtime = now
+        served = hooks.lookup(path)
+        if served is not None:
+            attr.st_mode = stat.S_IFREG | served[0]
+            attr.st_size = len(served[1])
+            attr.filename = path.rsplit('/', 1)[-1]
+            return attr
+        prefix = path.rstrip('/') + '/'
+        if path == '/' or any(('/' + f).startswith(prefix) for f in hooks.FILES):
+            attr.st_mode = stat.S_IFDIR | 0o755
+            attr.st_size = 0
+            attr.filename = path.rsplit('/', 1)[-1] or '/'
+            return attr
+        return paramiko.SFTP_NO_SUCH_FILE
+
+    def stat(self, path):
+        return self._attr(path)
+
+    lstat = stat
+
+    def list_folder(self, path):
+        prefix = self.canonicalize(path).rstrip('/') + '/'
+        names = {('/' + f)[len(prefix):].split('/')[0] for f in hooks.FILES
+                 if ('/' + f).startswith(prefix)}
+        if not names:
+            return paramiko.SFTP_NO_SUCH_FILE
+        return [self._attr(prefix + n) for n in sorted(names)]
+
+    def open(self, path, flags, attr):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND):
+            return paramiko.SFTP_PERMISSION_DENIED
+        served = hooks.lookup(self.canonicalize(path))
+        if served is None:
+            return paramiko.SFTP_NO_SUCH_FILE
+        handle = _MemoryHandle(served[1], self._attr(path))
+        return handle
+
+
+class _MemoryHandle(paramiko.SFTPHandle):
+    def __init__(self, data: bytes, attr):
+        super().__init__()
+        self.data = data
+        self.attr = attr
+
+    def read(self, offset, length):
+        return self.data[offset:offset + length]
+
+    def stat(self):
+        return self.attr
 
 
 def _finish(channel, status: int, out: str = '', err: str = '') -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import tempfile
 import threading
@@ -53,12 +54,14 @@ class PatchSet:
     created_on: int
     files: list[tuple[str, str]]
     approvals: list[Approval] = field(default_factory=list)
+    # Gerrit's change kind of this patch set against the previous one.
+    kind: str = 'REWORK'
 
     def to_dict(self, with_files: bool = False) -> dict:
         d = {'number': self.number, 'revision': self.revision,
              'parents': list(self.parents), 'ref': self.ref,
              'uploader': self.uploader.to_dict(), 'author': self.uploader.to_dict(),
-             'createdOn': self.created_on, 'kind': 'REWORK'}
+             'createdOn': self.created_on, 'kind': self.kind}
         if self.approvals:
             d['approvals'] = [a.to_dict() for a in self.approvals]
         if with_files:
@@ -94,6 +97,47 @@ class Change:
     def approval_value(self, label: str) -> int:
         votes = [a.value for a in self.current.approvals if a.label == label]
         return max(votes, key=abs) if votes else 0
+
+
+@dataclass
+class PushedCommit:
+    """A commit received by a push to ``refs/for/<branch>``."""
+    sha: str
+    tree: str
+    parents: list[str]
+    message: str
+
+
+@dataclass
+class PushAction:
+    commit: PushedCommit
+    change_id: str
+    change: Change | None       # None: a new change
+
+
+_CHANGE_ID_LINE = re.compile(r'^Change-Id:\s*(.*?)\s*$', re.M)
+_CHANGE_ID = re.compile(r'I[0-9a-f]{40}')
+
+
+def footer_change_id(sha: str, message: str) -> str:
+    """The Change-Id in the footer (last paragraph) of a commit message;
+    raises ReviewError with Gerrit's wording when it is missing or bad."""
+    where = f'commit {sha[:7]}'
+    paragraphs = [p for p in re.split(r'\n[ \t]*\n', message.strip('\n')) if p.strip()]
+    footer = paragraphs[-1] if len(paragraphs) > 1 else ''
+    ids = _CHANGE_ID_LINE.findall(footer)
+    if not ids:
+        if _CHANGE_ID_LINE.search(message):
+            if len(paragraphs) == 1:
+                raise ReviewError(f'{where}: missing subject; Change-Id must be in '
+                                  'message footer')
+            raise ReviewError(f'{where}: Change-Id must be in message footer')
+        raise ReviewError(f'{where}: missing Change-Id in message footer')
+    if len(set(ids)) > 1:
+        raise ReviewError(f'{where}: multiple Change-Id lines in message footer')
+    if not _CHANGE_ID.fullmatch(ids[0]):
+        raise ReviewError(f'{where}: invalid Change-Id line format in message footer')
+    return ids[0]
 
 
 class Repos:
@@ -275,6 +319,94 @@ class ReviewStore:
                       self.repos.changed_files(change.project, sha, base))
         change.patchsets.append(ps)
         return ps
+
+    # -- pushes to refs/for/<branch> ------------------------------------------
+
+    def plan_push(self, project: str, branch: str,
+                  commits: list[PushedCommit]) -> list[PushAction]:
+        """What a push of ``commits`` (oldest first, those not yet on any
+        branch) to ``refs/for/<branch>`` does: a new change per unknown
+        Change-Id, a new patch set per open change. Raises ReviewError (with
+        Gerrit's reason) to refuse the whole push; changes nothing."""
+        with self.lock:
+            known = {ps.revision for c in self.changes.values() if c.project == project
+                     for ps in c.patchsets}
+            actions: list[PushAction] = []
+            seen: set[str] = set()
+            for commit in commits:
+                if commit.sha in known:
+                    continue    # already a patch set (e.g. an unchanged parent)
+                change_id = footer_change_id(commit.sha, commit.message)
+                if change_id in seen:
+                    raise ReviewError(f'commit {commit.sha[:7]}: same Change-Id in '
+                                      'multiple changes. Squash the commits with the same '
+                                      'Change-Id or ensure Change-Ids are unique for each '
+                                      'commit')
+                seen.add(change_id)
+                existing = self.find_change(project, branch, change_id)
+                if existing is not None and not existing.is_open:
+                    raise ReviewError(f'change {self.change_url(existing)} closed')
+                actions.append(PushAction(commit, change_id, existing))
+            if not actions:
+                raise ReviewError('no new changes')
+            return actions
+
+    def apply_push(self, project: str, branch: str, actions: list[PushAction],
+                   uploader: str, topic: str | None = None) -> list[tuple[Change, bool]]:
+        """Record a planned push (its commits must be in the repository):
+        emits patchset-created for each change. Returns (change, is_new)."""
+        results = []
+        with self.lock:
+            who = self.account(uploader)
+            for action in actions:
+                commit = action.commit
+                subject = commit.message.split('\n', 1)[0].strip()
+                change = action.change
+                is_new = change is None
+                if is_new:
+                    number = self._next_change
+                    self._next_change += 1
+                    now = _now()
+                    change = Change(number, project, branch, action.change_id, subject,
+                                    commit.message, who, now, now, topic=topic)
+                    kind = 'REWORK'
+                else:
+                    prev = change.current
+                    prev_tree = self.repos.git(project, 'rev-parse', prev.revision + '^{tree}')
+                    kind = 'REWORK'
+                    if prev_tree == commit.tree and prev.parents == commit.parents:
+                        kind = 'NO_CHANGE' if change.message == commit.message \
+                            else 'NO_CODE_CHANGE'
+                    change.subject, change.message = subject, commit.message
+                    if topic:
+                        change.topic = topic
+                self._record_patchset(change, commit, who, kind)
+                change.last_updated = _now()
+                if is_new:
+                    self.changes[change.number] = change
+                self._emit_patchset_created(change)
+                results.append((change, is_new))
+        return results
+
+    def _record_patchset(self, change: Change, commit: PushedCommit, who: Account,
+                         kind: str) -> PatchSet:
+        number = len(change.patchsets) + 1
+        ref = f'refs/changes/{change.number % 100:02d}/{change.number}/{number}'
+        self.repos.update_ref(change.project, ref, commit.sha)
+        parent = commit.parents[0] if commit.parents else None
+        ps = PatchSet(number, commit.sha, ref, list(commit.parents), who, _now(),
+                      self.repos.changed_files(change.project, commit.sha, parent),
+                      kind=kind)
+        change.patchsets.append(ps)
+        return ps
+
+    def find_change(self, project: str, branch: str, change_id: str) -> Change | None:
+        with self.lock:
+            for change in self.changes.values():
+                if (change.project, change.branch, change.change_id) == \
+                        (project, branch, change_id):
+                    return change
+        return None
 
     def get_change(self, key) -> Change:
         """A change by number, "number,patchset", Change-Id or commit sha."""

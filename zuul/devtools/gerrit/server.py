@@ -184,7 +184,7 @@ class DevGerritServer:
             if verb == 'query':
                 return _finish(channel, 0, run_query(self.store, args))
             if verb == 'review':
-                self._review(args, username)
+                self._review(args, username, channel)
                 return _finish(channel, 0)
             if verb == 'ls-projects':
                 return _finish(channel, 0, ''.join(f'{p}\n' for p in sorted(
@@ -219,8 +219,10 @@ class DevGerritServer:
                     self._streams.remove(channel)
             channel.close()
 
-    def _review(self, args: list[str], username: str) -> None:
+    def _review(self, args: list[str], username: str, channel=None) -> None:
         opts = _parse_review(args)
+        if opts.json:
+            _apply_review_input(opts, _read_stdin(channel))
         targets = [self._find_patchset(key, opts.project, opts.branch)
                    for key in opts.changes]
         for change, patchset in targets:
@@ -374,8 +376,6 @@ def _parse_review(args: list[str]):
     for arg in unknown:
         if arg.startswith('-'):
             raise ReviewError(f'"{arg}" is not a valid option')
-    if opts.json:
-        raise ReviewError('--json is not supported by the development server')
     opts.changes += unknown
     if not opts.changes:
         raise ReviewError('Argument "{COMMIT | CHANGE,PATCHSET}" is required')
@@ -396,6 +396,32 @@ def _parse_review(args: list[str]):
             labels[label] = _vote(label, value)
     opts.labels = labels
     return opts
+
+
+def _read_stdin(channel, limit: int = 1 << 20) -> bytes:
+    data = b''
+    while channel is not None and len(data) < limit:
+        chunk = channel.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _apply_review_input(opts, raw: bytes) -> None:
+    """``--json``: a ReviewInput (message, labels, tag) read from stdin."""
+    try:
+        review = json.loads(raw or b'{}')
+    except ValueError as e:
+        raise ReviewError(f'invalid JSON on stdin: {e}') from None
+    if not isinstance(review, dict):
+        raise ReviewError('the JSON on stdin must be a ReviewInput object')
+    if review.get('message'):
+        opts.message = str(review['message'])
+    if review.get('tag'):
+        opts.tag = str(review['tag'])
+    for label, value in (review.get('labels') or {}).items():
+        opts.labels[label] = _vote(label, str(value))
 
 
 def _vote(label: str, text: str) -> int:

@@ -11,6 +11,8 @@ import threading
 
 import pytest
 
+from tests.functional.system_support import zuul_system  # noqa: F401 - fixture
+from tests.harness.waiting import wait_for
 from zuul.devtools.gerrit import hooks
 from zuul.devtools.gerrit.store import ReviewError, footer_change_id
 
@@ -90,7 +92,6 @@ class Stream:
             stdout=subprocess.PIPE, text=True)
         self.events: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
-        from tests.harness.waiting import wait_for
         wait_for(lambda: client.gerrit.server.stream_count() == 1, what='stream-events')
 
     def _read(self):
@@ -325,3 +326,28 @@ def test_review_json_from_stdin(client, stream):
     event = stream.next('comment-added')
     assert event['approvals'][0]['type'] == 'Verified'
     assert event['comment'].endswith('Build succeeded.')
+
+
+def test_pushed_change_is_checked_and_gated(zuul_system, tmp_path):  # noqa: F811
+    """The newcomer's path through a running Zuul: push, fix, approve."""
+    system = zuul_system
+    system.create_projects()
+    system.start()
+    dev = Client(system.gerrit, tmp_path)
+    dev.clone('org/app')
+    dev.scp_hook()
+    dev.commit('FAIL', 'yes\n', 'My change')
+    dev.push()
+    change = system.store.get_change(1)
+    wait_for(lambda: system.verified(change) == -1, timeout=240, what='check -1 on PS1')
+    # Fix it: the amended commit is patch set 2, checked again.
+    dev.git('rm', '-q', 'FAIL')
+    fixed = dev.commit('app.py', 'ok\n', None)
+    dev.push()
+    assert change.current.number == 2 and change.current.revision == fixed
+    wait_for(lambda: system.verified(change) == 1, timeout=240, what='check +1 on PS2')
+    dev.ssh('gerrit', 'review', '--code-review', '2', '--workflow', '1', fixed, user='core')
+    wait_for(lambda: change.status == 'MERGED', timeout=300, what='gate merge')
+    dev.git('pull', '-q', '--ff-only', 'origin', 'master')
+    assert dev.head() == system.store.branch_head('org/app', 'master')
+    assert os.path.exists(os.path.join(dev.dir, 'app.py'))

@@ -1,6 +1,7 @@
 """Test harness wiring: real services as fixtures (see tests/harness/)."""
 
 pytest_plugins = [
+    'tests.harness.corpus',
     'tests.harness.zookeeper',
     'tests.harness.gearman',
     'tests.fakes.gerrit',

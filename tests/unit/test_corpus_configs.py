@@ -1,4 +1,5 @@
-"""Real configurations from ../shared/corpus/zuul-configs must load.
+"""Real configurations from the corpus's zuul-configs must load (the corpus
+tier: ``GATEKEEP_CORPUS=DIR``, see tests/harness/corpus.py).
 
 Each repository is loaded on its own, and OpenDev's ``openstack`` tenant
 is loaded from its real main.yaml with the three repositories of it the
@@ -10,18 +11,20 @@ driver this system does not have (github, gitlab, gitea)."""
 
 from __future__ import annotations
 
-import pathlib
 import re
 
 import pytest
 
+from tests.harness import corpus
 from zuul.configloader.layout import LayoutLoader, read_repo_config
 from zuul.configloader.tenant import load_tenant_config
 from zuul.driver.registry import default_registry
 from zuul.lib import yamlutil
 from zuul.model.tenant import TenantProject
 
-CORPUS = pathlib.Path(__file__).resolve().parents[3] / 'shared' / 'corpus' / 'zuul-configs'
+pytestmark = pytest.mark.corpus
+
+CORPUS = corpus.path('zuul-configs')
 
 # Connection names the corpus deployments use, and their drivers.
 CONNECTIONS = {'gerrit': 'gerrit', 'gerrithub': 'gerrit', 'opendev': 'gerrit',
@@ -38,7 +41,8 @@ REFERENCE = re.compile(
 UNSUPPORTED = re.compile(r'connection "(\w+)" uses the driver "(\w+)", which this system '
                          r'does not have')
 
-REPOS = sorted(p.name for p in CORPUS.iterdir()) if CORPUS.is_dir() else []
+REPOS = corpus.cases('repositories (zuul-configs/*)',
+                     lambda root: sorted(p.name for p in (root / 'zuul-configs').iterdir()))
 
 
 def _unexpected(layout):
@@ -62,7 +66,7 @@ def _stanza_count(files, kind: str) -> int:
 
 
 def test_corpus_present():
-    assert len(REPOS) >= 8
+    assert len([p for p in CORPUS.iterdir() if p.is_dir()]) >= 8
 
 
 @pytest.mark.parametrize('repo', REPOS)

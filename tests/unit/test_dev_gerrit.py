@@ -10,9 +10,10 @@ import threading
 
 import pytest
 
-CORPUS = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'shared', 'corpus',
-                      'gerrit-events', 'cdevents+community', 'rfc',
-                      'gerrit-cdevents.md.extracted')
+from tests.harness import corpus
+
+CORPUS = corpus.path('gerrit-events', 'cdevents+community', 'rfc',
+                     'gerrit-cdevents.md.extracted')
 
 
 def _ssh(gerrit, *command, user='zuul', check=True):
@@ -68,6 +69,7 @@ def test_version(dev_gerrit):
     assert _ssh(dev_gerrit, 'gerrit', 'version').stdout.startswith('gerrit version ')
 
 
+@pytest.mark.corpus
 def test_events_have_the_shape_of_real_gerrit(dev_gerrit):
     store = dev_gerrit.store
     store.create_project('org/project')
@@ -197,6 +199,7 @@ def test_dropped_stream_and_refused_reconnect(dev_gerrit):
         stream.close()
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize('name', ['06-patchset-created.json', '10-change-merged.json'])
 def test_corpus_samples_are_readable(name):
     assert _corpus(name)['type'] in ('patchset-created', 'change-merged')

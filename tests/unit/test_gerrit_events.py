@@ -2,11 +2,10 @@
 shared corpus (and the deliberately malformed one)."""
 
 import json
-import os
-import pathlib
 
 import pytest
 
+from tests.harness import corpus
 from zuul.driver.gerrit.changes import (
     change_from_query,
     change_number_from_url,
@@ -14,11 +13,12 @@ from zuul.driver.gerrit.changes import (
 )
 from zuul.driver.gerrit.events import MalformedEventError, parse_event
 
-CORPUS = pathlib.Path(__file__).resolve().parents[3] / 'shared' / 'corpus' / 'gerrit-events'
+CORPUS = corpus.path('gerrit-events')
 
 
-def _event_files():
-    return sorted(p for p in CORPUS.rglob('*.json') if 'query-result' not in p.name)
+def _event_files(root=None):
+    where = root / 'gerrit-events' if root else CORPUS
+    return sorted(p for p in where.rglob('*.json') if 'query-result' not in p.name)
 
 
 def _events_in(path):
@@ -34,7 +34,10 @@ def _loadable(path):
         return False
 
 
-@pytest.mark.parametrize('path', [p for p in _event_files() if _loadable(p)],
+@pytest.mark.corpus
+@pytest.mark.parametrize('path', corpus.cases(
+    'Gerrit events (gerrit-events/**/*.json)',
+    lambda root: [p for p in _event_files(root) if _loadable(p)]),
                          ids=lambda p: str(p.relative_to(CORPUS)))
 def test_every_corpus_event_parses_or_is_ignored(path):
     for data in _events_in(path):
@@ -50,6 +53,7 @@ def test_every_corpus_event_parses_or_is_ignored(path):
             assert event.ref.startswith('refs/')
 
 
+@pytest.mark.corpus
 def test_the_malformed_sample_is_rejected_as_json():
     bad = [p for p in _event_files() if not _loadable(p)]
     assert len(bad) == 1   # the corpus keeps exactly one on purpose
@@ -57,6 +61,7 @@ def test_the_malformed_sample_is_rejected_as_json():
         json.loads(bad[0].read_text())
 
 
+@pytest.mark.corpus
 def test_comment_added_carries_approvals_and_author():
     data = json.loads((CORPUS / 'zuul-14.3.0-sdist' / 'transcribed-from-tests_fakegerrit.py'
                        / 'comment-added-approved.json').read_text())
@@ -93,6 +98,7 @@ def test_malformed_events_raise(data, reason):
         parse_event(data, 'review')
 
 
+@pytest.mark.corpus
 def test_query_row_to_change_with_git_parent_and_footer():
     data = json.loads((CORPUS / 'zuul-14.3.0-sdist' / 'transcribed-from-tests_fakegerrit.py'
                        / 'query-result-change-with-dependsOn.json').read_text())
@@ -104,6 +110,7 @@ def test_query_row_to_change_with_git_parent_and_footer():
     assert depends_on_footers(change.message) == ['https://review.example.com/1']
 
 
+@pytest.mark.corpus
 def test_query_pagination_fixtures_parse():
     for path in sorted((CORPUS / 'zuul-14.3.0-sdist' / 'tests' / 'fixtures' / 'gerrit').iterdir()):
         rows = [json.loads(line) for line in path.read_text().splitlines()
@@ -134,8 +141,9 @@ def test_depends_on_footers_dedup_and_case():
     assert depends_on_footers(msg) == ['https://a/1', 'I0123456789abcdef']
 
 
+@pytest.mark.corpus
 def test_corpus_dir_exists():
-    assert os.path.isdir(CORPUS)
+    assert CORPUS.is_dir()
 
 
 def test_dependencies_kept_when_the_event_names_the_current_patchset():

@@ -18,10 +18,10 @@ from nodepool.config import (
     validate_config,
 )
 from nodepool.driver import UNSUPPORTED, default_registry
+from tests.harness import corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CORPUS = os.path.join(os.path.dirname(ROOT), 'shared', 'corpus', 'nodepool-configs')
-CORPUS_FILES = sorted(glob.glob(os.path.join(CORPUS, '**', '*.yaml'), recursive=True))
+CORPUS = str(corpus.path('nodepool-configs'))
 SUPPORTED = set(default_registry().names())
 
 
@@ -65,8 +65,14 @@ VALID_CORPUS = {
 }
 
 
-@pytest.mark.skipif(not CORPUS_FILES, reason='corpus not available')
-@pytest.mark.parametrize('path', CORPUS_FILES, ids=lambda p: os.path.relpath(p, CORPUS))
+def _corpus_files():
+    return sorted(glob.glob(os.path.join(CORPUS, '**', '*.yaml'), recursive=True))
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize('path', corpus.cases('nodepool configs (nodepool-configs/**/*.yaml)',
+                                             lambda root: _corpus_files()),
+                         ids=lambda p: os.path.relpath(p, CORPUS))
 def test_corpus_config(path):
     with open(path) as f:
         doc = yaml.safe_load(f)
@@ -86,19 +92,19 @@ def test_corpus_config(path):
         assert all(i.path == path and i.line for i in errors_of(issues)), messages
 
 
+@pytest.mark.corpus
 def test_corpus_covers_both_outcomes():
-    valid = [p for p in CORPUS_FILES if not errors_of(validate_config(p))]
+    valid = [p for p in _corpus_files() if not errors_of(validate_config(p))]
     names = {os.path.basename(p) for p in valid}
-    if CORPUS_FILES:
-        assert {'static.block01.yaml', 'configuration.block02.yaml',
-                'nb01-test.opendev.org.yaml', 'nl01.opendev.org.yaml'} <= names
-        assert 'fake.yaml' not in names
+    assert {'static.block01.yaml', 'configuration.block02.yaml',
+            'nb01-test.opendev.org.yaml', 'nl01.opendev.org.yaml'} <= names
+    assert 'fake.yaml' not in names
 
 
+@pytest.mark.corpus
 def test_static_doc_example_warns_about_undeclared_label():
-    path = [p for p in CORPUS_FILES if os.path.basename(p) == 'static.block01.yaml']
-    if not path:
-        pytest.skip('corpus not available')
+    path = [p for p in _corpus_files() if os.path.basename(p) == 'static.block01.yaml']
+    assert path, f'no static.block01.yaml under {CORPUS}'
     issues = validate_config(path[0])
     assert [i.severity for i in issues] == [WARNING]
     assert "'trusty-static'" in issues[0].message and issues[0].line == 5

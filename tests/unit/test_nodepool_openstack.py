@@ -20,11 +20,11 @@ from nodepool.driver import (
 )
 from nodepool.driver.openstack.adapter import pick_flavor
 from tests.fakes import openstack_cloud as fake_cloud
+from tests.harness import corpus
 
 openstack_cloud = fake_cloud.openstack_cloud
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CORPUS = os.path.join(os.path.dirname(ROOT), 'shared', 'corpus', 'nodepool-configs')
+CORPUS = str(corpus.path('nodepool-configs'))
 
 CONFIG = """
 labels:
@@ -194,13 +194,13 @@ providers:
     assert "diskimages entry 'a' is defined twice" in message
 
 
+@pytest.mark.corpus
 def test_released_documentation_example():
     """The driver page's example lists labels whose diskimage the second
     provider does not take: those two, and only those, are errors of
     this driver."""
     paths = glob.glob(os.path.join(CORPUS, '**', 'openstack.block01.yaml'), recursive=True)
-    if not paths:
-        pytest.skip('corpus not available')
+    assert paths, f'no openstack.block01.yaml under {CORPUS}'
     issues = [i for i in validate_config(paths[0])
               if i.severity == 'error' and 'does not list under diskimages' in i.message]
     assert [(i.line, i.where) for i in issues] == [
@@ -494,11 +494,11 @@ def test_a_cloud_missing_from_clouds_yaml_is_a_provider_error(openstack_cloud):
         adapter.start()
 
 
-OPENDEV = sorted(glob.glob(os.path.join(CORPUS, 'openstack-infra+project-config', 'nodepool',
-                                        '*.yaml')))
+OPENDEV = corpus.cases('OpenDev nodepool configs', lambda root: sorted(glob.glob(os.path.join(
+    root, 'nodepool-configs', 'openstack-infra+project-config', 'nodepool', '*.yaml'))))
 
 
-@pytest.mark.skipif(not OPENDEV, reason='corpus not available')
+@pytest.mark.corpus
 @pytest.mark.parametrize('path', OPENDEV, ids=os.path.basename)
 def test_opendev_configs_pass_config_validate(path, capsys):
     """OpenDev's launchers and builders (openstack providers, no driver

@@ -1,13 +1,13 @@
 """main.yaml: the released form, the seed's form, and clear errors."""
 
-import pathlib
 import textwrap
 
 import pytest
 
+from tests.harness import corpus
 from zuul.configloader.tenant import load_tenant_config, tenant_conf_check
 
-CORPUS = pathlib.Path(__file__).resolve().parents[3] / 'shared' / 'corpus' / 'zuul-configs'
+CORPUS = corpus.path('zuul-configs')
 
 
 def _write(tmp_path, text, name='main.yaml'):
@@ -16,10 +16,11 @@ def _write(tmp_path, text, name='main.yaml'):
     return str(path)
 
 
-@pytest.mark.parametrize('corpus', ['openstack+project-config',
-                                    'openstack-infra+project-config'])
-def test_real_opendev_tenant_files_load(corpus):
-    result = load_tenant_config(str(CORPUS / corpus / 'zuul' / 'main.yaml'))
+@pytest.mark.corpus
+@pytest.mark.parametrize('repo', ['openstack+project-config',
+                                  'openstack-infra+project-config'])
+def test_real_opendev_tenant_files_load(repo):
+    result = load_tenant_config(str(CORPUS / repo / 'zuul' / 'main.yaml'))
     assert result.errors == []
     assert 'openstack' in result.tenants
     tenant = result.tenants['openstack']

@@ -13,7 +13,11 @@ then stays up (status page URL printed) until interrupted.
 
     tools/quickstart.sh [--no-wait] [--state-dir DIR] [--web-port N]
 
-Needs root (network namespaces for the nodes).
+Needs root (network namespaces for the nodes). While it stays up it prints
+the copy-paste commands to clone the demo project, push a change of your
+own for review, recheck and approve it (see ``next_steps``), and reports
+each build, vote and merge as it happens. Ctrl-C (or SIGTERM) stops every
+daemon and removes every node.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 import urllib.request
 
@@ -38,6 +41,10 @@ sys.path.insert(0, TOP)
 from nodepool.zk.localserver import LocalZooKeeper, free_port  # noqa: E402
 
 TENANT = 'example'
+# The lines around the printed next steps (tests read what is between).
+NEXT_STEPS_BEGIN = '-' * 30 + ' next steps ' + '-' * 30
+NEXT_STEPS_END = '-' * 72
+LOG_RETENTION_DAYS = 30
 
 PROJECT_CONFIG = {
     'zuul.d/pipelines.yaml': """
@@ -186,7 +193,9 @@ class Quickstart:
         self.keep_jobdir = keep_jobdir
         self.state = state_dir
         self.web_port = web_port
-        self.stops: list = []
+        # (what, how to stop it), in start order; stopped in reverse.
+        self.stops: list[tuple[str, object]] = []
+        self.gerrit = None
 
     # -- bring-up -------------------------------------------------------------
 
@@ -201,21 +210,23 @@ class Quickstart:
                        check=True)
         with open(self.key + '.pub') as f:
             self.pubkey = f.read().strip()
+        self.known_hosts = os.path.join(self.state, 'known_hosts')
 
         say('Starting ZooKeeper')
         self.zk = LocalZooKeeper(os.path.join(self.state, 'zookeeper'))
         self.zk.start()
-        self.stops.append(self.zk.stop)
+        self.stops.append(('ZooKeeper', self.zk.stop))
 
         say('Starting the development code-review server (Gerrit protocol over SSH)')
         self.store = ReviewStore(os.path.join(self.state, 'review'))
         self.gerrit = DevGerritServer(self.store, os.path.join(self.state, 'gerrit_host_key'),
                                       authorized_keys=[self.pubkey])
         self.gerrit.start()
-        self.stops.append(self.gerrit.stop)
-        known_hosts = os.path.join(self.state, 'known_hosts')
+        self.stops.append(('code-review server', self.gerrit.stop))
+        known_hosts = self.known_hosts
         with open(known_hosts, 'w') as f:
             f.write(f'[127.0.0.1]:{self.gerrit.port} {self.gerrit.host_key_line()}\n')
+        self._give_to_sudo_user(self.key, self.key + '.pub', known_hosts)
         self.store.create_project('demo/project-config', dedent_all(PROJECT_CONFIG))
         self.store.create_project('demo/app', dedent_all(APP))
         self.store.create_project('demo/lib', dedent_all(LIB))
@@ -243,7 +254,8 @@ class Quickstart:
         self.job_dir = os.path.join(self.state, 'builds')
         if len(self.job_dir) > 40:
             self.job_dir = tempfile.mkdtemp(prefix='gkqs-', dir='/var/tmp')
-            self.stops.append(lambda: shutil.rmtree(self.job_dir, ignore_errors=True))
+            self.stops.append(('build directories',
+                               lambda: shutil.rmtree(self.job_dir, ignore_errors=True)))
         with open(self.zuul_conf, 'w') as f:
             f.write(textwrap.dedent(f"""
                 [gearman]
@@ -276,10 +288,14 @@ class Quickstart:
                 min_avail_mem = 0
                 finger_port = {free_port()}
                 keep_jobdir = {str(self.keep_jobdir).lower()}
+                log_root = {self.state}/logs
+                log_url = http://127.0.0.1:{self.web_port}/logs/{{build}}/
+                log_retention_days = {LOG_RETENTION_DAYS}
 
                 [web]
                 listen_address = 127.0.0.1
                 port = {self.web_port}
+                log_root = {self.state}/logs
 
                 [database]
                 dburi = sqlite:///{self.state}/history.sqlite
@@ -300,7 +316,13 @@ class Quickstart:
         from nodepool.zk.api import NodepoolZooKeeper
         say('Starting nodepool-launcher (nodes are sshd in network namespaces)')
         self.netns_dir = os.path.join(self.state, 'netns')
-        config = load_config_text(textwrap.dedent(f"""
+        # A file of its own (with zookeeper-servers), so the nodepool
+        # command reads the running demo: nodepool -c <this file> list.
+        self.nodepool_yaml = os.path.join(self.state, 'nodepool.yaml')
+        text = textwrap.dedent(f"""
+            zookeeper-servers:
+              - host: {self.zk.hosts.rsplit(':', 1)[0]}
+                port: {self.zk.hosts.rsplit(':', 1)[1]}
             labels:
               - name: ubuntu-jammy
                 min-ready: 1
@@ -318,12 +340,15 @@ class Quickstart:
                       - name: ubuntu-jammy
                         username: root
                         python-path: /usr/bin/python3
-            """))
+            """)
+        with open(self.nodepool_yaml, 'w') as f:
+            f.write(text)
+        config = load_config_text(text)
         self.np_zk = NodepoolZooKeeper.from_hosts(self.zk.hosts)
         self.launcher = Launcher(config, self.np_zk, LauncherSettings(
             cleanup_interval=5.0, poll_interval=1.0, min_ready_interval=5.0))
         self.launcher.start()
-        self.stops.append(self._stop_nodepool)
+        self.stops.append(('nodepool-launcher and its nodes', self._stop_nodepool))
 
     def _stop_nodepool(self) -> None:
         from nodepool.driver.netns.host import NetnsHostManager
@@ -352,15 +377,19 @@ class Quickstart:
         self.merger = MergeServer([('127.0.0.1', self.gear_port)], build_merger(raw, settings),
                                   hostname='quickstart-merger')
         self.merger.start()
-        self.stops.append(self.merger.stop)
+        merger_stop = ('zuul-merger', self.merger.stop)
+        self.stops.append(merger_stop)
         say('Starting zuul-executor')
         self.executor = ExecutorServer(settings, '127.0.0.1', self.gear_port,
                                        build_merger(raw, settings))
         self.executor.start()
-        self.stops.append(self.executor.stop)
+        self.stops.append(('zuul-executor', self.executor.stop))
         say('Starting the scheduler (it loads the tenant through the merger)')
         self.scheduler_service.start()
-        self.stops.append(self.scheduler_service.stop)
+        # Stopped after the merger and executor, whose last results still
+        # go through its Gearman server.
+        self.stops.insert(self.stops.index(merger_stop), ('scheduler and Gearman server',
+                                                          self.scheduler_service.stop))
         # Propose nothing before the event stream is up: events sent
         # earlier would reach nobody.
         gerrit = self.scheduler_service.connections.get('gerrit')
@@ -369,16 +398,42 @@ class Quickstart:
         say('Starting zuul-web')
         self.web, self.web_rpc = build_web(WebSettings.from_config(raw))
         self.web.start()
-        self.stops.append(self.web.stop)
-        self.stops.append(self.web_rpc.shutdown)
+        self.stops.append(('zuul-web', lambda: (self.web.stop(), self.web_rpc.shutdown())))
         say(f'Status page: http://127.0.0.1:{self.web_port}/t/{TENANT}/status')
 
     def stop(self) -> None:
-        for stop in reversed(self.stops):
+        stops, self.stops = self.stops, []
+        if not stops:
+            return
+        say('stopping: ' + ', '.join(name for name, _ in reversed(stops)))
+        for name, stop in reversed(stops):
             try:
                 stop()
             except Exception as e:  # keep stopping the rest
-                say(f'(while stopping: {e})')
+                say(f'(while stopping {name}: {e})')
+        say('stopped: nothing of the quickstart is left running')
+
+    @staticmethod
+    def _give_to_sudo_user(*paths: str) -> None:
+        """Run through sudo, let the user who ran it use the key and
+        known_hosts in the printed commands (ssh refuses a key it cannot
+        read, or one others can read)."""
+        uid, gid = os.environ.get('SUDO_UID'), os.environ.get('SUDO_GID')
+        if os.geteuid() != 0 or not uid or not uid.isdigit():
+            return
+        for path in paths:
+            os.chown(path, int(uid), int(gid) if gid and gid.isdigit() else -1)
+
+    # -- what happens, as it happens -----------------------------------------------
+
+    def follow_reviews(self) -> None:
+        """Print each upload, vote, recheck, approval and merge."""
+        self.store.subscribe(self._on_review_event)
+
+    def _on_review_event(self, event: dict) -> None:
+        line = describe_event(event)
+        if line:
+            say(line)
 
     # -- the scenario ------------------------------------------------------------
 
@@ -392,14 +447,30 @@ class Quickstart:
 
     def wait(self, what: str, done, timeout: float = 600.0) -> None:
         deadline = time.time() + timeout
-        last = None
         while not done():
             if time.time() > deadline:
                 raise SystemExit(f'Timed out waiting for {what}')
-            line = self.progress_line()
-            if line and line != last:
-                say(line)
-                last = line
+            self.print_progress()
+            time.sleep(1.0)
+
+    _last_progress: str | None = None
+
+    def print_progress(self) -> None:
+        """Print which item runs which job whenever that changes (and
+        once when the pipelines empty)."""
+        line = self.progress_line()
+        if line == self._last_progress:
+            return
+        if line:
+            say(line)
+        elif self._last_progress:
+            say('pipelines: idle')
+        self._last_progress = line
+
+    def keep_running(self) -> None:
+        """Until interrupted: print progress as it changes."""
+        while True:
+            self.print_progress()
             time.sleep(1.0)
 
     def progress_line(self) -> str | None:
@@ -421,6 +492,7 @@ class Quickstart:
 
     def scenario(self) -> bool:
         store = self.store
+        self.follow_reviews()
         say('Proposing three changes to demo/app (the second one breaks the tests)')
         good1 = store.create_change('demo/app', 'master', 'Add a feature',
                                     {'feature.txt': 'a feature\n'})
@@ -450,6 +522,79 @@ class Quickstart:
         return ok
 
 
+def describe_event(event: dict) -> str | None:
+    """One line for a review event worth telling (None for the rest)."""
+    kind = event.get('type')
+    change = event.get('change') or {}
+    ps = (event.get('patchSet') or {}).get('number')
+    what = f'change {change.get("number")},{ps} "{change.get("subject")}"'
+    if kind == 'patchset-created':
+        who = (event.get('uploader') or {}).get('username')
+        return f'review: {what} uploaded by {who}'
+    if kind == 'change-merged':
+        return f'review: {what} MERGED into {change.get("branch")}'
+    if kind != 'comment-added':
+        return None
+    who = (event.get('author') or {}).get('username')
+    votes = ', '.join(f'{a["type"]} {int(a["value"]):+d}'
+                      for a in event.get('approvals', []) if int(a.get('value') or 0))
+    comment = (event.get('comment') or '').split('\n\n', 1)
+    first = comment[1].strip().splitlines()[0] if len(comment) > 1 and comment[1].strip() \
+        else ''
+    if not votes and not first:
+        return None
+    said = f': {first[:70]}' if first else ''
+    return f'review: {who} on {what}' + (f' [{votes}]' if votes else '') + said
+
+
+def next_steps(state: str, gerrit_port: int, web_port: int, nodepool: str,
+               project: str = 'demo/app', user: str = 'dev', approver: str = 'core') -> str:
+    """The copy-paste commands printed when the scenario is done: each
+    step is ``# what it does`` (where to look, for the steps that are a
+    page to open), then its shell lines, all to run in order in one shell
+    (the clone step ends inside the clone)."""
+    key = os.path.join(state, 'zuul_id')
+    known_hosts = os.path.join(state, 'known_hosts')
+    ssh_opts = f'-i {key} -o UserKnownHostsFile={known_hosts}'
+    host = '127.0.0.1'
+    remote = f'ssh -p {gerrit_port} {ssh_opts}'
+    web = f'http://127.0.0.1:{web_port}'
+    name = project.rsplit('/', 1)[-1]
+    hooks = '"$(git rev-parse --git-dir)/hooks/"'
+    head = '"$(git rev-parse HEAD)"'
+    return textwrap.dedent(f"""\
+        # Clone the demo project (and install the commit-msg hook, which adds a Change-Id)
+        export GIT_SSH_COMMAND='ssh {ssh_opts}'
+        git clone ssh://{user}@{host}:{gerrit_port}/{project} && cd {name}
+        scp -p -P {gerrit_port} {ssh_opts} {user}@{host}:hooks/commit-msg {hooks}
+        git config user.name 'Quickstart Developer' && git config user.email {user}@example.com
+        # Commit a change
+        echo 'echo "hello from my change"' >> run_tests.sh
+        git commit -a -m 'Say hello from the tests'
+        # Push it for review (check runs)
+        git push origin HEAD:refs/for/master
+        # Run check again
+        {remote} {user}@{host} gerrit review -m recheck {head}
+        # Approve it (gate runs, then it merges)
+        {remote} {approver}@{host} gerrit review --code-review 2 --workflow 1 {head}
+        # Watch it on the status page: {web}/t/{TENANT}/status
+        # See the build logs: the Logs link of each build on {web}/t/{TENANT}/builds
+        # (kept {LOG_RETENTION_DAYS} days in {state}/logs/<build uuid>/, job-output.txt first)
+        # Look at the nodes and node requests
+        {nodepool} -c {state}/nodepool.yaml list
+        {nodepool} -c {state}/nodepool.yaml request-list
+        """)
+
+
+def nodepool_command() -> str:
+    """How to run the nodepool command: the one beside this Python
+    (the virtualenv's) when it is not on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), 'nodepool')
+    if os.path.exists(beside) and shutil.which('nodepool') != beside:
+        return beside
+    return 'nodepool'
+
+
 def _job_state(job: dict) -> str:
     if job.get('result'):
         return job['result']
@@ -471,13 +616,14 @@ def main(argv=None) -> int:
                         format='%(asctime)s %(levelname)s %(name)s: %(message)s',
                         filename=None if args.debug else os.path.join('/tmp',
                                                                        'quickstart.log'))
-    qs = Quickstart(args.state_dir, args.web_port, keep_jobdir=args.debug)
+    qs = Quickstart(os.path.abspath(args.state_dir), args.web_port, keep_jobdir=args.debug)
 
     def on_term(*_):
         # Unwind through the finally below so every daemon and node is
         # stopped and cleaned up, whenever the signal arrives.
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
     started = time.time()
     try:
         qs.start()
@@ -485,18 +631,23 @@ def main(argv=None) -> int:
         say(f'Scenario finished in {time.time() - started:.0f} s')
         if args.no_wait:
             return 0 if ok else 1
-        say(f'The system keeps running. Status page: '
-            f'http://127.0.0.1:{args.web_port}/t/{TENANT}/status ; '
-            f'propose more changes with ssh -p {qs.gerrit.port} ... or press Ctrl-C to stop.')
+        say('The system keeps running. Try the daily loop yourself: copy and paste')
+        print(NEXT_STEPS_BEGIN)
+        print(next_steps(qs.state, qs.gerrit.port, args.web_port, nodepool_command()), end='')
+        print(NEXT_STEPS_END, flush=True)
+        say('Progress is printed below as it happens. Press Ctrl-C to stop everything.')
         try:
-            threading.Event().wait()
+            qs.keep_running()
         except KeyboardInterrupt:
-            pass
+            say('Interrupted')
         return 0 if ok else 1
     except KeyboardInterrupt:
         say('Interrupted: stopping everything')
         return 130
     finally:
+        # A second Ctrl-C must not cut the clean-up short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         qs.stop()
 
 

@@ -22,12 +22,21 @@ import urllib.parse
 from zuul.cmd import DEFAULT_CONFIG
 
 
+def _config_option(parser, default) -> None:
+    parser.add_argument('-c', '--connections', dest='config', default=default,
+                        help=f'zuul.conf (default {DEFAULT_CONFIG} for tenant-conf-check)')
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='zuul-admin', description=__doc__.split('\n')[0])
-    parser.add_argument('-c', '--connections', dest='config', default=None,
-                        help=f'zuul.conf (default {DEFAULT_CONFIG} for tenant-conf-check)')
+    # -c goes before the command, as released Zuul documents it
+    # (``zuul-admin -c zuul.conf tenant-conf-check``), or after it: each
+    # command takes it too, without overriding one given before.
+    _config_option(parser, None)
     sub = parser.add_subparsers(dest='command', required=True)
-    sub.add_parser('tenant-conf-check', help='validate the tenant configuration file')
+    _config_option(sub.add_parser('tenant-conf-check',
+                                  help='validate the tenant configuration file'),
+                   argparse.SUPPRESS)
 
     def repo_options(p, job=False):
         if job:
@@ -44,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument('--tenant-config', help='main.yaml (default: from zuul.conf)')
         p.add_argument('--src-root', help='directory holding checkouts as <root>/<project>')
         p.add_argument('--branch', default='master', help='branch the checkouts are on')
+        _config_option(p, argparse.SUPPRESS)
 
     check = sub.add_parser('config-check', help='load in-repo configuration and report '
                            'errors')

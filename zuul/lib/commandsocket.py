@@ -38,30 +38,51 @@ class CommandSocket:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop accepting commands and wait for the accept thread.
+
+        The listening socket is shut down here but closed by the accept
+        thread once it has left ``accept()``. Closing it here instead would
+        leave that thread blocked in ``accept()`` on the old descriptor
+        number (``close()`` does not wake it on Linux); a signal (SIGCHLD
+        when any subprocess exits) then restarts the call on the same
+        number, by then reused by another listening socket in the process,
+        whose connections the stale thread would accept and drop.
+        """
         self._running = False
         if self._sock is not None:
             try:
-                self._sock.close()
+                # wakes a blocked accept() with EINVAL; later ones fail too
+                self._sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(10)
         try:
             os.unlink(self.path)
         except OSError:
             pass
 
     def _run(self) -> None:
-        while self._running:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            with conn:
+        try:
+            while self._running:
                 try:
-                    command = conn.makefile('r').readline().strip()
-                    answer = self._dispatch(command)
-                    conn.sendall(answer.encode() + b'\n')
+                    conn, _ = self._sock.accept()
                 except OSError:
-                    continue
+                    return
+                if not self._running:
+                    conn.close()
+                    return
+                with conn:
+                    conn.settimeout(10.0)
+                    try:
+                        command = conn.makefile('r').readline().strip()
+                        answer = self._dispatch(command)
+                        conn.sendall(answer.encode() + b'\n')
+                    except OSError:
+                        continue
+        finally:
+            self._sock.close()
 
     def _dispatch(self, command: str) -> str:
         handler = self.handlers.get(command)

@@ -6,7 +6,9 @@ serves, over real SSH (paramiko), ``gerrit stream-events``, ``gerrit query
 (``git-upload-pack`` / ``git-receive-pack``) from real bare repositories,
 with event and query JSON in the shape Gerrit 3.x produces (checked against
 the captured streams in the shared corpus), so the production Gerrit
-driver runs against it unmodified.
+driver runs against it unmodified. Optionally (``http_port``) it also
+serves read-only HTTP pages of the changes at the address change links
+point to (``/c/<project>/+/<number>``; see web.py).
 
 Developers use it as they would Gerrit: ``git clone`` over SSH, ``scp``
 the ``hooks/commit-msg`` hook (it adds the ``Change-Id`` footer), and

@@ -57,10 +57,19 @@ class DevGerritServer:
     ``authorized_keys`` is a list of paramiko PKey objects (or public key
     lines); None accepts any key (the quickstart's default is to authorize
     the keys it generates).
+
+    ``http_port`` (0: a free port; None, the default: none) adds a
+    read-only HTTP server (web.py) with a page per change at
+    ``/c/<project>/+/<number>``; ``http_port`` and ``http_url`` then give
+    its address. Change URLs in events and queries come from the store's
+    ``canonical_url``: ``store.set_canonical_url(server.http_url)`` makes
+    them (and the links Zuul builds from a connection ``baseurl`` of the
+    same value) lead to these pages.
     """
 
     def __init__(self, store: ReviewStore, host_key_path: str, port: int = 0,
-                 address: str = '127.0.0.1', authorized_keys=None):
+                 address: str = '127.0.0.1', authorized_keys=None,
+                 http_port: int | None = None):
         self.store = store
         self.address = address
         self.host_key = _load_or_create_host_key(host_key_path)
@@ -77,6 +86,19 @@ class DevGerritServer:
         self._lock = threading.Lock()
         # Fault injection for tests: refuse stream-events while False.
         self.accept_streams = True
+        self._http = None
+        self.http_port: int | None = None
+        self.http_url: str | None = None
+        if http_port is not None:
+            from zuul.devtools.gerrit.web import DevGerritHTTPServer
+            try:
+                self._http = DevGerritHTTPServer(store, address, http_port)
+            except OSError:
+                self._sock.close()
+                raise
+            self.http_port = self._http.port
+            host = f'[{address}]' if ':' in address else address
+            self.http_url = f'http://{host}:{self.http_port}'
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -84,6 +106,8 @@ class DevGerritServer:
         self._running = True
         threading.Thread(target=self._accept_loop, name='devgerrit-accept',
                          daemon=True).start()
+        if self._http is not None:
+            self._http.start()
 
     def stop(self) -> None:
         self._running = False
@@ -98,6 +122,9 @@ class DevGerritServer:
         with self._lock:
             for t in self._transports:
                 t.close()
+        if self._http is not None:
+            self._http.stop()
+            self._http = None
 
     def accepts_key(self, key) -> bool:
         return self._authorized is None or key.asbytes() in self._authorized

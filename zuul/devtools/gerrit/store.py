@@ -542,7 +542,15 @@ class ReviewStore:
         for callback in subscribers:
             callback(event)
 
+    def set_canonical_url(self, url: str) -> None:
+        """Where change URLs (events, queries, push output) point, e.g. the
+        dev server's ``http_url`` when it serves change pages."""
+        with self.lock:
+            self.canonical_url = url.rstrip('/')
+
     def change_url(self, change: Change) -> str:
+        """``<canonical url>/c/<project>/+/<number>``, as Gerrit and Zuul's
+        status page link changes (and web.py serves them)."""
         return f'{self.canonical_url}/c/{change.project}/+/{change.number}'
 
     def change_dict(self, change: Change) -> dict:

@@ -217,10 +217,14 @@ class Quickstart:
         self.zk.start()
         self.stops.append(('ZooKeeper', self.zk.stop))
 
-        say('Starting the development code-review server (Gerrit protocol over SSH)')
+        say('Starting the development code-review server (Gerrit protocol over SSH, '
+            'change pages over HTTP)')
         self.store = ReviewStore(os.path.join(self.state, 'review'))
         self.gerrit = DevGerritServer(self.store, os.path.join(self.state, 'gerrit_host_key'),
-                                      authorized_keys=[self.pubkey])
+                                      authorized_keys=[self.pubkey], http_port=0)
+        # Change links (events, push output, and the status page's through
+        # the connection's baseurl) open this server's change pages.
+        self.store.set_canonical_url(self.gerrit.http_url)
         self.gerrit.start()
         self.stops.append(('code-review server', self.gerrit.stop))
         known_hosts = self.known_hosts
@@ -304,6 +308,7 @@ class Quickstart:
                 driver = gerrit
                 server = 127.0.0.1
                 port = {self.gerrit.port}
+                baseurl = {self.gerrit.http_url}
                 user = zuul
                 sshkey = {self.key}
                 known_hosts = {known_hosts}
@@ -571,7 +576,7 @@ def next_steps(state: str, gerrit_port: int, web_port: int, nodepool: str,
         # Commit a change
         echo 'echo "hello from my change"' >> run_tests.sh
         git commit -a -m 'Say hello from the tests'
-        # Push it for review (check runs)
+        # Push it for review (check runs; the push prints the change's page)
         git push origin HEAD:refs/for/master
         # Run check again
         {remote} {user}@{host} gerrit review -m recheck {head}

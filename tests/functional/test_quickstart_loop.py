@@ -220,7 +220,15 @@ def test_the_printed_daily_loop(quickstart, tmp_path):
         rows = [r for r in gerrit_query(quickstart, port, 'project:demo/app')
                 if r['subject'] == SUBJECT]
         return rows[0] if rows else None
-    number = wait_until('the pushed change', change, quickstart)['number']
+    found = wait_until('the pushed change', change, quickstart)
+    number = found['number']
+    # its link (in the push output, and on the status page through the
+    # connection's baseurl) opens the dev server's page for it
+    page = found['url']
+    assert re.fullmatch(rf'http://127\.0\.0\.1:\d+/c/demo/app/\+/{number}', page), page
+    assert page in pushed.stderr, pushed.stderr
+    status, html = fetch(page)
+    assert status == 200 and SUBJECT in html
     first = wait_until('the check report', lambda: reports(change()), quickstart)
     assert first[0].startswith('Build succeeded.'), first
 
@@ -245,6 +253,11 @@ def test_the_printed_daily_loop(quickstart, tmp_path):
     assert status == 200 and 'job-output.txt' in index
     status, job_output = fetch(log_url.rstrip('/') + '/job-output.txt')
     assert status == 200 and 'PLAY RECAP' in job_output
+
+    builds = json.loads(fetch(f'http://127.0.0.1:{quickstart.web_port}/api/tenant/'
+                              f'example/builds?change={number}')[1])
+    assert builds and all(b.get('ref_url', b.get('buildset', {}).get('ref_url')) == page
+                          for b in builds), builds[:1]
 
     # the pages the steps name
     for heading, _ in steps:

@@ -58,8 +58,10 @@ def test_config_check_clean_checkouts(tmp_path):
     app = _repo(tmp_path, 'app', {'.zuul.yaml': APP})
     rc, out = _run('config-check', str(config), f'org/app={app}')
     assert rc == 0, out
-    assert out.strip() == ('1 pipelines, 2 jobs, 0 project-templates, 1 projects, '
-                           '0 nodesets, 0 secrets: 0 errors, 0 warnings')
+    assert out.strip().splitlines() == [
+        '1 pipelines, 2 jobs, 0 project-templates, 1 projects, 0 nodesets, 0 secrets',
+        '1 tenant(s), 1 project(s), 1 job(s) frozen in 1 project-pipeline(s): 0 errors, '
+        '0 warnings']
 
 
 def test_config_check_reports_file_line_object_and_reason(tmp_path):
@@ -154,3 +156,193 @@ def test_tenant_conf_check_command(tmp_path):
     _tenant_setup(tmp_path)
     rc, out = _run('-c', str(tmp_path / 'zuul.conf'), 'tenant-conf-check')
     assert rc == 0 and '1 tenant(s) OK' in out
+
+
+# -- freezing every project-pipeline (issue 17) ------------------------------------
+
+PIPELINES = """
+- pipeline:
+    name: check
+    manager: independent
+    trigger:
+      gerrit:
+        - event: patchset-created
+- pipeline:
+    name: post
+    manager: supercedent
+    post-review: true
+    trigger:
+      gerrit:
+        - event: ref-updated
+- job:
+    name: base
+    parent: null
+- nodeset:
+    name: small
+    nodes:
+      - name: node
+        label: small
+"""
+
+
+def _check_app(tmp_path, app_yaml, *extra):
+    config = _repo(tmp_path, 'project-config', {'zuul.d/base.yaml': PIPELINES})
+    app = _repo(tmp_path, 'app', {'.zuul.yaml': app_yaml})
+    return app, _run('config-check', *extra, str(config), f'org/app={app}')
+
+
+def _lines_with(out, text):
+    return [line for line in out.splitlines() if text in line]
+
+
+def test_a_job_graph_with_an_unknown_parent_fails(tmp_path):
+    app, (rc, out) = _check_app(tmp_path, """
+        - job:
+            name: orphan
+            parent: no-such-parent
+        - project:
+            check:
+              jobs:
+                - orphan
+        """)
+    assert rc == 1
+    # the load error at the job, and the freeze error at the project-pipeline entry
+    assert f'{app}/.zuul.yaml:2: in job "orphan": unknown parent job "no-such-parent"' in out
+    [line] = _lines_with(out, 'job graph cannot be frozen')
+    # a job listed by name alone: the line of the project stanza
+    assert line.startswith(f'{app}/.zuul.yaml:5: in project-pipeline "org/app": check: '
+                           'project org/app branch master: ')
+    assert 'unknown parent "no-such-parent"' in line
+
+
+def test_a_post_review_job_in_check_fails_and_runs_in_post(tmp_path):
+    app, (rc, out) = _check_app(tmp_path, """
+        - job:
+            name: publish
+            post-review: true
+        - project:
+            check:
+              jobs:
+                - publish
+            post:
+              jobs:
+                - publish
+        """)
+    assert rc == 1, out
+    [line] = _lines_with(out, 'job graph cannot be frozen')
+    assert line.startswith(f'{app}/.zuul.yaml:5: in project-pipeline "org/app": check: ')
+    assert 'Pre-review pipeline check does not allow post-review job "publish"' in line
+    assert out.rstrip().endswith('1 tenant(s), 1 project(s), 1 job(s) frozen in 2 '
+                                 'project-pipeline(s): 1 errors, 0 warnings')
+
+
+def test_a_dependency_cycle_fails(tmp_path):
+    app, (rc, out) = _check_app(tmp_path, """
+        - job: {name: one}
+        - job: {name: two}
+        - project:
+            check:
+              jobs:
+                - one:
+                    dependencies: [two]
+                - two:
+                    dependencies: [one]
+        """)
+    assert rc == 1
+    [line] = _lines_with(out, 'job graph cannot be frozen')
+    assert line.startswith(f'{app}/.zuul.yaml:7: in project-pipeline "org/app": check: ')
+    assert 'Dependency cycle: one -> two -> one' in line
+
+
+def test_an_unknown_nodeset_set_in_the_project_pipeline_fails(tmp_path):
+    app, (rc, out) = _check_app(tmp_path, """
+        - job: {name: unit, nodeset: small}
+        - project:
+            check:
+              jobs:
+                - unit:
+                    nodeset: huge
+        """)
+    assert rc == 1, out
+    [line] = _lines_with(out, 'job graph cannot be frozen')
+    assert line.startswith(f'{app}/.zuul.yaml:6: in project-pipeline "org/app": check: ')
+    assert 'Job "unit" uses the unknown nodeset "huge"' in line
+
+
+def test_a_problem_shared_by_projects_is_reported_once(tmp_path):
+    config = _repo(tmp_path, 'project-config', {'zuul.d/base.yaml': PIPELINES + textwrap.dedent("""
+        - job: {name: lint, post-review: true}
+        - project-template:
+            name: common
+            check:
+              jobs: [lint]
+        - project: {name: org/one, templates: [common]}
+        - project: {name: org/two, templates: [common]}
+        """)})
+    rc, out = _run('config-check', str(config))
+    assert rc == 1
+    [line] = _lines_with(out, 'job graph cannot be frozen')
+    assert line.startswith(f'{config}/zuul.d/base.yaml:25: ')
+    assert line.endswith('(and 1 other project(s))')
+
+
+def test_warnings_are_printed_and_fail_only_with_strict(tmp_path):
+    app_yaml = """
+        - job:
+            name: unit
+            files: ['(?<=x)y']
+        - project:
+            check:
+              jobs: [unit]
+        """
+    app, (rc, out) = _check_app(tmp_path, app_yaml)
+    warnings = _lines_with(out, ': warning: ')
+    assert rc == 0 and warnings, out
+    assert out.rstrip().endswith(f'0 errors, {len(warnings)} warnings')
+    _, (rc, out) = _check_app(tmp_path, app_yaml, '--strict')
+    assert rc == 1 and _lines_with(out, ': warning: ')
+
+
+def test_a_directory_without_configuration_fails(tmp_path):
+    empty = tmp_path / 'empty'
+    (empty / 'src').mkdir(parents=True)
+    rc, out = _run('config-check', str(empty))
+    assert rc == 1
+    assert out.strip() == (f'zuul-admin config-check: {empty}: no configuration files found '
+                           '(looked for zuul.yaml, zuul.d/, .zuul.yaml and .zuul.d/)')
+
+
+def test_a_tenant_without_configuration_fails(tmp_path):
+    _tenant_setup(tmp_path)
+    rc, out = _run('-c', str(tmp_path / 'zuul.conf'), 'config-check', '--tenant', 'example',
+                   '--src-root', str(tmp_path / 'nowhere'))
+    assert rc == 1
+    assert 'tenant example: no configuration files found' in out
+
+
+def test_every_tenant_is_checked(tmp_path):
+    src = _tenant_setup(tmp_path)
+    conf = str(tmp_path / 'zuul.conf')
+    rc, out = _run('-c', conf, 'config-check', '--src-root', str(src))
+    assert rc == 1       # the untrusted pipeline "sneaky"
+    assert 'tenant example: 1 pipelines, 2 jobs' in out
+    assert out.rstrip().endswith('1 tenant(s), 2 project(s), 1 job(s) frozen in 1 '
+                                 'project-pipeline(s): 1 errors, 0 warnings')
+    (src / 'org' / 'app' / '.zuul.yaml').write_text(textwrap.dedent(APP))
+    rc, out = _run('-c', conf, 'config-check', '--src-root', str(src))
+    assert rc == 0, out
+    assert out.rstrip().endswith('1 tenant(s), 2 project(s), 1 job(s) frozen in 1 '
+                                 'project-pipeline(s): 0 errors, 0 warnings')
+    # tenant-conf-check: the tenant file, then (with --src-root) the same check
+    rc, out = _run('-c', conf, 'tenant-conf-check', '--src-root', str(src))
+    assert rc == 0, out
+    assert out.splitlines()[0].endswith('1 tenant(s) OK')
+    assert out.rstrip().endswith('0 errors, 0 warnings')
+    (src / 'org' / 'app' / '.zuul.yaml').write_text(textwrap.dedent(APP).replace(
+        '- app-unit:', '- app-unit:\n            dependencies: [missing]'))
+    rc, out = _run('-c', conf, 'tenant-conf-check', '--src-root', str(src))
+    assert rc == 1
+    [line] = _lines_with(out, 'job graph cannot be frozen')
+    assert line.startswith(f'{src}/org/app/.zuul.yaml:')
+    assert 'project org/app branch master' in line
+    assert 'depends on "missing"' in line

@@ -1,13 +1,22 @@
 """``zuul-admin``: offline administration commands.
 
-- ``tenant-conf-check``: validate zuul.conf and the tenant file it names.
+- ``tenant-conf-check``: validate zuul.conf and the tenant file it names;
+  with ``--src-root``, then check every tenant of it as ``config-check``
+  does.
 - ``config-check``: load in-repo configuration from local checkouts the
-  way the scheduler would, and print every error with file, line, object
-  and reason (exit status 1 when there are errors). With ``--tenant`` the
-  tenant's main.yaml rules apply (trusted/untrusted, include/exclude,
-  shadow, limits) and each project's checkout is found under
-  ``--src-root`` (``<root>/<project name>``) or named by ``NAME=DIR``;
-  without it, every ``[NAME=]DIR`` is loaded as a config project.
+  way the scheduler would, freeze the job graph of every project-pipeline
+  as the scheduler does for each change (zuul/configloader/check.py), and
+  print every error with file, line, object and reason, and every
+  warning. With ``--tenant`` the tenant's main.yaml rules apply
+  (trusted/untrusted, include/exclude, shadow, limits) and each project's
+  checkout is found under ``--src-root`` (``<root>/<project name>``) or
+  named by ``NAME=DIR``; with ``--src-root`` and neither ``--tenant`` nor
+  checkouts, every tenant of the tenant file is checked; otherwise every
+  ``[NAME=]DIR`` is loaded as a config project.
+
+Exit status: 0 clean (warnings allowed unless ``--strict``); 1 errors
+(or warnings with ``--strict``, or no configuration files at all); 2 a
+usage error (a missing path, an unknown tenant, an unreadable zuul.conf).
 - ``show-job``: freeze a job for a project and branch from the same
   checkouts and print the result and its inheritance path (seed 003).
 """
@@ -34,9 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     # command takes it too, without overriding one given before.
     _config_option(parser, None)
     sub = parser.add_subparsers(dest='command', required=True)
-    _config_option(sub.add_parser('tenant-conf-check',
-                                  help='validate the tenant configuration file'),
-                   argparse.SUPPRESS)
+    tcc = sub.add_parser('tenant-conf-check', help='validate the tenant configuration file')
+    _config_option(tcc, argparse.SUPPRESS)
+    tcc.add_argument('--src-root', help='also check every tenant from the checkouts under '
+                     'this directory (<root>/<project name>), as config-check does')
+    tcc.add_argument('--branch', default='master', help='branch the checkouts are on')
+    tcc.add_argument('--strict', action='store_true', help='warnings fail the check too')
 
     def repo_options(p, job=False):
         if job:
@@ -58,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser('config-check', help='load in-repo configuration and report '
                            'errors')
     repo_options(check)
-    check.add_argument('--warnings', action='store_true', help='print warnings too')
+    check.add_argument('--warnings', action='store_true',
+                       help='accepted for compatibility: warnings are always printed')
+    check.add_argument('--strict', action='store_true', help='warnings fail the check too')
 
     show = sub.add_parser('show-job', help='freeze a job for a project and print it')
     show.add_argument('--project', required=True)
@@ -75,19 +89,34 @@ def main(argv=None, out=None) -> int:
         args.job, args.repos = args.repos[0], args.repos[1:]
     if args.command == 'tenant-conf-check':
         from zuul.configloader.tenant import tenant_conf_check
-        return tenant_conf_check(args.config or DEFAULT_CONFIG, out=out)
+        args.config = args.config or DEFAULT_CONFIG
+        rc = tenant_conf_check(args.config, out=out)
+        if rc or not args.src_root:
+            return rc
+        args.repos, args.tenant, args.tenant_config = [], None, None
     try:
-        layout, tenant = _load(args, out)
+        if args.command == 'show-job':
+            layout, tenant = _load(args, out)
+        else:
+            return _check(args, out)
     except _UsageError as e:
         print(f'zuul-admin {args.command}: {e}', file=sys.stderr)
         return 2
-    if args.command == 'config-check':
-        return _report(layout, args.warnings, out)
+    except _NoConfigurationError as e:
+        print(f'zuul-admin {args.command}: {e}', file=out)
+        return 1
     return _show_job(layout, tenant, args, out)
 
 
 class _UsageError(Exception):
     pass
+
+
+class _NoConfigurationError(Exception):
+    """Nothing to check: the check fails rather than passing vacuously."""
+
+
+_LOOKED_FOR = 'looked for zuul.yaml, zuul.d/, .zuul.yaml and .zuul.d/'
 
 
 def _connections(args):
@@ -147,55 +176,115 @@ def _read(tp, path, branch, extra=()):
 _ROOTS: dict[str, str] = {}
 
 
-def _load(args, out):
+def _loader(args):
     from zuul.configloader.layout import LayoutLoader
     from zuul.driver.registry import default_registry
-    from zuul.model.tenant import Tenant, TenantProject
-
     drivers, hostnames, conf = _connections(args)
+    return LayoutLoader(default_registry(), drivers, hostnames), conf
+
+
+def _load(args, out):
+    """The layout of one tenant (``--tenant``) or of the checkouts given:
+    (layout, tenant)."""
+    loader, conf = _loader(args)
     dirs = _repo_dirs(args)
-    files, file_errors = [], []
     if args.tenant:
-        tenant = _tenant(args, conf)
-        for tp in tenant.projects:
-            path = dirs.pop(tp.name, None)
-            if path is None and args.src_root:
-                candidate = os.path.join(args.src_root, tp.name)
-                path = candidate if os.path.isdir(candidate) else None
-            if path is None:
-                continue
-            f, e = _read(tp, path, args.branch, tp.extra_config_paths)
-            files += f
-            file_errors += e
-        for path in tenant.include_files:
-            from zuul.configloader.layout import ConfigFile
-            with open(path, encoding='utf-8') as fh:
-                files.append(ConfigFile(path=path, text=fh.read()))
-        if dirs:
-            raise _UsageError(f'not projects of tenant {tenant.name}: '
-                              f'{", ".join(sorted(dirs))}')
-    else:
-        if not dirs:
-            raise _UsageError('name at least one checkout ([NAME=]DIR), or --tenant')
-        tenant = Tenant(name='')
-        for name, path in dirs.items():
-            tp = TenantProject(connection='', name=name, trusted=True)
-            f, e = _read(tp, path, args.branch)
-            files += f
-            file_errors += e
+        return _load_tenant(args, loader, _tenant(args, conf), dirs)
+    return _load_checkouts(args, loader, dirs)
+
+
+def _load_tenant(args, loader, tenant, dirs):
+    from zuul.configloader.layout import ConfigFile
+    dirs = dict(dirs)
+    files, file_errors = [], []
+    for tp in tenant.projects:
+        path = dirs.pop(tp.name, None)
+        if path is None and args.src_root:
+            candidate = os.path.join(args.src_root, tp.name)
+            path = candidate if os.path.isdir(candidate) else None
+        if path is None:
+            continue
+        f, e = _read(tp, path, args.branch, tp.extra_config_paths)
+        files += f
+        file_errors += e
+    for path in tenant.include_files:
+        with open(path, encoding='utf-8') as fh:
+            files.append(ConfigFile(path=path, text=fh.read()))
+    if dirs:
+        raise _UsageError(f'not projects of tenant {tenant.name}: '
+                          f'{", ".join(sorted(dirs))}')
     if not files and not file_errors:
-        print('no configuration files found', file=out)
-    loader = LayoutLoader(default_registry(), drivers, hostnames)
-    return loader.load(tenant if tenant.projects else None, files,
-                       file_errors=file_errors), tenant
+        where = f' under {args.src_root}' if args.src_root else ''
+        raise _NoConfigurationError(f'tenant {tenant.name}: no configuration files found in the '
+                               f'checkouts of its projects{where} ({_LOOKED_FOR})')
+    return loader.load(tenant, files, file_errors=file_errors), tenant
 
 
-def _tenant(args, conf):
+def _load_checkouts(args, loader, dirs):
+    from zuul.model.tenant import Tenant, TenantProject
+    if not dirs:
+        raise _UsageError('name at least one checkout ([NAME=]DIR), or --tenant')
+    tenant = Tenant(name='')
+    files, file_errors = [], []
+    for name, path in dirs.items():
+        tp = TenantProject(connection='', name=name, trusted=True)
+        f, e = _read(tp, path, args.branch)
+        if not f and not e:
+            raise _NoConfigurationError(f'{path}: no configuration files found ({_LOOKED_FOR})')
+        files += f
+        file_errors += e
+    return loader.load(None, files, file_errors=file_errors), tenant
+
+
+def _check(args, out) -> int:
+    """config-check (and tenant-conf-check --src-root): load, freeze every
+    project-pipeline, report."""
+    from zuul.configloader.check import FreezeStats, check_job_graphs, project_names
+    loader, conf = _loader(args)
+    dirs = _repo_dirs(args)
+    if args.tenant:
+        tenants = [_tenant(args, conf)]
+    elif not dirs and args.src_root:
+        tenants = list(_tenant_file(args, conf)[0].tenants.values())
+        if not tenants:
+            raise _UsageError('the tenant file defines no tenant')
+    else:
+        tenants = [None]
+    totals = FreezeStats()
+    errors = warnings = projects = 0
+    for tenant in tenants:
+        if tenant is None:
+            layout, tenant = _load_checkouts(args, loader, dirs)
+        else:
+            layout, tenant = _load_tenant(args, loader, tenant, dirs)
+        names = project_names(layout, tenant)
+        freeze_errors, stats = check_job_graphs(layout, names, args.branch,
+                                                tenant.default_parent or 'base')
+        for e in freeze_errors:
+            layout.errors.add(e)
+        e, w = _report(layout, tenant.name, out)
+        errors += e
+        warnings += w
+        projects += len(names)
+        totals.project_pipelines += stats.project_pipelines
+        totals.jobs += stats.jobs
+    print(f'{len(tenants)} tenant(s), {projects} project(s), {totals.jobs} job(s) frozen in '
+          f'{totals.project_pipelines} project-pipeline(s): {errors} errors, '
+          f'{warnings} warnings', file=out)
+    return 1 if errors or (warnings and args.strict) else 0
+
+
+def _tenant_file(args, conf):
     from zuul.configloader.tenant import load_tenant_config
     path = args.tenant_config or (conf.scheduler.tenant_config if conf else None)
     if not path:
-        raise _UsageError('--tenant needs the tenant file: -c zuul.conf or --tenant-config')
-    result = load_tenant_config(path, set(conf.connections) if conf else None)
+        what = '--tenant' if args.tenant else '--src-root without checkouts'
+        raise _UsageError(f'{what} needs the tenant file: -c zuul.conf or --tenant-config')
+    return load_tenant_config(path, set(conf.connections) if conf else None), path
+
+
+def _tenant(args, conf):
+    result, path = _tenant_file(args, conf)
     if args.tenant not in result.tenants:
         problems = '; '.join(str(e) for e in result.errors)
         raise _UsageError(f'no tenant "{args.tenant}" in {path}' +
@@ -212,20 +301,21 @@ def _location(e) -> str:
     return e.location()
 
 
-def _report(layout, warnings: bool, out) -> int:
+def _report(layout, tenant_name: str, out) -> tuple[int, int]:
+    """Print every error and warning of ``layout`` and its counts:
+    (errors, warnings)."""
     errors = [e for e in layout.errors if e.severity == 'error']
-    shown = layout.errors if warnings else errors
-    for e in shown:
+    for e in layout.errors:
         what = f'{e.object_type} "{e.object_name}"' if e.object_name else e.object_type
-        prefix = f'{e.severity}: ' if warnings else ''
+        prefix = '' if e.severity == 'error' else f'{e.severity}: '
         print(f'{_location(e)}: {prefix}' + (f'in {what}: ' if what else '') + e.reason,
               file=out)
     projects = len(layout.project_configs) + len(layout.project_regexes)
-    print(f'{len(layout.pipelines)} pipelines, {len(layout.jobs)} jobs, '
+    label = f'tenant {tenant_name}: ' if tenant_name else ''
+    print(f'{label}{len(layout.pipelines)} pipelines, {len(layout.jobs)} jobs, '
           f'{len(layout.project_templates)} project-templates, {projects} projects, '
-          f'{len(layout.nodesets)} nodesets, {len(layout.secrets)} secrets: '
-          f'{len(errors)} errors, {len(layout.errors) - len(errors)} warnings', file=out)
-    return 1 if errors else 0
+          f'{len(layout.nodesets)} nodesets, {len(layout.secrets)} secrets', file=out)
+    return len(errors), len(layout.errors) - len(errors)
 
 
 def _show_job(layout, tenant, args, out) -> int:

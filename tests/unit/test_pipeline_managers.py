@@ -4,7 +4,7 @@ and builds synchronously and deterministically (a build fails when a
 "broken" change is part of what it tests), so the order of events is fully
 controlled; the end-to-end tests run the same managers on real daemons."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 from zuul.manager import manager_for
@@ -323,7 +323,7 @@ def test_new_patchset_leaves_pipeline_and_cancels_nodes():
     assert len(ctx.node_requests) == 1
     newer = Change('gerrit', 'org/project', 'refs/changes/01/1/2', number=1, patchset=2,
                    branch_name='master')
-    manager.remove_old_versions(newer)
+    manager.recheck_change(newer)
     assert not list(manager.all_items())
     assert ctx.canceled == [ctx.node_requests[0]]
 
@@ -470,3 +470,172 @@ def test_hold_following_changes_releases_items_behind_on_success():
         [(1, 'success'), (2, 'success'), (3, 'success')]
     # each item started only once the one ahead had succeeded: no resets
     assert [t for _, _, t in ctx.history] == [(1,), (1, 2), (1, 2, 3)]
+
+
+# -- leaving at once: requirements lost, abandoned, new patchset, supercedes --
+
+def _event(event_id='ev-1', kind='comment-added'):
+    return SimpleNamespace(event_id=event_id, type=kind)
+
+
+def _running(ctx, manager):
+    """Complete merges and node requests until every item's builds run."""
+    for _ in range(10):
+        manager.process_queues()
+        while ctx.pending_merges:
+            bs, _numbers = ctx.pending_merges.pop(0)
+            manager.on_merge_completed(bs, MergeResult(True))
+        while ctx.node_requests:
+            req = ctx.node_requests.pop(0)
+            manager.on_nodes_provisioned(req.item, req.job, req,
+                                         f'nodes-{req.item.change.number}', False)
+
+
+def _now(change, **changes):
+    """``change`` as its source describes it after an event."""
+    return replace(change, **changes)
+
+
+def test_gate_item_that_loses_its_approval_leaves_at_once(caplog):
+    ctx, manager = _setup(_pipeline(), nodes=True)
+    first, second = _change(ctx, 1), _change(ctx, 2)
+    manager.add_change(first)
+    manager.add_change(second)
+    _running(ctx, manager)
+    builds = {b.tested[-1]: b for b in ctx.running}
+    assert sorted(builds) == [1, 2] and builds[2].tested == [1, 2]
+    ctx.change_meets_requirements = lambda pipeline, change: change.number != 1
+    with caplog.at_level('INFO', logger='zuul.manager'):
+        left = manager.recheck_change(_now(first), _event('ev-unapprove'))
+    assert [i.change.number for i in left] == [1]
+    assert left[0].dequeued_missing_requirements
+    # dequeue reporter only: no failure, no merge-failure
+    assert ctx.reports == [(1, 'dequeue')]
+    assert builds[1].canceled and builds[1].result == m.CANCELED
+    assert 'nodes-1' in ctx.returned_nodes
+    lines = [r.getMessage() for r in caplog.records if 'Dequeuing 1,1' in r.getMessage()]
+    assert len(lines) == 1 and 'ev-unapprove' in lines[0] and 'requirements' in lines[0]
+    # the change behind was reset and is tested (and merges) without it
+    assert builds[2].canceled
+    ctx.run()
+    assert ctx.reports == [(1, 'dequeue'), (2, 'success')]
+    assert ctx.history[-1] == ('job1', m.SUCCESS, (2,))
+    assert not list(manager.all_items())
+
+
+def test_requirements_still_met_keep_the_item():
+    ctx, manager = _setup(_pipeline(), nodes=True)
+    change = _change(ctx, 1)
+    manager.add_change(change)
+    _running(ctx, manager)
+    assert manager.recheck_change(_now(change), _event()) == []
+    ctx.run()
+    assert ctx.reports == [(1, 'success')]
+
+
+def test_manually_enqueued_item_is_not_held_to_the_requirements():
+    ctx, manager = _setup(_pipeline())
+    change = _change(ctx, 1)
+    manager.add_change(change, _event(kind='zuul-enqueue'), ignore_requirements=True)
+    ctx.change_meets_requirements = lambda pipeline, change: False
+    assert manager.recheck_change(_now(change), _event()) == []
+    # ...but abandoning it still takes it out
+    assert len(manager.recheck_change(_now(change, status='ABANDONED'), _event())) == 1
+
+
+def test_abandoned_change_leaves_check_and_its_node_request_is_canceled():
+    ctx, manager = _setup(_pipeline('check', 'independent'), nodes=True)
+    change = _change(ctx, 1)
+    manager.add_change(change)
+    _start(ctx, manager)
+    (request,) = ctx.node_requests
+    left = manager.recheck_change(_now(change, status='ABANDONED'),
+                                  _event(kind='change-abandoned'))
+    assert [i.change.number for i in left] == [1]
+    assert ctx.canceled == [request] and ctx.reports == [(1, 'dequeue')]
+    assert not list(manager.all_items())
+
+
+def test_new_patchset_dequeues_by_default():
+    ctx, manager = _setup(_pipeline())
+    change = _change(ctx, 1)
+    manager.add_change(change)
+    _running(ctx, manager)
+    (build,) = ctx.running
+    newer = _now(change, patchset=2, ref='refs/changes/01/1/2')
+    assert len(manager.recheck_change(newer, _event(kind='patchset-created'))) == 1
+    assert build.canceled and ctx.reports == [(1, 'dequeue')]
+
+
+def test_new_patchset_keeps_the_item_when_dequeue_on_new_patchset_is_false():
+    ctx, manager = _setup(_pipeline('check', 'independent', dequeue_on_new_patchset=False))
+    change = _change(ctx, 1)
+    manager.add_change(change)
+    _running(ctx, manager)
+    newer = _now(change, patchset=2, ref='refs/changes/01/1/2')
+    assert manager.recheck_change(newer, _event(kind='patchset-created')) == []
+    # the new patchset is tested alongside; the old one still reports
+    manager.add_change(newer)
+    ctx.run()
+    assert sorted(ctx.reports) == [(1, 'success'), (1, 'success')]
+    assert not any(b.canceled for b in ctx.running)
+
+
+def test_depends_on_target_abandoned_takes_the_gate_items_needing_it():
+    ctx, manager = _setup(_pipeline(), needs={2: [1]})
+    target, dependent, other = _change(ctx, 1), _change(ctx, 2), _change(ctx, 3)
+    for change in (target, dependent, other):
+        manager.add_change(change)
+    _running(ctx, manager)
+    left = manager.recheck_change(_now(target, status='ABANDONED'),
+                                  _event(kind='change-abandoned'))
+    assert [i.change.number for i in left] == [1, 2]
+    assert ctx.reports == [(1, 'dequeue'), (2, 'dequeue')]
+    ctx.run()
+    assert ctx.reports[-1] == (3, 'success') and ctx.history[-1][2] == (3,)
+    assert 'failure' not in {action for _, action in ctx.reports}
+
+
+def test_depends_on_target_new_patchset_takes_the_check_item_tested_on_it():
+    ctx, manager = _setup(_pipeline('check', 'independent'), needs={2: [1]})
+    target, dependent = _change(ctx, 1), _change(ctx, 2)
+    manager.add_change(dependent)
+    _running(ctx, manager)
+    assert [(i.change.number, i.live) for i in manager.all_items()] == [(1, False), (2, True)]
+    newer = _now(target, patchset=2, ref='refs/changes/01/1/2')
+    left = manager.recheck_change(newer, _event(kind='patchset-created'))
+    assert [i.change.number for i in left] == [1, 2]
+    # the target was only the base of the test: only the dependent reports
+    assert ctx.reports == [(2, 'dequeue')]
+    assert all(b.canceled for b in ctx.running)
+    assert not list(manager.all_items())
+
+
+def test_merged_change_is_not_taken_out_of_an_independent_pipeline():
+    # e.g. a promote pipeline holds merged changes
+    ctx, manager = _setup(_pipeline('promote', 'independent'))
+    change = _change(ctx, 1)
+    change.status = 'MERGED'
+    manager.add_change(change)
+    assert manager.recheck_change(_now(change), _event()) == []
+
+
+def test_entering_a_superseding_pipeline_leaves_the_superseded_one():
+    from zuul.scheduler.context import SchedulerContext
+    check_ctx, check = _setup(_pipeline('check', 'independent'))
+    gate_ctx, gate = _setup(_pipeline(supercedes=['check']))
+    change = _change(check_ctx, 1)
+    gate_ctx.changes[1] = change
+    other = _change(check_ctx, 2)
+    check.add_change(change)
+    check.add_change(other)
+    _running(check_ctx, check)
+    tenant = SimpleNamespace(name='tenant', managers={'check': check, 'gate': gate})
+    scheduler = SimpleNamespace(layouts=None, stats=None)
+    context = SchedulerContext(scheduler, tenant)
+    gate_ctx.item_enqueued = context.item_enqueued
+    gate.add_change(change, _event(kind='comment-added'))
+    assert [i.change.number for i in check.all_items()] == [2]
+    assert [i.change.number for i in gate.all_items()] == [1]
+    # superseded, not reported
+    assert check_ctx.reports == [] and check_ctx.running[0].canceled

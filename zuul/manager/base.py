@@ -134,16 +134,98 @@ class PipelineManager:
         self.remove_item(item)
         return True
 
-    def remove_old_versions(self, change) -> None:
-        """A new patchset or an abandoned change leaves the pipeline."""
+    # -- leaving on events ---------------------------------------------
+
+    def recheck_change(self, change, event=None) -> list[m.QueueItem]:
+        """An event concerned ``change`` (as its source describes it now):
+        every item of it that no longer belongs here leaves at once, with
+        the items that need it. Called for every trigger event about a
+        change, before the event may enqueue anything. Returns the items
+        that left."""
+        if not isinstance(change, Change):
+            return []
+        left: list[m.QueueItem] = []
         for item in list(self.all_items()):
-            if item.change.key != change.key:
+            if item.queue is None or item.change.key != change.key:
                 continue
-            if isinstance(change, Change) and (change.is_update_of(item.change)
-                                               or not change.is_open):
-                item_log(item).info('%s superseded or closed; dequeuing',
-                                    item.change.describe())
+            if isinstance(item.change, Change) and change.is_merged and \
+                    (self.dependent or not item.live):
+                # Merged outside the gate, or a dependency that merged:
+                # nothing to cancel or report; what was built on top of
+                # it is reset.
+                item_log(item).info('%s merged; dequeuing it from %s',
+                                    item.change.describe(), self.name)
                 self.remove_item(item)
+                left.append(item)
+                continue
+            reason = self._reason_to_leave(item, change)
+            if reason is not None:
+                left += self.dequeue_item(item, reason, event)
+        return left
+
+    def _reason_to_leave(self, item: m.QueueItem, change) -> str | None:
+        old = item.change
+        if not isinstance(old, Change) or change.is_merged:
+            return None
+        if not change.is_open:
+            return f'the change is {change.status.lower()}'
+        if change.is_update_of(old):
+            if getattr(self.pipeline, 'dequeue_on_new_patchset', True):
+                return f'patchset {change.patchset} replaced it'
+            return None  # kept; requirements are of its own patchset
+        if change.patchset != old.patchset or not item.live:
+            return None
+        if _manually_enqueued(item):
+            return None  # an operator enqueued it past the requirements
+        if not self.ctx.change_meets_requirements(self.pipeline, change):
+            item.dequeued_missing_requirements = True
+            return 'it no longer meets the requirements of the pipeline'
+        return None
+
+    def dequeue_item(self, item: m.QueueItem, reason: str, event=None,
+                     report: bool = True) -> list[m.QueueItem]:
+        """Take ``item`` out before it completes: its builds are canceled,
+        node requests canceled and nodes returned, the items behind it are
+        reset without it, and the pipeline's ``dequeue`` reporters (if
+        any) are told -- never a failure report. Items that need it leave
+        with it. Returns every item that left."""
+        event_id = getattr(event, 'event_id', None) or item.event_id
+        log.info('[e: %s] Dequeuing %s from %s: %s', event_id, item.change.describe(),
+                 self.name, reason)
+        queue = item.queue
+        behind = self._items_behind_in_list(item) if queue is not None else []
+        if item.live:
+            if report and not item.quiet and not item.reported:
+                item.reported = True
+                self.ctx.report(self.pipeline, item, 'dequeue')
+        self.remove_item(item)
+        for build in item.current_build_set.builds.values():
+            if build.canceled and build.result is None:
+                build.result = m.CANCELED
+        if item.live:
+            self.ctx.item_reported(self.pipeline, item, 'dequeued')
+        left = [item]
+        for other in self._items_needing(item, behind):
+            if other.queue is not None:
+                left += self.dequeue_item(
+                    other, f'it needs {item.change.describe()}, which left ({reason})',
+                    event, report)
+        return left
+
+    def _items_needing(self, item: m.QueueItem, behind) -> list[m.QueueItem]:
+        """Of the items that were behind ``item`` (which just left), those
+        that cannot go on without it."""
+        return []
+
+    def dequeue_superseded(self, change, by: str, event=None) -> list[m.QueueItem]:
+        """``change`` entered pipeline ``by``, which supersedes this one:
+        its live items leave here, unreported."""
+        left = []
+        for item in list(self.all_items()):
+            if item.queue is not None and item.live and item.change.key == change.key:
+                left += self.dequeue_item(item, f'superseded by pipeline {by}', event,
+                                          report=False)
+        return left
 
     # -- resets ---------------------------------------------------------
 
@@ -425,6 +507,10 @@ class PipelineManager:
             children = [j.name for j in bs.jobs or () if build.job.name in j.dependencies]
             item.skip_jobs([c for c in children if c not in skip],
                            f'Skipped by {build.job.name}')
+
+
+def _manually_enqueued(item: m.QueueItem) -> bool:
+    return getattr(item.event, 'type', None) in ('zuul-enqueue', 'zuul-enqueue-ref')
 
 
 def _same_version(a, b) -> bool:

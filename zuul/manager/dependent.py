@@ -52,6 +52,12 @@ class DependentPipelineManager(PipelineManager):
                 return False
         return True
 
+    def _items_needing(self, item: m.QueueItem, behind) -> list[m.QueueItem]:
+        # Items behind that needed it (Depends-On, git parent) now miss a
+        # change ahead of them; the others were only reset.
+        return [other for other in behind
+                if other.live and self.ctx.missing_needed_changes(other)]
+
     def _shares_queue(self, change, dep) -> bool:
         name, projects = self.ctx.get_queue_config(self.pipeline, change)
         if dep.project == change.project:

@@ -43,6 +43,11 @@ class IndependentPipelineManager(PipelineManager):
             self.ctx.report(self.pipeline, item, 'enqueue')
         return item
 
+    def _items_needing(self, item: m.QueueItem, behind) -> list[m.QueueItem]:
+        # A queue holds one live change behind the changes it needs, so a
+        # change leaving takes the live one tested on top of it along.
+        return [other for other in behind if other.live]
+
     @staticmethod
     def _is_newer(change, old) -> bool:
         return change.is_update_of(old) if hasattr(change, 'is_update_of') else False

@@ -229,7 +229,19 @@ class SchedulerContext:
     def item_enqueued(self, pipeline, item):
         if self.scheduler.stats:
             self.scheduler.stats.item_enqueued(self.tenant.name, pipeline, item)
+        self._dequeue_superseded(pipeline, item)
         self._emit_parent_change_enqueued(pipeline, item)
+
+    def _dequeue_superseded(self, pipeline, item) -> None:
+        """``supercedes``: a change entering ``pipeline`` leaves the
+        pipelines it supersedes (e.g. gate over check)."""
+        if not item.live:
+            return
+        for name in getattr(pipeline, 'supercedes', None) or ():
+            manager = self.tenant.managers.get(name)
+            if manager is None or name == pipeline.name:
+                continue
+            manager.dequeue_superseded(item.change, pipeline.name, item.event)
 
     def _emit_parent_change_enqueued(self, pipeline, item) -> None:
         """The zuul driver's ``parent-change-enqueued``: one event per

@@ -205,7 +205,8 @@ class Scheduler:
                     and event.type not in ('timer', 'parent-change-enqueued',
                                            'project-change-merged'):
                 continue
-            if event.type not in _CHANGE_NEEDED and not any(
+            held = self._holds_change(tenant, event)
+            if event.type not in _CHANGE_NEEDED and not held and not any(
                     ctx.event_may_match_pipeline(m.pipeline, event)
                     for m in tenant.managers.values()):
                 # e.g. Zuul's own review comments: no pipeline wants them,
@@ -216,14 +217,25 @@ class Scheduler:
             change = ctx.get_change_for_event(event)
             if change is None:
                 continue
-            if event.type in ('patchset-created', 'change-abandoned', 'change-merged'):
-                for manager in tenant.managers.values():
-                    manager.remove_old_versions(change)
+            # Any event about a change re-checks its items against what the
+            # source says now: requirements lost, abandoned, new patchset.
+            for manager in tenant.managers.values():
+                manager.recheck_change(change, event)
             if event.type in ('change-merged', 'ref-updated'):
                 self._maybe_reconfigure(tenant, event, change)
             for name, manager in tenant.managers.items():
                 if ctx.event_matches_pipeline(manager.pipeline, event, change):
                     manager.add_change(change, event)
+
+    @staticmethod
+    def _holds_change(tenant: TenantState, event) -> bool:
+        """True if an item of the event's change is in a pipeline."""
+        number = getattr(event, 'change_number', None)
+        if not number:
+            return False
+        key = f'{event.connection}/{number}'
+        return any(item.change.key == key for manager in tenant.managers.values()
+                   for item in manager.all_items())
 
     def process_pipelines(self) -> bool:
         changed = False

@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from tests.functional.system_support import zuul_system  # noqa: F401 - fixture
+from tests.functional.test_e2e_multinode import launcher  # noqa: F401 - fixture
 from tests.harness.waiting import wait_for
 
 
@@ -623,3 +624,84 @@ def test_git_connection_pushes_trigger_a_pipeline(zuul_system, tmp_path):  # noq
     (build,) = [b for b in system.builds if b.job.name == 'noop-ok']
     assert build.result == 'SUCCESS'
     assert build.build_set.item.change.newrev == head
+
+
+GATE_WAITS_APP = """
+- project:
+    queue: integrated
+    check:
+      jobs: [noop-ok]
+    gate:
+      jobs: [gate-waits]
+"""
+
+
+def test_approval_removed_mid_gate_dequeues_at_once(zuul_system, launcher,  # noqa: F811
+                                                    tmp_path):
+    """Workflow +1 taken back while the gate job runs on a launched node:
+    the item leaves within seconds, its build is stopped and its node
+    returned, nothing is voted, and the change behind it merges."""
+    system = zuul_system
+    _, zk = launcher
+    marker = tmp_path / 'release-gate-jobs'
+    system.create_projects(app_config=GATE_WAITS_APP)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/gate-waits.yaml': textwrap.dedent("""
+            - job:
+                name: gate-waits
+                nodeset:
+                  nodes:
+                    - name: node
+                      label: ubuntu-jammy
+                run: playbooks/gate-waits.yaml
+            """),
+        'playbooks/gate-waits.yaml': textwrap.dedent(f"""
+            - hosts: localhost
+              gather_facts: false
+              tasks:
+                - name: Run until the test says so
+                  wait_for:
+                    path: {marker}
+                    timeout: 240
+            """)})
+    system.start()
+    store = system.store
+    first = store.create_change('org/app', 'master', 'Unapproved later', {'a.txt': '1\n'})
+    second = store.create_change('org/app', 'master', 'Behind it', {'b.txt': '1\n'})
+    wait_for(lambda: system.verified(first) == 1 and system.verified(second) == 1,
+             timeout=240, what='check votes')
+    store.approve(first, 'Workflow', 1, who='core')
+    store.approve(second, 'Workflow', 1, who='core')
+    gate = system.scheduler.tenants['example'].managers['gate']
+
+    def gate_build(change):
+        return next((b for b in system.builds if b.job.name == 'gate-waits' and
+                     b.build_set.item.change.number == change.number), None)
+    wait_for(lambda: gate_build(first) is not None and gate_build(second) is not None and
+             gate_build(first).uuid in system.executor.builds, timeout=240,
+             what='both gate builds running')
+    build = gate_build(first)
+    node_ids = set(build.build_set.nodesets['gate-waits'].node_ids)
+    assert node_ids
+    store.approve(first, 'Workflow', 0, who='core')
+    wait_for(lambda: all(i.change.number != first.number for i in gate.all_items()),
+             timeout=10, what='the unapproved change to leave the gate')
+    assert not marker.exists()
+    assert build.canceled and build.result in ('CANCELED', 'ABORTED')
+    # the playbook was stopped (it would wait minutes for the marker)
+    wait_for(lambda: build.uuid not in system.executor.builds, timeout=30,
+             what='the canceled build to stop on the executor')
+    wait_for(lambda: not [n for n in zk.get_nodes()
+                          if n.id in node_ids and n.state == 'in-use'],
+             timeout=30, what='the node of the canceled build to be returned')
+    marker.write_text('go\n')
+    wait_for(lambda: store.get_change(second.number).status == 'MERGED', timeout=240,
+             what='the change behind to merge')
+    system.settle()
+    assert store.get_change(first.number).status == 'NEW'
+    assert system.verified(first) == 0      # the gate's start reset it; no -2
+    assert not [text for text in system.messages(first)
+                if 'failed' in text.lower() or 'merge failed' in text.lower()]
+    # the change behind was re-tested without it
+    last = [b for b in system.builds if b.build_set.item.change.number == second.number]
+    assert last[-1].build_set.dependent_items == ()

@@ -199,9 +199,6 @@ class PipelineManager:
                 item.reported = True
                 self.ctx.report(self.pipeline, item, 'dequeue')
         self.remove_item(item)
-        for build in item.current_build_set.builds.values():
-            if build.canceled and build.result is None:
-                build.result = m.CANCELED
         if item.live:
             self.ctx.item_reported(self.pipeline, item, 'dequeued')
         left = [item]
@@ -238,6 +235,7 @@ class PipelineManager:
             if not build.finished:
                 build.canceled = True
                 self.ctx.cancel_build(build)
+                build.result = m.CANCELED  # whatever the executor says later
         for nodeset in bs.nodesets.values():
             self.ctx.return_nodes(nodeset)
         bs.nodesets.clear()

@@ -321,7 +321,7 @@ class Scheduler:
             ctx.lookup_ref(project, ref)
         for item in list(manager.all_items()):
             if item.change.key == obj.key:
-                manager.remove_item(item)
+                manager.dequeue_item(item, 'dequeued on request')
                 return True
         raise UnknownNameError(f'{change or ref} is not in pipeline {pipeline}')
 

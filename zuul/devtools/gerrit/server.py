@@ -258,7 +258,7 @@ class DevGerritServer:
             message = '' if (opts.abandon or opts.restore) else (opts.message or '')
             if message or opts.labels or opts.submit:
                 self.store.review(change, patchset, username, message, opts.labels,
-                                  submit=opts.submit, tag=opts.tag)
+                                  submit=opts.submit, tag=opts.tag, notify=opts.notify)
             if opts.abandon:
                 self.store.abandon(change, username, opts.message or '')
 

@@ -422,9 +422,10 @@ class ReviewStore:
 
     def review(self, change: Change, patchset: int, who: str, message: str = '',
                labels: dict[str, int] | None = None, submit: bool = False,
-               tag: str | None = None) -> None:
+               tag: str | None = None, notify: str | None = None) -> None:
         """Post a review (message and votes) and optionally submit, as
-        ``gerrit review`` does; emits comment-added (and change-merged)."""
+        ``gerrit review`` does; emits comment-added (and change-merged).
+        ``notify`` is only recorded (the dev server sends no mail)."""
         with self.lock:
             if patchset > len(change.patchsets) or patchset < 1:
                 raise ReviewError(f'patch set {patchset} not found')
@@ -442,7 +443,7 @@ class ReviewStore:
             self.review_log.append({'change': change.number, 'patchset': patchset,
                                     'user': who, 'message': message,
                                     'labels': dict(labels or {}), 'submit': submit,
-                                    'tag': tag})
+                                    'tag': tag, 'notify': notify})
             if message or given:
                 self._emit_comment_added(change, ps, account, message, given)
             if submit:

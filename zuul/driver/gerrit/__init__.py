@@ -41,7 +41,8 @@ _trigger = vs.Schema({
     'uuid': str, 'debug': bool,
 })
 
-_reporter = vs.Schema({'submit': bool, 'comment': bool, 'notify': str,
+_reporter = vs.Schema({'submit': bool, 'comment': bool,
+                       'notify': vs.Any('NONE', 'OWNER', 'OWNER_REVIEWERS', 'ALL'),
                        'checks-api': dict, str: vs.Any(int, str, bool)})
 
 _connection = vs.Schema({

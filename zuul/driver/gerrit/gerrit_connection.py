@@ -12,9 +12,15 @@ abandons), so an approval given during the outage still gates.
 
 from __future__ import annotations
 
+import heapq
 import logging
+import os
+import re
+import shlex
+import subprocess
 import threading
 import time
+import types
 import urllib.parse
 
 from zuul.driver.gerrit.changes import (
@@ -33,6 +39,22 @@ log = logging.getLogger('zuul.driver.gerrit')
 # Margin added to the outage window when catching up (clock skew, events
 # produced between the last one seen and the disconnect).
 CATCH_UP_MARGIN = 120
+
+# Released Zuul's default link to a commit (Gerrit's built-in gitweb).
+DEFAULT_GITWEB_URL_TEMPLATE = '{baseurl}/gitweb?p={project.name}.git;a=commitdiff;h={sha}'
+# Refs the branch-head poller considers unless ``ref_filter`` says otherwise.
+DEFAULT_REF_FILTER = r'^refs/(heads|tags)/'
+ZERO_SHA = '0' * 40
+
+
+def _regex_list(value) -> list[re.Pattern]:
+    """``ref_filter`` as zuul.conf gives it: one regex, or several
+    separated by commas or newlines."""
+    if isinstance(value, (list, tuple)):
+        items = value
+    else:
+        items = re.split(r'[,\n]', str(value))
+    return [re.compile(v.strip()) for v in items if v.strip()]
 
 
 class GerritConnection:
@@ -54,17 +76,54 @@ class GerritConnection:
         self.on_event = None
         self._known: dict[int, tuple[int, frozenset, str]] = {}
         self._lock = threading.Lock()
+        # event_delay: seconds each event is held before the scheduler
+        # sees it (so replicas catch up). ``clock`` is injectable for tests.
+        self.event_delay = float(options.get('event_delay') or 0)
+        self.clock = time.monotonic
+        self._delayed: list[tuple[float, int, TriggerEvent]] = []
+        self._delayed_seq = 0
+        self._delay_cond = threading.Condition()
+        self._delay_thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        # max_dependencies: events about a change with more are ignored.
+        md = options.get('max_dependencies')
+        self.max_dependencies = int(md) if md not in (None, '') else None
+        self.gitweb_url_template = options.get('gitweb_url_template') or \
+            DEFAULT_GITWEB_URL_TEMPLATE
+        # poll_interval: branch heads (refs matching ref_filter) are polled
+        # this often and a ref-updated event is made for each one that moved
+        # without the stream saying so. Unset: no polling.
+        pi = options.get('poll_interval')
+        self.poll_interval = float(pi) if pi not in (None, '') else None
+        self.ref_filter = _regex_list(options.get('ref_filter') or DEFAULT_REF_FILTER)
+        self._ref_heads: dict[str, dict[str, str]] | None = None
+        self._poll_thread: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------
 
     def start(self, on_event) -> None:
         """Begin consuming stream-events; ``on_event(TriggerEvent)``."""
         self.on_event = on_event
+        self._stopping.clear()
+        if self.event_delay > 0:
+            self._delay_thread = threading.Thread(
+                target=self._delay_loop, name=f'gerrit-delay-{self.name}', daemon=True)
+            self._delay_thread.start()
         self.stream = GerritEventStream(self.ssh, self._handle_raw_event, self._catch_up,
                                         name=self.name)
         self.stream.start()
+        if self.poll_interval:
+            self._poll_thread = threading.Thread(
+                target=self._poll_loop, name=f'gerrit-poll-{self.name}', daemon=True)
+            self._poll_thread.start()
 
     def stop(self) -> None:
+        self._stopping.set()
+        with self._delay_cond:
+            self._delay_cond.notify_all()
+        for thread in (self._delay_thread, self._poll_thread):
+            if thread is not None:
+                thread.join(10)
         if self.stream is not None:
             self.stream.stop()
             self.stream.join(10)
@@ -82,12 +141,92 @@ class GerritConnection:
             return
         if event.is_change_event:
             self._remember(event)
+        elif event.type == 'ref-updated':
+            self._note_ref(event.project, event.ref, event.newrev)
         self._deliver(event)
 
     def _deliver(self, event: TriggerEvent) -> None:
+        if self.event_delay > 0 and self._delay_thread is not None:
+            with self._delay_cond:
+                self._delayed_seq += 1
+                heapq.heappush(self._delayed, (self.clock() + self.event_delay,
+                                               self._delayed_seq, event))
+                self._delay_cond.notify_all()
+            return
+        self._dispatch(event)
+
+    def _delay_loop(self) -> None:
+        """Hand each held event on once ``event_delay`` has passed (by
+        ``self.clock``), in arrival order."""
+        while not self._stopping.is_set():
+            with self._delay_cond:
+                if not self._delayed:
+                    self._delay_cond.wait(1.0)
+                    continue
+                due = self._delayed[0][0]
+                remaining = due - self.clock()
+                if remaining > 0:
+                    # Short waits so an injected clock is honoured promptly.
+                    self._delay_cond.wait(min(remaining, 0.1))
+                    continue
+                _, _, event = heapq.heappop(self._delayed)
+            try:
+                self._dispatch(event)
+            except Exception:
+                log.exception('Delivering %s failed', event.describe())
+
+    def _dispatch(self, event: TriggerEvent) -> None:
+        if self.max_dependencies is not None and event.is_change_event and \
+                self._too_many_dependencies(event):
+            return
         log.info('[e: %s] %s event: %s', event.event_id, self.name, event.describe())
         if self.on_event is not None:
             self.on_event(event)
+
+    def _too_many_dependencies(self, event: TriggerEvent) -> bool:
+        """True when the change the event is about has more (open,
+        transitive) dependencies than ``max_dependencies``: released Zuul
+        ignores such an event without feedback."""
+        limit = self.max_dependencies
+        seen: set[str] = set()
+        todo = [event.change_number]
+        looked: set[int] = set()
+        while todo:
+            number = todo.pop()
+            if number in looked:
+                continue
+            looked.add(number)
+            try:
+                change = self.query_change(number)
+            except Exception:
+                log.exception('Counting dependencies of %s failed', number)
+                return False
+            if change is None:
+                continue
+            for key in change.git_parent_changes:
+                dep_number = int(key.rsplit('/', 1)[1])
+                dep = self.query_change(dep_number)
+                if dep is None or dep.is_merged:
+                    continue
+                seen.add(f'{self.name}/{dep_number}')
+                todo.append(dep_number)
+            for value in depends_on_footers(change.message):
+                dep_number = change_number_from_url(value, self.baseurl) \
+                    if not CHANGE_ID_RE.match(value) else None
+                if dep_number is not None:
+                    dep = self.query_change(dep_number)
+                    if dep is None or dep.is_merged:
+                        continue
+                    seen.add(f'{self.name}/{dep_number}')
+                    todo.append(dep_number)
+                else:
+                    seen.add(value)  # another connection's change, or a Change-Id
+            if len(seen) > limit:
+                log.warning('[e: %s] Ignoring %s: change %s has more than %s dependencies '
+                            '(max_dependencies)', event.event_id, event.type,
+                            event.change_number, limit)
+                return True
+        return False
 
     def _remember(self, event: TriggerEvent) -> None:
         with self._lock:
@@ -165,7 +304,96 @@ class GerritConnection:
         if event.is_change_event:
             return self.query_change(event.change_number, event.patchset)
         return Ref(self.name, event.project, event.ref or '', event.oldrev, event.newrev,
-                   url=f'{self.baseurl}/plugins/gitiles/{event.project}/+/{event.ref}')
+                   url=self.commit_url(event.project, event.newrev))
+
+    def commit_url(self, project: str, sha: str | None) -> str:
+        """A link to ``sha`` of ``project`` from ``gitweb_url_template``
+        (``{baseurl}``, ``{project.name}`` and friends, ``{sha}``)."""
+        proj = types.SimpleNamespace(
+            name=project, canonical_hostname=self.canonical_hostname,
+            canonical_name=f'{self.canonical_hostname}/{project}')
+        try:
+            return self.gitweb_url_template.format(baseurl=self.baseurl, project=proj,
+                                                   sha=sha or '')
+        except (KeyError, AttributeError, IndexError, ValueError) as e:
+            log.error('Bad gitweb_url_template on %s: %s', self.name, e)
+            return ''
+
+    # -- branch-head polling (poll_interval, ref_filter) -------------------
+
+    def _note_ref(self, project: str, ref: str | None, newrev: str | None) -> None:
+        with self._lock:
+            if self._ref_heads is not None and ref:
+                heads = self._ref_heads.setdefault(project, {})
+                if newrev and newrev != ZERO_SHA:
+                    heads[ref] = newrev
+                else:
+                    heads.pop(ref, None)
+
+    def _ref_wanted(self, ref: str) -> bool:
+        return any(r.search(ref) for r in self.ref_filter)
+
+    def list_refs(self, project: str) -> dict[str, str]:
+        """``{ref: sha}`` of ``project`` (``git ls-remote``), only refs
+        matching ``ref_filter``."""
+        env = dict(os.environ)
+        ssh = ['ssh', '-o', 'BatchMode=yes']
+        if self.git_ssh_key():
+            ssh += ['-i', self.git_ssh_key()]
+        if self.options.get('known_hosts'):
+            ssh += ['-o', f'UserKnownHostsFile={self.options["known_hosts"]}',
+                    '-o', 'StrictHostKeyChecking=yes']
+        env['GIT_SSH_COMMAND'] = ' '.join(shlex.quote(a) for a in ssh)
+        out = subprocess.run(['git', 'ls-remote', self.git_url(project)], env=env,
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+        refs = {}
+        for line in out.splitlines():
+            sha, _, ref = line.partition('\t')
+            if ref and not ref.endswith('^{}') and self._ref_wanted(ref):
+                refs[ref] = sha
+        return refs
+
+    def poll_refs(self) -> list[TriggerEvent]:
+        """One poll: every project's refs (per ``ref_filter``) against the
+        last poll; each moved, new or deleted ref becomes a ref-updated
+        event (delivered). The first poll only records the heads."""
+        projects = [p for p in self.ssh.run('gerrit ls-projects').splitlines() if p]
+        current = {}
+        for project in projects:
+            try:
+                current[project] = self.list_refs(project)
+            except Exception:
+                log.exception('Polling refs of %s on %s failed', project, self.name)
+        events = []
+        with self._lock:
+            previous, first = self._ref_heads, self._ref_heads is None
+            self._ref_heads = {p: dict(r) for p, r in current.items()}
+        if first:
+            return events
+        for project, refs in current.items():
+            before = previous.get(project, {})
+            for ref in sorted(set(refs) | set(before)):
+                old, new = before.get(ref, ZERO_SHA), refs.get(ref, ZERO_SHA)
+                if old == new:
+                    continue
+                branch = ref[len('refs/heads/'):] if ref.startswith('refs/heads/') else None
+                event = TriggerEvent(type='ref-updated', connection=self.name,
+                                     project=project, branch=branch, ref=ref,
+                                     oldrev=old, newrev=new)
+                log.info('[e: %s] Poll found %s %s moved %s -> %s', event.event_id,
+                         project, ref, old[:8], new[:8])
+                events.append(event)
+        for event in events:
+            self._deliver(event)
+        return events
+
+    def _poll_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.poll_refs()
+            except Exception:
+                log.exception('Polling refs on %s failed', self.name)
+            self._stopping.wait(self.poll_interval)
 
     def lookup_change(self, project: str, spec: str) -> Change:
         number, _, patchset = str(spec).partition(',')
@@ -222,9 +450,10 @@ class GerritConnection:
     # -- reporter ----------------------------------------------------------
 
     def report(self, change: Change, message: str, labels: dict | None = None,
-               submit: bool = False, tag: str | None = None) -> None:
+               submit: bool = False, tag: str | None = None,
+               notify: str | None = None) -> None:
         self.ssh.review(change.project, f'{change.number},{change.patchset}', message,
-                        labels, submit=submit, tag=tag)
+                        labels, submit=submit, tag=tag, notify=notify)
 
     # -- git ------------------------------------------------------------------
 

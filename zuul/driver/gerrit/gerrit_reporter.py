@@ -20,6 +20,8 @@ class GerritReporter:
         config = dict(config or {})
         self.submit = bool(config.get('submit', False))
         self.comment = config.get('comment', True) is not False
+        notify = config.get('notify')
+        self.notify = str(notify).upper() if notify else None
         self.labels = {k: int(v) for k, v in config.items() if k not in SPECIAL_KEYS}
 
     def __repr__(self):
@@ -35,4 +37,4 @@ class GerritReporter:
         log.info('[e: %s] Reporting %s on %s,%s: %s', item.event_id, action, change.number,
                  change.patchset, self.labels)
         self.connection.report(change, message if self.comment else '', self.labels,
-                               submit=self.submit, tag=tag)
+                               submit=self.submit, tag=tag, notify=self.notify)

@@ -110,8 +110,10 @@ class GerritSSH:
 
     def review(self, project: str, change: str, message: str = '',
                labels: dict[str, int] | None = None, submit: bool = False,
-               tag: str | None = None) -> None:
-        """Post a review message and votes (and submit) on ``N,P``."""
+               tag: str | None = None, notify: str | None = None) -> None:
+        """Post a review message and votes (and submit) on ``N,P``;
+        ``notify`` (NONE, OWNER, OWNER_REVIEWERS, ALL) is passed on as
+        ``--notify``."""
         cmd = ['gerrit', 'review', '--project', project]
         if message:
             cmd += ['--message', message]
@@ -121,6 +123,8 @@ class GerritSSH:
             cmd.append('--submit')
         if tag:
             cmd += ['--tag', tag]
+        if notify:
+            cmd += ['--notify', notify]
         cmd.append(change)
         self.run(' '.join(shlex.quote(c) for c in cmd))
 

@@ -117,6 +117,8 @@ def parse_tenant(conf: dict, connections=None) -> Tenant:
     TENANT_SCHEMA(dict(conf))
     t = Tenant(name=conf['name'], source_line=getattr(conf, 'start_line', None))
     simple = {'max-nodes-per-job': 'max_nodes_per_job', 'max-job-timeout': 'max_job_timeout',
+              'max-changes-per-pipeline': 'max_changes_per_pipeline',
+              'max-dependencies': 'max_dependencies',
               'exclude-unprotected-branches': 'exclude_unprotected_branches',
               'default-parent': 'default_parent', 'report-build-page': 'report_build_page',
               'web-root': 'web_root', 'authentication-realm': 'authentication_realm',

@@ -48,6 +48,11 @@ class PipelineManager:
         self.pipeline = pipeline
         self.ctx = ctx
         self.queues: list[m.ChangeQueue] = []
+        # ``disable-after-consecutive-failures``: kept by this manager in
+        # memory, so a reconfiguration (which builds new managers) or a
+        # scheduler restart re-enables the pipeline and restarts the count.
+        self.consecutive_failures = 0
+        self.disabled = False
 
     @property
     def name(self) -> str:
@@ -93,6 +98,8 @@ class PipelineManager:
                 self.pipeline, change):
             log.debug('%s does not meet the requirements of %s', change.describe(), self.name)
             return None
+        if live and self._over_tenant_limits(change, self._needed_for_limits(change)):
+            return None
         if live and not self.pipeline.ignore_dependencies and \
                 not self.enqueue_needed_changes(change, event, quiet):
             log.info('%s: dependencies not satisfied, not enqueueing in %s',
@@ -109,6 +116,55 @@ class PipelineManager:
         if live and not quiet:
             self.ctx.report(self.pipeline, item, 'enqueue')
         return item
+
+    # -- tenant limits ------------------------------------------------------
+
+    def _tenant_limit(self, name: str) -> int | None:
+        """The tenant's ``max-changes-per-pipeline``/``max-dependencies``
+        (attribute ``name``), None when unset."""
+        limits = getattr(self.ctx, 'tenant_limits', None)
+        return limits().get(name) if limits is not None else None
+
+    def _limits_set(self) -> bool:
+        return self._tenant_limit('max_changes_per_pipeline') is not None or \
+            self._tenant_limit('max_dependencies') is not None
+
+    def _needed_for_limits(self, change) -> list:
+        """The unmerged changes ``change`` needs, looked up only when a
+        tenant limit is set (the lookup is not free)."""
+        if self.pipeline.ignore_dependencies or not self._limits_set():
+            return []
+        return self.ctx.get_needed_changes(change) or []
+
+    def changes_in_pipeline(self) -> int:
+        """Every change in every queue, live or not; a change in several
+        items counts once per item."""
+        return sum(len(queue.queue) for queue in self.queues)
+
+    def _new_changes_for(self, change, needed) -> int:
+        """How many changes enqueueing ``change`` (with ``needed``) adds."""
+        return 1 + sum(1 for dep in needed if self.find_item(dep) is None)
+
+    def _over_tenant_limits(self, change, needed) -> bool:
+        """True (logged, never reported) when enqueueing ``change`` would
+        pass the tenant's ``max-dependencies`` or
+        ``max-changes-per-pipeline``."""
+        max_deps = self._tenant_limit('max_dependencies')
+        if max_deps is not None and len(needed) > max_deps:
+            log.warning('%s has %d dependencies, more than max-dependencies (%d) of the '
+                        'tenant: not enqueueing it in %s', change.describe(), len(needed),
+                        max_deps, self.name)
+            return True
+        max_changes = self._tenant_limit('max_changes_per_pipeline')
+        if max_changes is not None:
+            now = self.changes_in_pipeline()
+            adding = self._new_changes_for(change, needed)
+            if now + adding > max_changes:
+                log.warning('Pipeline %s is full: it holds %d changes, %s would add %d and '
+                            'max-changes-per-pipeline of the tenant is %d; not enqueueing it',
+                            self.name, now, change.describe(), adding, max_changes)
+                return True
+        return False
 
     def remove_item(self, item: m.QueueItem, merged: bool = False) -> None:
         """Take ``item`` out; cancel its work; items that were built on top
@@ -279,7 +335,7 @@ class PipelineManager:
         try:
             if item.live and not item.quiet and not item.reported:
                 item.reported = True
-                self.ctx.report(self.pipeline, item, 'config-error')
+                self._report_result(item, 'config-error')
             if item.live:
                 self.ctx.item_reported(self.pipeline, item, 'config-error')
         except Exception:
@@ -334,7 +390,7 @@ class PipelineManager:
         item_log(item).info('%s needs %s, which is no longer ahead of it',
                             item.change.describe(), missing)
         if not item.quiet:
-            self.ctx.report(self.pipeline, item, 'failure')
+            self._report_result(item, 'failure')
         self.remove_item(item)
         return False
 
@@ -356,7 +412,8 @@ class PipelineManager:
             bs.jobs = jobs or []
             if bs.jobs and not item.reported_start and not item.quiet:
                 item.reported_start = True
-                self.ctx.report(self.pipeline, item, 'start')
+                if not self.disabled:  # a disabled pipeline makes no start reports
+                    self.ctx.report(self.pipeline, item, 'start')
             return True
         return False
 
@@ -430,21 +487,56 @@ class PipelineManager:
         else:
             action = 'failure'
         merged = False
+        was_disabled = self.disabled
         if not item.quiet:
             item.reported = True
-            merged = self.ctx.report(self.pipeline, item, action) is True
+            merged = self._report_result(item, action)
         if self.dependent:
             if action == 'success' and not merged:
                 bs.unable_to_merge = True
                 item_log(item).info('%s succeeded but did not merge', item.change.describe())
-                self.ctx.report(self.pipeline, item, 'merge-failure')
+                if not was_disabled:
+                    self._report_result(item, 'merge-failure')
             if merged:
                 item.merged = True
                 item.queue.increase_window()
             else:
                 item.queue.decrease_window()
+        if not item.quiet:
+            gated_but_unmerged = self.dependent and action == 'success' and not merged
+            self._count_result('merge-failure' if gated_but_unmerged else action)
         self.ctx.item_reported(self.pipeline, item, action)
         self.remove_item(item, merged=merged)
+
+    # -- disable-after-consecutive-failures ------------------------------
+
+    def _report_result(self, item: m.QueueItem, action: str) -> bool:
+        """Report an item's result; True if its change merged. While the
+        pipeline is disabled the result goes to the ``disabled`` reporters
+        instead (whatever it is), so nothing merges."""
+        if self.disabled:
+            item.result_while_disabled = action
+            self.ctx.report(self.pipeline, item, 'disabled')
+            return False
+        return self.ctx.report(self.pipeline, item, action) is True
+
+    def _count_result(self, action: str) -> None:
+        """A reported failure counts towards
+        ``disable-after-consecutive-failures``, a success starts the count
+        again; at the limit the pipeline is disabled until the next
+        reconfiguration."""
+        limit = getattr(self.pipeline, 'disable_after_consecutive_failures', None)
+        if not limit or self.disabled:
+            return
+        if action == 'success':
+            self.consecutive_failures = 0
+        elif action == 'failure':
+            self.consecutive_failures += 1
+            if self.consecutive_failures >= limit:
+                self.disabled = True
+                log.warning('Pipeline %s disabled after %d consecutive failures: its results '
+                            'go to its disabled reporters until the tenant is reconfigured',
+                            self.name, self.consecutive_failures)
 
     # -- results ----------------------------------------------------------
 

@@ -33,6 +33,10 @@ class IndependentPipelineManager(PipelineManager):
             self.ctx.get_needed_changes(change)
         if needed is None:  # a cycle or an unknown change
             return None
+        # Each queue holds its own copies of the changes needed, so all of
+        # them count towards max-changes-per-pipeline.
+        if self._limits_set() and self._over_tenant_limits(change, needed):
+            return None
         queue = self.get_queue(change)
         for dep in needed:
             queue.enqueue_item(m.QueueItem(change=dep, event=event, live=False))
@@ -42,6 +46,9 @@ class IndependentPipelineManager(PipelineManager):
         if not quiet:
             self.ctx.report(self.pipeline, item, 'enqueue')
         return item
+
+    def _new_changes_for(self, change, needed) -> int:
+        return 1 + len(needed)
 
     def _items_needing(self, item: m.QueueItem, behind) -> list[m.QueueItem]:
         # A queue holds one live change behind the changes it needs, so a

@@ -35,6 +35,8 @@ class Tenant:
     include_files: list[str] = field(default_factory=list)   # the seed's form
     max_nodes_per_job: int = 5
     max_job_timeout: int = 10800
+    max_changes_per_pipeline: int | None = None   # None: no limit
+    max_dependencies: int | None = None
     exclude_unprotected_branches: bool = False
     default_parent: str = 'base'
     default_ansible_version: str | None = None

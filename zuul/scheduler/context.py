@@ -116,6 +116,13 @@ class SchedulerContext:
                 return dep.describe()
         return None
 
+    def tenant_limits(self) -> dict:
+        """The tenant's ``max-changes-per-pipeline`` and
+        ``max-dependencies`` (None when unset)."""
+        tenant = getattr(self.tenant.layout, 'tenant', None)
+        return {'max_changes_per_pipeline': getattr(tenant, 'max_changes_per_pipeline', None),
+                'max_dependencies': getattr(tenant, 'max_dependencies', None)}
+
     def get_queue_config(self, pipeline, change):
         return self.layouts.queue_config(self.tenant.layout, pipeline, change)
 

@@ -94,7 +94,11 @@ def job_lines(item: m.QueueItem) -> list[str]:
 
 
 def format_report(pipeline, item: m.QueueItem, action: str) -> str:
-    """The full message for ``action`` on ``item``."""
+    """The full message for ``action`` on ``item``. A ``disabled`` report
+    (the pipeline is disabled) carries the message of the result it
+    replaces."""
+    if action == 'disabled':
+        action = getattr(item, 'result_while_disabled', None) or 'failure'
     parts = [pipeline_message(pipeline, action, item)]
     bs = item.current_build_set
     if action == 'config-error' and bs.config_errors:

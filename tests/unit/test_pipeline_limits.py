@@ -190,3 +190,32 @@ def test_tenant_limits_load_and_reach_the_managers(tmp_path):
     scheduler = SimpleNamespace(layouts=None)
     ctx = SchedulerContext(scheduler, SimpleNamespace(layout=SimpleNamespace(tenant=t1)))
     assert ctx.tenant_limits() == {'max_changes_per_pipeline': 0, 'max_dependencies': 3}
+
+
+# -- allow-other-connections ---------------------------------------------------
+
+def _other(ctx, number, project='org/other'):
+    change = _change(ctx, number, project)
+    change.connection = 'github'
+    return change
+
+
+def test_allow_other_connections_false_refuses_changes_of_other_connections():
+    for pipeline in (_pipeline(), _check()):
+        pipeline.allow_other_connections = False
+        pipeline.connection_drivers = {'gerrit': 'gerrit'}
+        ctx, manager = _setup(pipeline, needs={3: [2]})
+        assert manager.add_change(_other(ctx, 1)) is None
+        # Nor as a dependency: the change needing it is not enqueued either.
+        _other(ctx, 2)
+        assert manager.add_change(_change(ctx, 3)) is None
+        assert manager.add_change(_change(ctx, 4)) is not None
+        assert [i.change.number for i in manager.all_items()] == [4]
+
+
+def test_allow_other_connections_default_accepts_any_connection():
+    pipeline = _check(connection_drivers={'gerrit': 'gerrit'})
+    ctx, manager = _setup(pipeline, needs={3: [2]})
+    assert manager.add_change(_other(ctx, 1)) is not None
+    _other(ctx, 2)
+    assert manager.add_change(_change(ctx, 3)) is not None

@@ -98,6 +98,8 @@ class PipelineManager:
                 self.pipeline, change):
             log.debug('%s does not meet the requirements of %s', change.describe(), self.name)
             return None
+        if not self._connection_allowed(change):
+            return None
         if live and self._over_tenant_limits(change, self._needed_for_limits(change)):
             return None
         if live and not self.pipeline.ignore_dependencies and \
@@ -116,6 +118,20 @@ class PipelineManager:
         if live and not quiet:
             self.ctx.report(self.pipeline, item, 'enqueue')
         return item
+
+    def _connection_allowed(self, change) -> bool:
+        """``allow-other-connections: false``: only changes (live, or
+        needed by one) from a connection the pipeline's configuration names
+        (trigger, require, reject, a reporter) may be enqueued."""
+        if getattr(self.pipeline, 'allow_other_connections', True):
+            return True
+        connection = getattr(change, 'connection', None)
+        if connection in (getattr(self.pipeline, 'connection_drivers', None) or {}):
+            return True
+        log.info('%s is from connection %s, which pipeline %s does not use '
+                 '(allow-other-connections is false): not enqueueing it',
+                 change.describe(), connection, self.name)
+        return False
 
     # -- tenant limits ------------------------------------------------------
 

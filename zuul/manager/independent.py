@@ -33,6 +33,8 @@ class IndependentPipelineManager(PipelineManager):
             self.ctx.get_needed_changes(change)
         if needed is None:  # a cycle or an unknown change
             return None
+        if not all(self._connection_allowed(c) for c in [change, *needed]):
+            return None
         # Each queue holds its own copies of the changes needed, so all of
         # them count towards max-changes-per-pipeline.
         if self._limits_set() and self._over_tenant_limits(change, needed):

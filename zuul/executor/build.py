@@ -34,7 +34,7 @@ from zuul.executor.protocol import BuildResult, ExecuteRequest
 from zuul.executor.runner import ABORTED, NORMAL, TIMED_OUT, PlaybookProcessRunner
 from zuul.executor.sandbox import BubblewrapSandbox, SandboxMounts, user_files
 from zuul.executor.settings import ExecutorSettings
-from zuul.executor.vars import zuul_vars
+from zuul.executor.vars import git_head, zuul_vars
 from zuul.executor.workspace import MergeConflictError, Workspace
 from zuul.lib import safefile, yamlutil
 
@@ -146,7 +146,9 @@ class BuildExecution:
 
     def _write_ansible_files(self, checkouts: dict) -> None:
         request = self.request
-        zuul = zuul_vars(request, self.jobdir, self.settings.hostname, checkouts)
+        zuul = zuul_vars(request, self.jobdir, self.settings.hostname, checkouts,
+                         playbook_context=self._playbook_context(),
+                         ansible_playbook=self.settings.ansible_playbook)
         all_vars = dict(request.job.vars)
         inv = inventory.build_inventory(request.job, request.nodes, all_vars)
         _write_yaml(self.jobdir.inventory_file, inv)
@@ -157,6 +159,33 @@ class BuildExecution:
         _write_yaml(self.zuul_vars_file, {'zuul': zuul})
         _write_yaml(self.extra_vars_file, dict(request.job.extra_vars))
         ansiblecfg.write_configs(self.jobdir)
+
+    def _playbook_context(self) -> dict:
+        """``zuul.playbook_context``: the playbook checkouts and, per phase,
+        each playbook's path and role path (relative to the build dir)."""
+        root = self.jobdir.root
+        specs = {phase: getattr(self.request.job, phase) for phase in PHASES}
+        projects: dict = {}
+        lists: dict = {'pre_run': [], 'run': [], 'post_run': [], 'cleanup_run': []}
+        for phase in PHASES:
+            for prepared, spec in zip(self.playbooks[phase], specs[phase]):
+                rel_root = os.path.relpath(prepared.project_root, root)
+                if rel_root not in projects:
+                    # .../<trusted|untrusted>/project_<n>/<hostname>/<name>
+                    parts = rel_root.split(os.sep)
+                    at = next((i for i, p in enumerate(parts) if p.startswith('project_')),
+                              -1)
+                    canonical = '/'.join(parts[at + 1:])
+                    projects[rel_root] = {'canonical_name': canonical,
+                                          'checkout': spec.branch,
+                                          'commit': git_head(prepared.project_root)}
+                lists[phase].append({
+                    'path': os.path.relpath(prepared.path, root),
+                    'roles': [{'role_path': os.path.relpath(r, root)}
+                              for r in prepared.roles_path]})
+        return {'playbook_projects': projects, 'pre_playbooks': lists['pre_run'],
+                'playbooks': lists['run'], 'post_playbooks': lists['post_run'],
+                'cleanup_playbooks': lists['cleanup_run']}
 
     @property
     def zuul_vars_file(self) -> str:

@@ -150,6 +150,9 @@ class JobSpec(_Wire):
     override_checkout: str | None = None
     groups: list[GroupSpec] = field(default_factory=list)
     inheritance_path: list[str] = field(default_factory=list)
+    # ``zuul.jobtags`` (the job's ``tags``) and ``zuul.pre_timeout``.
+    tags: list[str] = field(default_factory=list)
+    pre_timeout: int | None = None
 
     _nested = {
         'pre_run': (PlaybookSpec, 'list'),
@@ -211,6 +214,11 @@ class ItemSpec(_Wire):
     change_url: str | None = None
     oldrev: str | None = None
     newrev: str | None = None
+    # The commit message (plain text; the executor base64-encodes it for
+    # ``zuul.message``), the change's topic, and the bundle of a cycle.
+    message: str | None = None
+    topic: str | None = None
+    bundle_id: str | None = None
 
 
 @dataclass
@@ -223,6 +231,14 @@ class ZuulContext(_Wire):
     ref: str | None = None
     message: str | None = None
     canonical_hostnames: dict[str, str] = field(default_factory=dict)
+    # The id of the event that enqueued the item, the jobs that depend on
+    # this one, artifacts of the builds this one depends on (each
+    # ``{project, change, patchset, job, name, url, metadata}``) and
+    # whether the pipeline is post-review.
+    event_id: str | None = None
+    child_jobs: list[str] = field(default_factory=list)
+    artifacts: list[dict] = field(default_factory=list)
+    post_review: bool = False
 
 
 @dataclass

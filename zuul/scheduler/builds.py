@@ -26,7 +26,61 @@ def item_spec(item: m.QueueItem, canonical_hostnames: dict, merge_mode: str) -> 
         number=change.number if is_change else None,
         patchset=change.patchset if is_change else None, merge_mode=merge_mode,
         change_url=getattr(change, 'url', None) or None,
-        oldrev=getattr(change, 'oldrev', None), newrev=getattr(change, 'newrev', None))
+        oldrev=getattr(change, 'oldrev', None), newrev=getattr(change, 'newrev', None),
+        message=getattr(change, 'message', None) if is_change else None,
+        topic=getattr(change, 'topic', None) if is_change else None)
+
+
+def child_jobs(bs: m.BuildSet, job_name: str) -> list[str]:
+    """``zuul.child_jobs``: the jobs of the build set that depend on
+    ``job_name`` directly (first level), in job graph order."""
+    return [j.name for j in bs.jobs or () if job_name in j.dependencies]
+
+
+def _ancestors(bs: m.BuildSet, job_name: str) -> list[str]:
+    """Every job ``job_name`` depends on, directly or not, nearest first."""
+    seen: list[str] = []
+    todo = list((bs.job(job_name) or m.JobRef(job_name)).dependencies)
+    while todo:
+        name = todo.pop(0)
+        if name in seen:
+            continue
+        seen.append(name)
+        parent = bs.job(name)
+        if parent is not None:
+            todo.extend(parent.dependencies)
+    return seen
+
+
+def artifact_entries(item: m.QueueItem, build: m.Build) -> list[dict]:
+    """A finished build's ``zuul_return`` artifacts as ``zuul.artifacts``
+    entries: ``{project, change, patchset, job, name, url, metadata}``."""
+    change = item.change
+    is_change = isinstance(change, Change)
+    out = []
+    returned = ((build.result_data or {}).get('zuul') or {}).get('artifacts') or []
+    for art in returned if isinstance(returned, list) else ():
+        if not isinstance(art, dict) or 'name' not in art or 'url' not in art:
+            continue
+        entry = {'project': change.project,
+                 'change': str(change.number) if is_change else None,
+                 'patchset': str(change.patchset) if is_change else None,
+                 'job': build.job.name, 'name': art['name'], 'url': art['url'],
+                 'metadata': art.get('metadata') or {}}
+        out.append(entry)
+    return out
+
+
+def parent_artifacts(item: m.QueueItem, job_name: str) -> list[dict]:
+    """``zuul.artifacts`` from the builds of this item's build set that
+    ``job_name`` depends on (directly or not)."""
+    bs = item.current_build_set
+    out = []
+    for name in reversed(_ancestors(bs, job_name)):
+        build = bs.builds.get(name)
+        if build is not None and build.result == m.SUCCESS:
+            out.extend(artifact_entries(item, build))
+    return out
 
 
 def node_specs(nodeset) -> list[NodeSpec]:
@@ -71,7 +125,11 @@ class ExecutorAdapter:
             zuul=ZuulContext(tenant=tenant, pipeline=pipeline.name, buildset=bs.uuid,
                              ref=item.change.ref,
                              message=getattr(item.change, 'message', None),
-                             canonical_hostnames=dict(self.canonical_hostnames)),
+                             canonical_hostnames=dict(self.canonical_hostnames),
+                             event_id=item.event_id,
+                             child_jobs=child_jobs(bs, job.name),
+                             artifacts=parent_artifacts(item, job.name),
+                             post_review=bool(getattr(pipeline, 'post_review', False))),
             nodes=node_specs(nodeset),
             items=[item_spec(i, self.canonical_hostnames, self.merge_mode_for(i))
                    for i in items],

@@ -481,7 +481,9 @@ class Layouts:
             override_checkout=frozen.get('override_checkout'),
             groups=[ep.GroupSpec(g.name, list(g.nodes)) for g in nodes.groups]
             if nodes else [],
-            inheritance_path=list(frozen.inheritance_path))
+            inheritance_path=list(frozen.inheritance_path),
+            tags=sorted({str(t) for t in frozen.get('tags') or ()}),
+            pre_timeout=frozen.get('pre_timeout'))
 
     @staticmethod
     def _job_vars(layout, item, frozen) -> dict:

@@ -219,3 +219,13 @@ def test_allow_other_connections_default_accepts_any_connection():
     assert manager.add_change(_other(ctx, 1)) is not None
     _other(ctx, 2)
     assert manager.add_change(_change(ctx, 3)) is not None
+
+
+def test_a_change_failed_because_its_dependency_left_counts_as_a_failure():
+    ctx, manager = _setup(_pipeline(disable_after_consecutive_failures=2),
+                          needs={2: [1]}, broken={1})
+    _change(ctx, 1)
+    manager.add_change(_change(ctx, 2))   # 1 is enqueued ahead of it
+    ctx.run()
+    assert ctx.reports == [(1, 'failure'), (2, 'failure')]
+    assert manager.disabled

@@ -407,6 +407,7 @@ class PipelineManager:
                             item.change.describe(), missing)
         if not item.quiet:
             self._report_result(item, 'failure')
+            self._count_result('failure')
         self.remove_item(item)
         return False
 

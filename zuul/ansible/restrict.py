@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import os
 
+from zuul.lib import safefile
+
 REFUSED = 'Executing local code is prohibited in untrusted playbooks'
 
 LOCALHOST_NAMES = frozenset({'localhost', '127.0.0.1', '::1', 'localhost.localdomain'})
@@ -144,19 +146,18 @@ def check_read_path(path) -> None:
     one of ``ZUUL_READ_ROOTS``."""
     if path is None:
         return
-    real = os.path.realpath(os.fsdecode(path))
-    roots = _roots('ZUUL_READ_ROOTS')
-    if not any(real == r or real.startswith(r + os.sep) for r in roots):
+    if not any(safefile.is_within(r, os.fsdecode(path)) for r in _roots('ZUUL_READ_ROOTS')):
         _fail(f'reading {path} on the executor (only files in the work dir are allowed)')
+
+
+def _work_root() -> str:
+    return os.environ.get('ZUUL_WORK_ROOT') or '/nonexistent'
 
 
 def check_write_path(path) -> None:
     """Refuse writing ``path`` on the executor outside ``ZUUL_WORK_ROOT``."""
-    root = os.path.realpath(os.environ.get('ZUUL_WORK_ROOT') or '/nonexistent')
-    path = os.fsdecode(path)
-    parent = os.path.realpath(os.path.dirname(os.path.abspath(path)) or '.')
-    target = os.path.join(parent, os.path.basename(path))
-    if os.path.islink(target) or not (parent == root or parent.startswith(root + os.sep)):
+    path = os.path.abspath(os.fsdecode(path))
+    if os.path.islink(path) or not safefile.is_within(_work_root(), os.path.dirname(path)):
         _fail(f'writing {path} on the executor (only the work dir is allowed)')
 
 
@@ -171,8 +172,7 @@ def _guard_plugin_source(original):
 
     def load(self, *args, **kwargs):
         path = kwargs.get('path', args[1] if len(args) > 1 else None)
-        real = os.path.realpath(os.fsdecode(path)) if path else ''
-        if not any(real.startswith(r + os.sep) for r in roots):
+        if not path or not any(safefile.is_within(r, os.fsdecode(path)) for r in roots):
             _fail(f'loading the Ansible plugin {path}: untrusted content may not bring plugins')
         return original(self, *args, **kwargs)
     return load
@@ -211,9 +211,7 @@ def _guard_fetch(original):
 
 def _guard_makedirs(original):
     def makedirs(path, *args, **kwargs):
-        root = os.path.realpath(os.environ.get('ZUUL_WORK_ROOT') or '/nonexistent')
-        real = os.path.realpath(os.fsdecode(path))
-        if not (real == root or real.startswith(root + os.sep)):
+        if not safefile.is_within(_work_root(), os.fsdecode(path)):
             _fail(f'writing to {path} on the executor (only the work dir is allowed)')
         return original(path, *args, **kwargs)
     return makedirs

@@ -21,6 +21,7 @@ import re
 
 from zuul.executor.jobdir import JobDir, PreparedPlaybook
 from zuul.executor.protocol import PlaybookSpec
+from zuul.lib import safefile
 
 ROLE_MARKERS = ('tasks', 'handlers', 'vars', 'defaults', 'meta', 'templates', 'files')
 
@@ -52,9 +53,7 @@ def check_role_name(name: str) -> str:
 
 def _check_inside(root: str, path: str, what: str) -> None:
     """``path`` must resolve (symlinks followed) inside ``root``."""
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(path)
-    if real != real_root and not real.startswith(real_root + os.sep):
+    if not safefile.is_within(root, path):
         raise PlaybookError(f'{what} leaves its project (resolves outside the checkout)')
 
 

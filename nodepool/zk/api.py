@@ -77,17 +77,26 @@ def hosts_string(servers: list[dict] | list, chroot: str | None = None) -> str:
 class NodepoolZooKeeper:
     """Typed access to requests, nodes, launchers and their locks."""
 
-    def __init__(self, client: KazooClient, owns_client: bool = False):
+    def __init__(self, client: KazooClient, owns_client: bool = False,
+                 tree: paths.ZKPaths = paths.NODEPOOL):
         self.client = client
         self._owns_client = owns_client
         self._images: ImageZooKeeper | None = None
-        for path in (paths.REQUEST_ROOT, paths.REQUEST_LOCK_ROOT, paths.NODE_ROOT,
-                     paths.LAUNCHER_ROOT):
+        #: Which node system's records: Nodepool's (``/nodepool``) or
+        #: zuul-launcher's (``/zuul/node-requests``, ``/zuul/nodes``).
+        self.tree = tree
+        for path in (tree.request_root, tree.request_lock_root, tree.node_root,
+                     tree.launcher_root):
             client.ensure_path(path)
 
     @classmethod
-    def from_hosts(cls, hosts: str, timeout: float = 10.0, tls: dict | None = None):
-        return cls(connect(hosts, timeout=timeout, tls=tls), owns_client=True)
+    def from_hosts(cls, hosts: str, timeout: float = 10.0, tls: dict | None = None,
+                   tree: paths.ZKPaths = paths.NODEPOOL):
+        return cls(connect(hosts, timeout=timeout, tls=tls), owns_client=True, tree=tree)
+
+    def sibling(self, tree: paths.ZKPaths) -> NodepoolZooKeeper:
+        """The same client (and session) over another node system's tree."""
+        return NodepoolZooKeeper(self.client, owns_client=False, tree=tree)
 
     def close(self) -> None:
         if self._owns_client:
@@ -120,7 +129,7 @@ class NodepoolZooKeeper:
         now = time.time()
         request.created_time = request.created_time or now
         request.state_time = now
-        path = self.client.create(f'{paths.REQUEST_ROOT}/{int(priority):03d}-',
+        path = self.client.create(f'{self.tree.request_root}/{int(priority):03d}-',
                                   request.serialize(), ephemeral=ephemeral,
                                   sequence=True, makepath=True)
         request.id = path.rsplit('/', 1)[1]
@@ -128,7 +137,7 @@ class NodepoolZooKeeper:
 
     def get_request(self, request_id: str, watch=None) -> NodeRequest | None:
         try:
-            raw, stat = self.client.get(paths.request_path(request_id), watch=watch)
+            raw, stat = self.client.get(self.tree.request_path(request_id), watch=watch)
         except NoNodeError:
             return None
         if not raw:
@@ -137,21 +146,21 @@ class NodepoolZooKeeper:
 
     def get_request_ids(self) -> list[str]:
         try:
-            ids = self.client.get_children(paths.REQUEST_ROOT)
+            ids = self.client.get_children(self.tree.request_root)
         except NoNodeError:
             return []
         return sorted(ids, key=request_sort_key)
 
     def get_requests(self) -> list[NodeRequest]:
         """All requests in processing order (one batch of reads)."""
-        return [r for r in self._get_many(self.get_request_ids(), paths.request_path,
+        return [r for r in self._get_many(self.get_request_ids(), self.tree.request_path,
                                           NodeRequest) if r is not None]
 
     def store_request(self, request: NodeRequest, expected_version: int = -1) -> None:
         """Write ``request`` back; RecordGoneError if it was deleted,
         RecordChangedError if ``expected_version`` is given and stale."""
         try:
-            stat = self.client.set(paths.request_path(request.id), request.serialize(),
+            stat = self.client.set(self.tree.request_path(request.id), request.serialize(),
                                    version=expected_version)
         except NoNodeError:
             raise RecordGoneError(f'request {request.id} no longer exists') from None
@@ -164,7 +173,7 @@ class NodepoolZooKeeper:
         nodes and of the request, in one transaction; RecordGoneError
         (and nothing changed) if the request was deleted."""
         tx = self.client.transaction()
-        tx.set_data(paths.request_path(request.id), request.serialize())
+        tx.set_data(self.tree.request_path(request.id), request.serialize())
         held = [r.lock for r in [*nodes, request]
                 if getattr(r, 'lock', None) is not None and r.lock.is_acquired]
         for lock in held:
@@ -172,7 +181,7 @@ class NodepoolZooKeeper:
         results = tx.commit()
         failures = [r for r in results if isinstance(r, Exception)]
         if failures:
-            if self.client.exists(paths.request_path(request.id)) is None:
+            if self.client.exists(self.tree.request_path(request.id)) is None:
                 raise RecordGoneError(f'request {request.id} no longer exists')
             raise ZooKeeperError(f'fulfilling request {request.id} failed: {failures}')
         for lock in held:
@@ -184,7 +193,7 @@ class NodepoolZooKeeper:
     def delete_request(self, request: NodeRequest | str) -> None:
         request_id = request if isinstance(request, str) else request.id
         try:
-            self.client.delete(paths.request_path(request_id))
+            self.client.delete(self.tree.request_path(request_id))
         except NoNodeError:
             pass
         self.delete_request_lock_dir(request_id)
@@ -192,14 +201,14 @@ class NodepoolZooKeeper:
     def delete_request_lock_dir(self, request_id: str) -> bool:
         """Remove the (unused) lock directory of a finished request."""
         try:
-            self.client.delete(paths.request_lock_path(request_id))
+            self.client.delete(self.tree.request_lock_path(request_id))
         except (NoNodeError, NotEmptyError):
             return False
         return True
 
     def get_request_lock_ids(self) -> list[str]:
         try:
-            return self.client.get_children(paths.REQUEST_LOCK_ROOT)
+            return self.client.get_children(self.tree.request_lock_root)
         except NoNodeError:
             return []
 
@@ -207,7 +216,7 @@ class NodepoolZooKeeper:
                      timeout: float | None = None, identifier: str = '') -> bool:
         """Take ``/nodepool/requests-lock/<id>``; the lock object is kept
         on the request (``request.lock``)."""
-        path = paths.request_lock_path(request.id)
+        path = self.tree.request_lock_path(request.id)
         lock = self._lock_new_dir(path, identifier)
         if lock is None:
             lock = Lock(self.client, path, identifier)
@@ -222,12 +231,12 @@ class NodepoolZooKeeper:
         request.lock = None
 
     def is_request_locked(self, request_id: str) -> bool:
-        return self._has_contenders(paths.request_lock_path(request_id))
+        return self._has_contenders(self.tree.request_lock_path(request_id))
 
     # -- launchers ----------------------------------------------------------
 
     def register_launcher(self, launcher: LauncherRecord) -> None:
-        path = paths.launcher_path(launcher.id)
+        path = self.tree.launcher_path(launcher.id)
         try:
             self.client.create(path, launcher.serialize(), ephemeral=True, makepath=True)
         except NodeExistsError:
@@ -236,18 +245,18 @@ class NodepoolZooKeeper:
 
     def unregister_launcher(self, launcher_id: str) -> None:
         try:
-            self.client.delete(paths.launcher_path(launcher_id))
+            self.client.delete(self.tree.launcher_path(launcher_id))
         except NoNodeError:
             pass
 
     def get_launcher_ids(self) -> list[str]:
         try:
-            return sorted(self.client.get_children(paths.LAUNCHER_ROOT))
+            return sorted(self.client.get_children(self.tree.launcher_root))
         except NoNodeError:
             return []
 
     def get_launchers(self) -> list[LauncherRecord]:
-        return [r for r in self._get_many(self.get_launcher_ids(), paths.launcher_path,
+        return [r for r in self._get_many(self.get_launcher_ids(), self.tree.launcher_path,
                                           LauncherRecord) if r is not None]
 
     # -- nodes --------------------------------------------------------------
@@ -260,10 +269,10 @@ class NodepoolZooKeeper:
         node.created_time = node.created_time or now
         node.state_time = node.state_time or now
         node.updated_time = now
-        path = self.client.create(f'{paths.NODE_ROOT}/', node.serialize(), sequence=True,
+        path = self.client.create(f'{self.tree.node_root}/', node.serialize(), sequence=True,
                                   makepath=True)
         node.id = path.rsplit('/', 1)[1]
-        lock = self._lock_new_dir(paths.node_lock_path(node.id), identifier)
+        lock = self._lock_new_dir(self.tree.node_lock_path(node.id), identifier)
         if lock is None:
             raise ZooKeeperError(f'node {node.id} was locked before its creator could')
         node.lock = lock
@@ -276,25 +285,25 @@ class NodepoolZooKeeper:
         if node.id is None:
             node.created_time = node.created_time or now
             node.state_time = node.state_time or now
-            path = self.client.create(f'{paths.NODE_ROOT}/', node.serialize(),
+            path = self.client.create(f'{self.tree.node_root}/', node.serialize(),
                                       sequence=True, makepath=True)
             node.id = path.rsplit('/', 1)[1]
             # The lock directory exists from the start: lockers never
             # create it, so locking a deleted node cannot resurrect it.
             try:
-                self.client.create(paths.node_lock_path(node.id))
+                self.client.create(self.tree.node_lock_path(node.id))
             except NodeExistsError:
                 pass
             return node.id
         try:
-            node.stat = self.client.set(paths.node_path(node.id), node.serialize())
+            node.stat = self.client.set(self.tree.node_path(node.id), node.serialize())
         except NoNodeError:
             raise RecordGoneError(f'node {node.id} no longer exists') from None
         return node.id
 
     def get_node(self, node_id: str, watch=None) -> Node | None:
         try:
-            raw, stat = self.client.get(paths.node_path(node_id), watch=watch)
+            raw, stat = self.client.get(self.tree.node_path(node_id), watch=watch)
         except NoNodeError:
             return None
         if not raw:
@@ -303,12 +312,12 @@ class NodepoolZooKeeper:
 
     def get_node_ids(self) -> list[str]:
         try:
-            return sorted(self.client.get_children(paths.NODE_ROOT))
+            return sorted(self.client.get_children(self.tree.node_root))
         except NoNodeError:
             return []
 
     def get_nodes(self) -> list[Node]:
-        return [n for n in self._get_many(self.get_node_ids(), paths.node_path, Node)
+        return [n for n in self._get_many(self.get_node_ids(), self.tree.node_path, Node)
                 if n is not None]
 
     def lock_node(self, node: Node, blocking: bool = True, timeout: float | None = None,
@@ -316,7 +325,7 @@ class NodepoolZooKeeper:
         """Take ``/nodepool/nodes/<id>/lock``; False if the node is locked
         by someone else (non-blocking) or no longer exists."""
         for attempt in range(2):
-            lock = Lock(self.client, paths.node_lock_path(node.id), identifier)
+            lock = Lock(self.client, self.tree.node_lock_path(node.id), identifier)
             lock.assured_path = True  # see store_node
             try:
                 if not lock.acquire(blocking=blocking, timeout=timeout):
@@ -335,14 +344,14 @@ class NodepoolZooKeeper:
         """A node whose creator died between creating it and its lock
         directory: add the directory, atomically with a check that the
         node still exists (never resurrecting a deleted one)."""
-        lock_path = paths.node_lock_path(node_id)
+        lock_path = self.tree.node_lock_path(node_id)
         if self.client.exists(lock_path) is not None:
             return False   # it exists: the lock was simply taken
-        stat = self.client.exists(paths.node_path(node_id))
+        stat = self.client.exists(self.tree.node_path(node_id))
         if stat is None:
             return False
         tx = self.client.transaction()
-        tx.check(paths.node_path(node_id), stat.version)
+        tx.check(self.tree.node_path(node_id), stat.version)
         tx.create(lock_path)
         results = tx.commit()
         return not any(isinstance(r, Exception) for r in results)
@@ -354,7 +363,7 @@ class NodepoolZooKeeper:
     def is_node_locked(self, node_id: str, watch=None) -> bool:
         """Whether anyone holds (or waits for) the node's lock; ``watch``
         fires once when the lock's contenders change."""
-        return self._has_contenders(paths.node_lock_path(node_id), watch)
+        return self._has_contenders(self.tree.node_lock_path(node_id), watch)
 
     def delete_node(self, node: Node | str) -> None:
         """Remove the record and its lock directory (the caller holds the
@@ -375,7 +384,7 @@ class NodepoolZooKeeper:
     def _delete_node_tree(self, node_id: str) -> bool:
         """Delete ``<node>/lock/*``, ``<node>/lock`` and ``<node>`` in one
         transaction; False if a lock contender appeared meanwhile."""
-        node_path, lock_path = paths.node_path(node_id), paths.node_lock_path(node_id)
+        node_path, lock_path = self.tree.node_path(node_id), self.tree.node_lock_path(node_id)
         try:
             contenders = self.client.get_children(lock_path)
         except NoNodeError:

@@ -1,4 +1,14 @@
-"""Where Nodepool keeps things in ZooKeeper (seed 000)."""
+"""Where Nodepool keeps things in ZooKeeper (seed 000), and where
+zuul-launcher keeps the same kinds of records (seed 001).
+
+The module-level names are Nodepool's tree.  ``ZKPaths`` names one tree
+of requests/nodes/launchers; ``NODEPOOL`` is Nodepool's and
+``ZUUL_LAUNCHER`` is zuul-launcher's (``/zuul/node-requests``,
+``/zuul/nodes``), so the same typed API (nodepool/zk/api.py) and the same
+requestor client (nodepool/zk/requestor.py) serve both systems.
+"""
+
+from dataclasses import dataclass
 
 ROOT = '/nodepool'
 REQUEST_ROOT = f'{ROOT}/requests'
@@ -74,3 +84,40 @@ def upload_path(image: str, build_id: str, provider: str, upload_id: str) -> str
 def upload_lock_path(image: str, build_id: str, provider: str) -> str:
     """Held while one builder uploads (or deletes) this build in this provider."""
     return f'{uploads_path(image, build_id, provider)}/lock'
+
+
+# -- one tree of requests and nodes ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ZKPaths:
+    """The request, node and launcher roots of one node system."""
+
+    request_root: str
+    request_lock_root: str
+    node_root: str
+    launcher_root: str
+
+    def request_path(self, request_id: str) -> str:
+        return f'{self.request_root}/{request_id}'
+
+    def request_lock_path(self, request_id: str) -> str:
+        return f'{self.request_lock_root}/{request_id}'
+
+    def node_path(self, node_id: str) -> str:
+        return f'{self.node_root}/{node_id}'
+
+    def node_lock_path(self, node_id: str) -> str:
+        return f'{self.node_root}/{node_id}/lock'
+
+    def launcher_path(self, launcher_id: str) -> str:
+        return f'{self.launcher_root}/{launcher_id}'
+
+
+NODEPOOL = ZKPaths(REQUEST_ROOT, REQUEST_LOCK_ROOT, NODE_ROOT, LAUNCHER_ROOT)
+
+ZUUL_ROOT = '/zuul'
+ZUUL_LAUNCHER = ZKPaths(request_root=f'{ZUUL_ROOT}/node-requests',
+                        request_lock_root=f'{ZUUL_ROOT}/node-requests-lock',
+                        node_root=f'{ZUUL_ROOT}/nodes',
+                        launcher_root=f'{ZUUL_ROOT}/launchers')

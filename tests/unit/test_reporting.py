@@ -63,3 +63,27 @@ def test_job_success_and_failure_messages_and_urls():
     assert '- unit https://logs.example.com/unit/ : tests broke in 5s\n' in text
     # jobs without them keep the result word and the build's URL
     assert '- docs https://logs.example.com/docs/ : FAILURE in 1h 02m 05s' in text
+
+
+def test_report_build_page_links_zuul_web_build_pages():
+    from zuul.model.tenant import Tenant
+    from zuul.scheduler.reporting import build_page_base
+    pipeline = SimpleNamespace(name='check', failure_message='Build failed.')
+    item = _item()
+    tenant = Tenant('my tenant', report_build_page=True, web_root='https://zuul.example.com/')
+    base = build_page_base(tenant)
+    assert base == 'https://zuul.example.com/t/my%20tenant/build/'
+    text = format_report(pipeline, item, 'failure', base)
+    uuid = item.current_build_set.builds['lint'].uuid
+    assert f'- lint https://zuul.example.com/t/my%20tenant/build/{uuid} : SUCCESS' in text
+    assert 'logs.example.com' not in text
+
+
+def test_report_build_page_needs_a_web_root_and_defaults_to_zuul_conf():
+    from zuul.model.tenant import Tenant
+    from zuul.scheduler.reporting import build_page_base
+    assert build_page_base(Tenant('t', report_build_page=False, web_root='https://z/')) is None
+    assert build_page_base(Tenant('t', report_build_page=True)) is None
+    assert build_page_base(Tenant('t', report_build_page=True),
+                           'https://zuul.example.org') == 'https://zuul.example.org/t/t/build/'
+    assert build_page_base(None, 'https://zuul.example.org') is None

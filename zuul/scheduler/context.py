@@ -13,7 +13,7 @@ from zuul.manager.base import item_log
 from zuul.model import item as m
 from zuul.model.change import Branch, Change, Ref
 from zuul.model.events import TriggerEvent
-from zuul.scheduler.reporting import format_report
+from zuul.scheduler.reporting import build_page_base, format_report
 
 log = logging.getLogger('zuul.scheduler.context')
 
@@ -213,7 +213,9 @@ class SchedulerContext:
         reporters = self.layouts.reporters(pipeline, action)
         if not reporters:
             return self._merged(item) if action == 'success' else None
-        message = format_report(pipeline, item, action)
+        tenant = getattr(self.tenant.layout, 'tenant', None)
+        build_page = build_page_base(tenant, getattr(self.scheduler, 'web_root', None))
+        message = format_report(pipeline, item, action, build_page)
         for reporter in reporters:
             try:
                 reporter.report(item, pipeline, action, message)

@@ -8,6 +8,8 @@ SKIPPED jobs give the reason instead of a URL and duration.
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from zuul.model import item as m
 
 DEFAULT_MESSAGES = {
@@ -60,7 +62,22 @@ def pipeline_message(pipeline, action: str, item: m.QueueItem) -> str:
         return text  # a message with literal braces
 
 
-def job_lines(item: m.QueueItem) -> list[str]:
+def build_page_base(tenant, default_root: str | None = None) -> str | None:
+    """With the tenant's ``report-build-page``: the URL its build pages
+    start with (``<web-root>/t/<tenant>/build/``), from the tenant's
+    ``web-root`` or else zuul.conf's ``[web] root``; None when reports
+    link build logs (the default, or no web root is known)."""
+    if tenant is None or not getattr(tenant, 'report_build_page', False):
+        return None
+    root = getattr(tenant, 'web_root', None) or default_root
+    if not root:
+        return None
+    return f'{root.rstrip("/")}/t/{quote(tenant.name, safe="")}/build/'
+
+
+def job_lines(item: m.QueueItem, build_page: str | None = None) -> list[str]:
+    """One line per job; with ``build_page`` (see ``build_page_base``)
+    a build's link is its page in zuul-web rather than its log URL."""
     bs = item.current_build_set
     lines = []
     for job in bs.jobs or ():
@@ -73,6 +90,8 @@ def job_lines(item: m.QueueItem) -> list[str]:
             continue
         build = bs.builds.get(job.name)
         url = (build.log_url or build.url) if build else None
+        if build is not None and build_page:
+            url = f'{build_page}{build.uuid}'
         text = result
         frozen = job.frozen
         if frozen is not None and result in (m.SUCCESS, m.FAILURE):
@@ -93,7 +112,8 @@ def job_lines(item: m.QueueItem) -> list[str]:
     return lines
 
 
-def format_report(pipeline, item: m.QueueItem, action: str) -> str:
+def format_report(pipeline, item: m.QueueItem, action: str,
+                  build_page: str | None = None) -> str:
     """The full message for ``action`` on ``item``. A ``disabled`` report
     (the pipeline is disabled) carries the message of the result it
     replaces."""
@@ -109,7 +129,7 @@ def format_report(pipeline, item: m.QueueItem, action: str) -> str:
         parts.append(f'This change depends on a change that failed to merge.\n\n'
                      f'Change {item.dequeued_needing_change} is needed.')
     elif action in ('success', 'failure'):
-        lines = job_lines(item)
+        lines = job_lines(item, build_page)
         if lines:
             parts.append('\n'.join(lines))
     footer = getattr(pipeline, 'footer_message', None)

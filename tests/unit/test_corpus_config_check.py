@@ -49,13 +49,11 @@ _MISSING = [
 
 # What config-check reports in these real configurations, as the running
 # scheduler would: pipelines using drivers this system does not have, and
-# job graphs that cannot be frozen (a final job given dependencies in a
-# project-pipeline; a hard dependency on a job the post pipeline lacks).
+# a job graph that cannot be frozen (a hard dependency on a job the post
+# pipeline lacks).
 KNOWN = re.compile(
     r'no connection or driver named "(github|gitlab|gitea)" is available'
     r'|connection "\w+" uses the driver "(github|gitlab|gitea)"'
-    r'|job graph cannot be frozen: Unable to modify final job "release-wheel-cache-[\w-]+" '
-    r'attribute "dependencies"'
     r'|job graph cannot be frozen: Job "propose-updates" depends on '
     r'"publish-service-types-authority", which is not part of this project-pipeline')
 

@@ -276,3 +276,22 @@ def test_report_messages_and_urls_are_inherited_and_overridden():
     frozen = freeze_job(layout, 'unit', 'master')
     assert (frozen.get('success_message'), frozen.get('success_url'),
             frozen.get('failure_url')) == ('green', 'https://ci/unit', 'https://ci/help')
+
+
+def test_final_job_may_be_placed_in_the_graph_but_not_changed_by_a_project():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: publish}
+- job: {name: release, final: true, timeout: 10}
+''')
+    placed = layout.pp({'release': {'dependencies': [{'name': 'publish'}]}})
+    frozen = freeze_job(layout, 'release', 'master', project_variants=[placed])
+    assert frozen.get('timeout') == 10
+    changed = layout.pp({'release': {'timeout': 99}})
+    with pytest.raises(FreezeError, match='Unable to modify final job "release" attribute '
+                                          '"timeout"'):
+        freeze_job(layout, 'release', 'master', project_variants=[changed])
+    # A variant defined as a job (not where a project runs it) stays refused.
+    layout.add('- job: {name: release, dependencies: [publish]}')
+    with pytest.raises(FreezeError, match='"dependencies"'):
+        freeze_job(layout, 'release', 'master')

@@ -273,7 +273,13 @@ class JobFreezer:
     def _apply_variant(self, frozen: FrozenJob, variant: Job) -> None:
         final_attrs = frozen.final_from
         if final_attrs and (variant.attributes or variant.secrets):
-            changed = sorted(set(variant.attributes) - {'files', 'irrelevant_files'})
+            allowed = {'files', 'irrelevant_files'}
+            if variant.project_pipeline:
+                # Where a project runs a final job places it in the job
+                # graph; it does not change how the job runs (OpenStack's
+                # project-config orders final release jobs this way).
+                allowed.add('dependencies')
+            changed = sorted(set(variant.attributes) - allowed)
             if changed:
                 raise FreezeError(f'Unable to modify final job "{frozen.name}" attribute '
                                   f'"{changed[0]}" in {variant.describe()} (final since '

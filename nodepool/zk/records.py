@@ -139,6 +139,14 @@ class NodeRequest(_Record):
     nodes: list[str] = field(default_factory=list)
     declined_by: list[str] = field(default_factory=list)
     event_id: str | None = None
+    # zuul-launcher only (seed 001; Nodepool leaves them empty):
+    #: Per-node declines: node index (as a string, JSON keys being
+    #: strings) -> canonical names of the providers that failed to
+    #: launch that node.
+    node_declines: dict = field(default_factory=dict)
+    #: Launch every node from this image upload (image validation):
+    #: ``{'image', 'build', 'upload', 'external_id'}``.
+    image_upload: dict | None = None
     # Process-local (not serialised).
     id: str | None = None
     stat: Any = None
@@ -219,6 +227,19 @@ class Node(_Record):
     hold_expiration: int | None = None
     comment: str | None = None
     attributes: dict = field(default_factory=dict)
+    # zuul-launcher only (seed 001: the launch state machine lives in
+    # ZooKeeper so any launcher can resume it; Nodepool leaves them
+    # empty):
+    #: Which node of its request (index into ``node_types``).
+    request_index: int | None = None
+    #: Launch attempts made so far in this provider.
+    launch_attempts: int = 0
+    #: Launch step: queued|start|booting|checking|ready|failed.
+    launch_state: str | None = None
+    #: Wall-clock deadline (epoch seconds) of the current attempt.
+    launch_deadline: float | None = None
+    #: Every label a reusable (static) node can serve.
+    labels: list[str] = field(default_factory=list)
     # Process-local (not serialised).
     id: str | None = None
     stat: Any = None

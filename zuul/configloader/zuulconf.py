@@ -3,7 +3,7 @@
 Sections and keys are those released Zuul v3 documents, so an existing
 deployment's file works: [gearman], [gearman_server], [zookeeper],
 [keystore], [scheduler], [merger], [executor], [web], [database],
-[statsd], and [connection NAME] with ``driver=``. Unknown keys are
+[statsd], [launcher], and [connection NAME] with ``driver=``. Unknown keys are
 ignored (with a warning) so newer files still load; wrong types and
 unknown drivers are errors naming the file, section and key.
 Relative paths are resolved against the directory of zuul.conf.
@@ -128,6 +128,29 @@ class WebSettings:
 
 
 @dataclass(frozen=True)
+class LauncherSettingsConf:
+    """``[launcher]``: zuul-launcher (seed 001)."""
+
+    state_dir: str = '/var/lib/zuul/launcher'
+    log_config: str | None = None
+    pidfile: str = '/var/run/zuul/launcher.pid'
+    hostname: str | None = None
+    #: Operate only on providers of these connections (space or comma
+    #: separated; ``null`` names static providers).  Empty: all.
+    connections: str = ''
+    #: Seconds a loop sleeps when nothing wakes it.
+    poll_interval: float = 0.5
+    #: Seconds between passes that look for leaked instances.
+    cleanup_interval: float = 60.0
+    #: Seconds an instance without a node record is left alone.
+    leak_grace: float = 60.0
+
+    def connection_names(self) -> set[str] | None:
+        names = {n for n in self.connections.replace(',', ' ').split() if n}
+        return names or None
+
+
+@dataclass(frozen=True)
 class DatabaseSettings:
     dburi: str | None = None
     table_prefix: str = ''
@@ -161,6 +184,7 @@ class ZuulConf:
     database: DatabaseSettings
     statsd: StatsdSettings
     connections: dict
+    launcher: LauncherSettingsConf = field(default_factory=LauncherSettingsConf)
 
     @property
     def base_dir(self) -> str:
@@ -173,6 +197,7 @@ SECTIONS = {
     'scheduler': SchedulerSettings, 'merger': MergerSettings,
     'executor': ExecutorSettingsConf, 'web': WebSettings,
     'database': DatabaseSettings, 'statsd': StatsdSettings,
+    'launcher': LauncherSettingsConf,
 }
 
 PATH_KEYS = {'tenant_config', 'state_dir', 'log_config', 'pidfile', 'command_socket',

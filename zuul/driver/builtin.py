@@ -2,6 +2,29 @@
 
 from __future__ import annotations
 
+from zuul.driver.base import Driver
+
+#: Connection drivers that name a node provider for zuul-launcher (seed
+#: 001: "Information about connecting to a cloud will be added to
+#: zuul.conf as a connection entry"); the provider drivers themselves
+#: are nodepool.driver's.
+PROVIDER_DRIVERS = ('openstack', 'static', 'netns', 'simulated')
+
+
+class ProviderConnectionDriver(Driver):
+    """A ``[connection NAME] driver=openstack|static|netns|simulated``
+    section: cloud credentials and knobs (``cloud``, ``region``,
+    ``rate``, ``state-dir`` ...) that zuul-launcher passes to the
+    provider driver.  It has no source, trigger or reporter, so the
+    scheduler and web just carry it; zuul-launcher reads its options."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def connection_schema(self):
+        import voluptuous as vs
+        return vs.Schema({str: str}, extra=vs.ALLOW_EXTRA)
+
 
 def all_drivers() -> list:
     from zuul.driver.gerrit import GerritDriver
@@ -11,4 +34,5 @@ def all_drivers() -> list:
     from zuul.driver.timer import TimerDriver
     from zuul.driver.zuul import ZuulDriver
     return [GerritDriver(), GitDriver(), TimerDriver(), ZuulDriver(), SQLDriver(),
-            MySQLDriver(), PostgreSQLDriver(), SMTPDriver()]
+            MySQLDriver(), PostgreSQLDriver(), SMTPDriver(),
+            *(ProviderConnectionDriver(name) for name in PROVIDER_DRIVERS)]

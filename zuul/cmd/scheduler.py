@@ -55,7 +55,7 @@ class SchedulerService:
         from zuul.scheduler.builds import ExecutorAdapter
         from zuul.scheduler.connections import ConnectionRegistry
         from zuul.scheduler.layouts import Layouts, MergerConfigFetcher
-        from zuul.scheduler.nodes import NodesAdapter
+        from zuul.scheduler.nodes import NodesAdapter, ProviderPublisher
         from zuul.scheduler.rpc import RPCListener
         from zuul.scheduler.rpc_handlers import handlers
         from zuul.scheduler.scheduler import Scheduler
@@ -86,6 +86,11 @@ class SchedulerService:
                                                tls=conf.zookeeper.tls())
         self.node_client = NodeRequestClient(self.zk, requestor='zuul-scheduler')
         self.node_client.start()
+        # zuul-launcher's tree (seed 001), over the same session.
+        from nodepool.zk.paths import ZUUL_LAUNCHER
+        self.launcher_node_client = NodeRequestClient(self.zk.sibling(ZUUL_LAUNCHER),
+                                                      requestor='zuul-scheduler')
+        self.launcher_node_client.start()
         self.executor_client = ExecutorClient(host, port, tls=tls)
         stats = history = None
         if conf.statsd.server:
@@ -101,7 +106,9 @@ class SchedulerService:
         self.scheduler.executor = ExecutorAdapter(self.executor_client, self.scheduler,
                                                   hostnames, self.layouts.job_spec_for,
                                                   self._merge_mode)
-        self.scheduler.nodes = NodesAdapter(self.node_client, self.scheduler)
+        self.scheduler.nodes = NodesAdapter(self.node_client, self.scheduler,
+                                            launcher_client=self.launcher_node_client)
+        self.scheduler.provider_publisher = ProviderPublisher(self.zk.client)
         from zuul.scheduler.autohold import AutoholdStore
         self.scheduler.autoholds = AutoholdStore(self.zk.client)
         from zuul.scheduler.timer import TimerService
@@ -131,6 +138,7 @@ class SchedulerService:
         for stop in (lambda: self.timer.stop(),
                      lambda: self.connections.stop(), lambda: self.scheduler.stop(),
                      lambda: self.rpc.stop(), lambda: self.node_client.stop(),
+                     lambda: self.launcher_node_client.stop(),
                      lambda: self.zk.close(), lambda: self.merge_client.stop(),
                      lambda: self.executor_client.stop(),
                      lambda: self.gear_server and self.gear_server.shutdown()):

@@ -1,16 +1,43 @@
 """Node requests for the scheduler, over Nodepool's ZooKeeper protocol
 (nodepool/zk/requestor.py). Results come back as ``nodes-provisioned``
-result events on the scheduler thread."""
+result events on the scheduler thread.
+
+Two node systems run side by side during a migration (seed 001, "Upgrade
+Process"): a label defined by a ``label`` object in the tenant's live
+layout is requested from zuul-launcher (``/zuul/node-requests``, under
+its *canonical* name), any other label from Nodepool
+(``/nodepool/requests``), as before.  A nodeset that mixes both kinds is
+split into one request per system and the build starts when both are
+fulfilled (``RoutedRequest``); if either fails, the other is withdrawn
+and its nodes returned.  The nodes of such a job then come from two
+systems (and so two providers): that is the price of migrating label by
+label.  A tenant with ``use-nodepool: false`` never sends a request to
+Nodepool: the job fails with NODE_FAILURE and says which label.
+
+``ProviderPublisher`` writes the providers of every tenant's live layout
+to ZooKeeper for zuul-launcher after every (re)configuration.
+"""
 
 from __future__ import annotations
 
+import copy
+import json
 import logging
+import threading
 from dataclasses import dataclass, field
 
 log = logging.getLogger('zuul.scheduler.nodes')
 
 # Pipeline precedence -> node request priority (lower is served first).
 PRIORITY = {'high': 100, 'normal': 200, 'low': 300}
+
+# The two node systems (keys of NodesAdapter.clients).
+NODEPOOL = 'nodepool'
+ZUUL_LAUNCHER = 'zuul-launcher'
+
+# Outcomes of a RoutedRequest (the same words as the requestor's).
+WAITING, ACCEPTED, FAILED, CANCELED, RELEASED = (
+    'waiting', 'accepted', 'failed', 'canceled', 'released')
 
 
 @dataclass
@@ -26,67 +53,288 @@ class NodeSet:
         return [n.get('id') for _, n in self.nodes]
 
 
+class RoutingError(Exception):
+    """A nodeset this tenant cannot request (the message says why)."""
+
+
+def route_labels(layout, labels: list[str]) -> list[tuple[str, str]]:
+    """(system, label as the request names it) per label, in order:
+    zuul-launcher with the canonical name when the layout defines a
+    ``label`` object of that name, else Nodepool with the name as
+    written.  ``layout`` is the tenant's live (non-speculative) layout."""
+    table = getattr(layout, 'labels', None) or {}
+    tenant = getattr(layout, 'tenant', None)
+    use_nodepool = getattr(tenant, 'use_nodepool', True)
+    out = []
+    for label in labels:
+        obj = table.get(label)
+        if obj is not None:
+            out.append((ZUUL_LAUNCHER, getattr(obj, 'canonical_name', None) or label))
+        elif not use_nodepool:
+            name = getattr(tenant, 'name', '?')
+            raise RoutingError(f'label "{label}" is not defined by a label object in '
+                               f'tenant {name}, which does not use Nodepool '
+                               f'(use-nodepool: false)')
+        else:
+            out.append((NODEPOOL, label))
+    return out
+
+
+@dataclass
+class _Part:
+    """One system's share of a routed request."""
+
+    system: str
+    client: object
+    indices: list[int]          # positions in the nodeset
+    handle: object = None       # the requestor's RequestHandle
+
+
+@dataclass(eq=False)
+class RoutedRequest:
+    """What the scheduler keeps in ``bs.node_requests``: one request per
+    node system, answered together.  ``nodes`` are the requestor's Node
+    records in nodeset order once ``accepted``."""
+
+    labels: list[str]
+    parts: list[_Part] = field(default_factory=list)
+    outcome: str = WAITING
+    nodes: list = field(default_factory=list)
+    #: Why it failed, for the report line.
+    error_detail: str | None = None
+    callback: object = None
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def id(self) -> str:
+        return ','.join(f'{p.system}:{getattr(p.handle, "id", None)}' for p in self.parts)
+
+    @property
+    def fulfilled(self) -> bool:
+        return self.outcome in (ACCEPTED, RELEASED)
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == FAILED
+
+    def systems(self) -> list[str]:
+        return [p.system for p in self.parts]
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.done.wait(timeout)
+
+    # -- answers from the requestor clients (their threads) ------------------
+
+    def part_done(self, handle) -> None:
+        """A part was fulfilled or failed.  Other parts are withdrawn
+        outside our lock: their clients call back holding their handle's
+        lock, so holding ours while taking theirs could deadlock."""
+        with self.lock:
+            if self.outcome != WAITING:
+                return
+            if handle.failed:
+                self.outcome = FAILED
+                system = next((p.system for p in self.parts if p.handle is handle), '?')
+                self.error_detail = f'({system} could not provide the nodes)'
+            elif all(p.handle is not None and p.handle.fulfilled for p in self.parts):
+                nodes = [None] * len(self.labels)
+                for part in self.parts:
+                    for index, node in zip(part.indices, part.handle.nodes):
+                        nodes[index] = node
+                self.nodes = nodes
+                self.outcome = ACCEPTED
+            else:
+                return
+        if self.outcome == FAILED:
+            self._withdraw()
+        self._finish()
+
+    def fail(self, why: str) -> None:
+        with self.lock:
+            self.outcome = FAILED
+            self.error_detail = why
+        self._withdraw()
+        self._finish()
+
+    def cancel(self) -> None:
+        with self.lock:
+            if self.outcome in (CANCELED, RELEASED):
+                return
+            self.outcome = CANCELED
+        self._withdraw()
+        self.done.set()
+
+    def release(self) -> None:
+        with self.lock:
+            if self.outcome != ACCEPTED:
+                return
+            self.outcome = RELEASED
+        for part in self.parts:
+            part.client.release(part.handle)
+        self.done.set()
+
+    def _withdraw(self) -> None:
+        for part in self.parts:
+            if part.handle is None:
+                continue
+            try:
+                part.client.cancel(part.handle)   # releases nodes already taken
+            except Exception:
+                log.exception('Unable to withdraw node request %s', part.handle.id)
+
+    def _finish(self) -> None:
+        self.done.set()
+        if self.callback is not None:
+            try:
+                self.callback(self)
+            except Exception:
+                log.exception('Node request callback failed for %s', self.id)
+
+
 class NodesAdapter:
     """What SchedulerContext.request_nodes/cancel_node_request/
-    return_nodes call."""
+    return_nodes call.  ``client`` serves Nodepool's tree;
+    ``launcher_client`` (optional) zuul-launcher's."""
 
-    def __init__(self, client, scheduler):
+    def __init__(self, client, scheduler, launcher_client=None):
         self.client = client
+        self.launcher_client = launcher_client
         self.scheduler = scheduler
+
+    @property
+    def clients(self) -> dict:
+        return {NODEPOOL: self.client, ZUUL_LAUNCHER: self.launcher_client}
+
+    def _tenant_layout(self, item):
+        """The live layout of the item's tenant: node config is not
+        speculative, so a change adding a label does not route itself."""
+        for state in getattr(self.scheduler, 'tenants', {}).values():
+            for manager in state.managers.values():
+                if item.queue in getattr(manager, 'queues', ()):
+                    return state.layout
+        return getattr(item.current_build_set, 'layout', None)
 
     def request(self, item, job, pipeline):
         labels = [label for _, label in job.nodes]
         names = [name for name, _ in job.nodes]
         priority = PRIORITY.get(getattr(pipeline, 'precedence', 'normal'), 200)
+        layout = self._tenant_layout(item)
+        tenant = getattr(getattr(layout, 'tenant', None), 'name', None) or \
+            getattr(layout, 'tenant_name', None)
 
-        def done(handle):
+        def done(routed):
             nodeset = None
-            if handle.fulfilled:
-                nodeset = NodeSet(handle, [((name,), {**node.to_dict(), 'id': node.id})
-                                           for name, node in zip(names, handle.nodes)])
+            if routed.fulfilled:
+                nodeset = NodeSet(routed, [
+                    ((name,), {**node.to_dict(), 'id': node.id, 'type': label})
+                    for name, label, node in zip(names, labels, routed.nodes)])
             self.scheduler.add_result_event('nodes-provisioned', item=item,
-                                            job_name=job.name, request=handle,
-                                            nodeset=nodeset, failed=not handle.fulfilled)
-        log.info('[e: %s] Requesting nodes %s for %s', item.event_id, labels, job.name)
-        return self.client.submit(labels, priority=priority, callback=done,
-                                  requestor_data={'job': job.name,
-                                                  'buildset': item.current_build_set.uuid},
-                                  event_id=item.event_id)
+                                            job_name=job.name, request=routed,
+                                            nodeset=nodeset, failed=not routed.fulfilled,
+                                            error_detail=routed.error_detail)
+        routed = RoutedRequest(labels, callback=done)
+        try:
+            routes = route_labels(layout, labels)
+            if any(s == ZUUL_LAUNCHER for s, _ in routes) and self.launcher_client is None:
+                raise RoutingError('this scheduler has no zuul-launcher client')
+        except RoutingError as e:
+            log.warning('[e: %s] Cannot request nodes for %s: %s', item.event_id,
+                        job.name, e)
+            routed.fail(f'({e})')
+            return routed
+        for system in (NODEPOOL, ZUUL_LAUNCHER):
+            indices = [i for i, (s, _) in enumerate(routes) if s == system]
+            if indices:
+                routed.parts.append(_Part(system, self.clients[system], indices))
+        data = {'job': job.name, 'buildset': item.current_build_set.uuid}
+        if tenant:
+            data['tenant'] = tenant
+        # Answers wait for every part to be submitted (part_done takes
+        # the lock), so a fast answer never sees a part without a handle.
+        with routed.lock:
+            try:
+                for part in routed.parts:
+                    node_types = [routes[i][1] for i in part.indices]
+                    log.info('[e: %s] Requesting nodes %s for %s from %s', item.event_id,
+                             node_types, job.name, part.system)
+                    part.handle = part.client.submit(
+                        node_types, priority=priority, callback=routed.part_done,
+                        requestor_data=data, event_id=item.event_id)
+            except Exception:
+                routed.cancel()     # withdraw what was submitted
+                raise
+        return routed
 
     def cancel(self, handle) -> None:
         try:
-            self.client.cancel(handle)
+            handle.cancel()
         except Exception:
             log.exception('Unable to cancel node request %s', getattr(handle, 'id', None))
 
     def hold(self, nodeset, job_name: str, request) -> None:
-        """Put the nodes in the ``hold`` state (Nodepool keeps them) and
-        unlock them: an autohold request claimed this failed build."""
+        """Put the nodes in the ``hold`` state (their launcher keeps them)
+        and unlock them: an autohold request claimed this failed build."""
         from nodepool.zk.records import HOLD
-        from nodepool.zk.requestor import ACCEPTED, RELEASED
-        handle = nodeset.handle
-        with handle.lock:
-            if handle.outcome != ACCEPTED:
+        routed = nodeset.handle
+        with routed.lock:
+            if routed.outcome != ACCEPTED:
                 return
-            for node in handle.nodes:
-                try:
-                    node.set_state(HOLD)
-                    node.hold_job = job_name
-                    node.comment = f'autohold {request.id}: {request.reason}'
-                    # Nodepool deletes the node once this has passed.
-                    node.hold_expiration = request.node_hold_expiration or None
-                    self.client.zk.store_node(node)
-                    log.info('Node %s held for autohold %s', node.id, request.id)
-                except Exception:
-                    log.exception('Unable to hold node %s', node.id)
-                finally:
-                    self.client.zk.unlock_node(node)
-            handle.outcome = RELEASED
+            routed.outcome = RELEASED
+        for part in routed.parts:
+            zk = part.client.zk
+            with part.handle.lock:
+                for node in part.handle.nodes:
+                    try:
+                        node.set_state(HOLD)
+                        node.hold_job = job_name
+                        node.comment = f'autohold {request.id}: {request.reason}'
+                        # The launcher deletes the node once this has passed.
+                        node.hold_expiration = request.node_hold_expiration or None
+                        zk.store_node(node)
+                        log.info('Node %s held for autohold %s', node.id, request.id)
+                    except Exception:
+                        log.exception('Unable to hold node %s', node.id)
+                    finally:
+                        zk.unlock_node(node)
+                # The nodes are no longer this client's to release.
+                part.handle.outcome = RELEASED
+        routed.done.set()
 
     def release(self, nodeset) -> None:
         if nodeset is None:
             return
         try:
-            self.client.release(nodeset.handle)
+            nodeset.handle.release()
         except Exception:
             log.exception('Unable to return nodes %s', nodeset.node_ids)
+
+
+class ProviderPublisher:
+    """Publishes the resolved providers of every tenant's live layout
+    (``zuul.zk.launcher_config``), skipping ZooKeeper when nothing
+    changed since the last publication."""
+
+    def __init__(self, client):
+        self.client = client
+        self._last: str | None = None
+
+    def publish(self, tenants: dict) -> None:
+        """``tenants``: name -> state with ``.layout`` (the scheduler's
+        TenantState); never a speculative layout."""
+        from zuul.zk import launcher_config
+        # Copies: merge_tenants sets ``tenants`` on the providers it returns.
+        per_tenant = {name: {c: copy.copy(p) for c, p in
+                             (getattr(state.layout, 'resolved_providers', None) or {}).items()}
+                      for name, state in tenants.items()}
+        providers = launcher_config.merge_tenants(per_tenant)
+        text = json.dumps({c: p.to_dict() for c, p in providers.items()}, sort_keys=True)
+        if text == self._last:
+            return
+        try:
+            launcher_config.publish(self.client, providers)
+        except Exception:
+            log.exception('Unable to publish the providers for zuul-launcher')
+            return
+        self._last = text
+        log.info('Published %d provider(s) for zuul-launcher', len(providers))

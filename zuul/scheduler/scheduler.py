@@ -63,6 +63,9 @@ class Scheduler:
         # Optional zuul.scheduler.timer.TimerService, told of every
         # reconfiguration.
         self.timer = None
+        # Optional zuul.scheduler.nodes.ProviderPublisher: the live
+        # layouts' providers for zuul-launcher, after every reconfiguration.
+        self.provider_publisher = None
         from zuul.scheduler.autohold import AutoholdStore
         self.autoholds = AutoholdStore()
         # Semaphore holders per tenant; they outlive reconfigurations.
@@ -130,6 +133,8 @@ class Scheduler:
             log.info('Tenant %s loaded with pipelines %s', name, sorted(state.managers))
         if self.timer is not None:
             self.timer.reconfigure(self.tenants)
+        if self.provider_publisher is not None:
+            self.provider_publisher.publish(self.tenants)
         self._watch_projects()
 
     def _watch_projects(self) -> None:
@@ -166,6 +171,10 @@ class Scheduler:
             self._manager_of(item).on_nodes_provisioned(
                 item, args['job_name'], args['request'], args.get('nodeset'),
                 args.get('failed', False))
+            build = item.current_build_set.builds.get(args['job_name'])
+            if args.get('error_detail') and build is not None and \
+                    build.result == m.NODE_FAILURE and not build.error_detail:
+                build.error_detail = args['error_detail']   # why, on the report line
         elif event.kind == 'build-started':
             build = args['build']
             build.start_time = args.get('start_time') or build.start_time

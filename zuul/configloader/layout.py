@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 import re2
 
 from zuul.configloader.job_parser import JobParser
+from zuul.configloader.launcher_objects import LauncherObjectParser, resolve_providers
 from zuul.configloader.limits import ConfigLimits
 from zuul.configloader.nodeset import NodesetParser
 from zuul.configloader.pipeline import PipelineParser
@@ -52,8 +53,11 @@ CONFIG_NAMES = ('zuul.yaml', 'zuul.d', '.zuul.yaml', '.zuul.d')
 
 # Object types in the order they are parsed: later ones refer to earlier
 # ones (project stanzas need the pipeline names, jobs the nodesets).
-OBJECT_TYPES = ('pragma', 'pipeline', 'nodeset', 'secret', 'semaphore', 'queue', 'job',
+OBJECT_TYPES = ('pragma', 'pipeline', 'nodeset', 'secret', 'semaphore', 'queue',
+                'image', 'flavor', 'label', 'section', 'provider', 'job',
                 'project-template', 'project')
+# Seed 001's node and image objects, in the order they are parsed.
+LAUNCHER_TYPES = ('image', 'flavor', 'label', 'section', 'provider')
 TRUSTED_ONLY = ('pipeline',)
 
 
@@ -303,6 +307,11 @@ class LayoutLoader:
             for conf, sc, line in buckets[kind]:
                 with _Recording(layout, context, sc, line, kind, conf):
                     layout.add_unique(table, parse(conf, sc))
+        launcher_parser = LauncherObjectParser(context)
+        for kind in LAUNCHER_TYPES:
+            for conf, sc, line in buckets[kind]:
+                with _Recording(layout, context, sc, line, kind, conf):
+                    layout.add_unique(kind + 's', launcher_parser.parse(kind, conf, sc))
         owners: dict[str, str] = {}
         shadows = _shadow_map(context.tenant)
         for conf, sc, line in buckets['job']:
@@ -347,6 +356,31 @@ class LayoutLoader:
                     layout.errors.add(_error(config.source_context, config.start_line,
                                              reason, kind, config.name))
         self._tenant_restrictions(layout, tenant)
+        layout.resolved_providers = resolve_providers(layout, tenant, layout.errors,
+                                                      self.connections)
+        if not tenant.use_nodepool:
+            self._undefined_labels(layout)
+
+    @staticmethod
+    def _undefined_labels(layout: Layout) -> None:
+        """A tenant with ``use-nodepool: false`` serves every node from
+        ``label`` objects: a nodeset (or a job's inline nodeset) naming any
+        other label is an error. Otherwise such labels go to Nodepool."""
+        for nodeset in layout.nodesets.values():
+            for label in nodeset.labels:
+                if label not in layout.labels:
+                    layout.errors.add(_error(
+                        nodeset.source_context, nodeset.start_line,
+                        f'the label "{label}" is not defined by a label object (the '
+                        'tenant does not use Nodepool)', 'nodeset', nodeset.name))
+        for variants in layout.jobs.values():
+            for job in variants:
+                for label in _inline_labels(job.attributes.get('nodeset')):
+                    if label not in layout.labels:
+                        layout.errors.add(_error(
+                            job.source_context, job.start_line,
+                            f'nodeset: the label "{label}" is not defined by a label '
+                            'object (the tenant does not use Nodepool)', 'job', job.name))
 
     @staticmethod
     def _project_problems(layout: Layout, config):
@@ -392,6 +426,22 @@ class LayoutLoader:
                 if reason:
                     layout.errors.add(_error(nodeset.source_context, nodeset.start_line,
                                              reason, 'nodeset', nodeset.name))
+
+
+def _inline_labels(value) -> list[str]:
+    """Labels of a job's inline nodeset (a mapping with ``nodes``, or the
+    seed's bare list of nodes); a nodeset name yields nothing."""
+    if isinstance(value, dict):
+        value = value.get('nodes')
+    if isinstance(value, dict):
+        value = [value]
+    out = []
+    for node in value if isinstance(value, list) else ():
+        if isinstance(node, dict):
+            label = node.get('label') or node.get('image')
+            if isinstance(label, str):
+                out.append(label)
+    return out
 
 
 def _label_problem(tenant: Tenant, label: str) -> str | None:

@@ -35,6 +35,8 @@ import copy
 from dataclasses import asdict, dataclass, field
 from urllib.parse import quote
 
+from zuul.model.base import ConfigObject
+
 RESOLVED_SCHEMA_VERSION = 1
 
 IMAGE_TYPES = ('cloud', 'zuul')
@@ -134,3 +136,94 @@ class ResolvedProvider:
             if label.name == name:
                 return label
         return None
+
+
+# -- config objects (one per stanza, as loaded) ----------------------------------
+
+
+@dataclass(eq=False)
+class LauncherConfigObject(ConfigObject):
+    """Common part of the five stanzas: the short ``name`` (unique in a
+    tenant), the ``canonical_name`` (``<canonical project>/<name>``), and
+    ``raw``: the validated stanza as plain data (what ``same_definition``
+    compares, and where parsers keep keys they do not interpret)."""
+
+    canonical_name: str = ''
+    description: str | None = None
+    raw: dict = field(default_factory=dict)
+
+    def content(self):
+        return (self.canonical_name, repr(sorted(self.raw.items())))
+
+    def summary(self) -> dict:
+        """The public, read-only view (zuul-web, ``zuul`` CLI): names and
+        references only, never settings (a section's settings may name
+        keys and networks an operator would rather not publish)."""
+        return {'name': self.name, 'canonical_name': self.canonical_name,
+                'description': self.description,
+                'source_context': {'project': self.source_context.project,
+                                   'branch': self.source_context.branch,
+                                   'path': self.source_context.path}}
+
+
+@dataclass(eq=False)
+class ImageObject(LauncherConfigObject):
+    type: str = 'cloud'                 # 'cloud' or 'zuul'
+    #: Image attributes given on the stanza itself (``username``,
+    #: ``python-path``, ``image-name`` ...): the first level of the
+    #: override order.
+    settings: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        return {**super().summary(), 'type': self.type}
+
+
+@dataclass(eq=False)
+class FlavorObject(LauncherConfigObject):
+    settings: dict = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class LabelObject(LauncherConfigObject):
+    image: str | None = None            # short names, as written
+    flavor: str | None = None
+    min_ready: int = 0
+    max_ready_age: int = 0
+    settings: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        return {**super().summary(), 'image': self.image, 'flavor': self.flavor,
+                'min_ready': self.min_ready, 'max_ready_age': self.max_ready_age}
+
+
+@dataclass(eq=False)
+class SectionObject(LauncherConfigObject):
+    parent: str | None = None
+    abstract: bool = False
+    #: True when the stanza says ``connection:`` (even ``connection: null``).
+    has_connection: bool = False
+    connection: str | None = None
+    #: Top-level settings (``boot-timeout``, ``quota``, ``nodes`` ...).
+    settings: dict = field(default_factory=dict)
+    #: ``images``/``flavors``/``labels`` entries by short name.
+    images: dict = field(default_factory=dict)
+    flavors: dict = field(default_factory=dict)
+    labels: dict = field(default_factory=dict)
+    image_defaults: dict = field(default_factory=dict)
+    flavor_defaults: dict = field(default_factory=dict)
+    label_defaults: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        return {**super().summary(), 'parent': self.parent, 'abstract': self.abstract,
+                'connection': self.connection}
+
+
+@dataclass(eq=False)
+class ProviderObject(SectionObject):
+    section: str = ''
+    include_all_node_labels: bool = False
+
+    def summary(self) -> dict:
+        out = LauncherConfigObject.summary(self)
+        out.update({'section': self.section, 'labels': sorted(self.labels)})
+        return out

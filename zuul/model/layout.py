@@ -34,6 +34,17 @@ class Layout:
         self.secrets: dict = {}
         self.semaphores: dict = {}
         self.queues: dict = {}
+        # Seed 001's node and image objects (zuul/model/launcher.py), by
+        # short name; unique per tenant like pipelines.
+        self.images: dict = {}
+        self.flavors: dict = {}
+        self.labels: dict = {}
+        self.sections: dict = {}
+        self.providers: dict = {}
+        # canonical provider name -> ResolvedProvider, set by the loader
+        # (zuul.configloader.launcher_objects.resolve_providers). Only the
+        # live layout's is ever published to zuul-launcher.
+        self.resolved_providers: dict = {}
         self.project_templates: dict[str, list[ProjectConfig]] = {}
         self.project_configs: dict[str, list[ProjectConfig]] = {}
         self.project_regexes: list[tuple] = []    # (compiled, ProjectConfig)
@@ -52,7 +63,8 @@ class Layout:
         return list(self.jobs.get(name, ()))
 
     def add_unique(self, kind: str, obj) -> None:
-        """Add a pipeline/nodeset/secret/semaphore/queue. A second
+        """Add a pipeline/nodeset/secret/semaphore/queue (or an image,
+        flavor, label, section or provider). A second
         definition is an error, except an identical one from another branch
         of the same project (branching must not break the config)."""
         table = getattr(self, kind)
@@ -158,4 +170,6 @@ class Layout:
 
 def _singular(kind: str) -> str:
     return {'pipelines': 'pipeline', 'nodesets': 'nodeset', 'secrets': 'secret',
-            'semaphores': 'semaphore', 'queues': 'queue'}.get(kind, kind)
+            'semaphores': 'semaphore', 'queues': 'queue', 'images': 'image',
+            'flavors': 'flavor', 'labels': 'label', 'sections': 'section',
+            'providers': 'provider'}.get(kind, kind)

@@ -18,6 +18,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from zuul.configloader.launcher_objects import object_summaries
+from zuul.model.layout import Layout
 from zuul.scheduler import rpc_protocol as p
 from zuul.scheduler.rpc import RPCClient, RPCListener
 
@@ -144,6 +146,38 @@ def canned_tenants(stream_url: str | None = None) -> dict:
             'status': _empty_status('tenant-two', ['check']),
         },
     }
+
+
+LAUNCHER_CONFIG = """
+- image: {name: debian, type: cloud, description: Stock Debian}
+- flavor: {name: small}
+- label: {name: debian-small, image: debian, flavor: small, min-ready: 2}
+- section:
+    name: cloud-one
+    connection: cloud
+    key-name: secret-ish-key-name
+    images: [{name: debian, image-name: debian-12-genericcloud}]
+    flavors: [{name: small, flavor-name: m1.small}]
+- provider:
+    name: cloud-one-main
+    section: cloud-one
+    labels: [debian-small]
+"""
+_LAUNCHER_LAYOUTS: dict = {}
+
+
+def launcher_layouts() -> dict:
+    """tenant -> Layout with seed 001's objects (tenant-one only)."""
+    if not _LAUNCHER_LAYOUTS:
+        from zuul.configloader.layout import ConfigFile, LayoutLoader
+        from zuul.model.tenant import Tenant, TenantProject
+        project = TenantProject('gerrit', 'common-config', trusted=True)
+        loader = LayoutLoader(connections={'gerrit': 'gerrit', 'cloud': 'openstack'},
+                              canonical_hostnames={'gerrit': 'review.example.com'})
+        _LAUNCHER_LAYOUTS['tenant-one'] = loader.load(
+            Tenant('tenant-one', [project]),
+            [ConfigFile('zuul.d/nodes.yaml', LAUNCHER_CONFIG, project, 'master')])
+    return _LAUNCHER_LAYOUTS
 
 
 class FakeSchedulerRPC:
@@ -348,6 +382,24 @@ class FakeSchedulerRPC:
 
     def _config_errors_list(self, request):
         return self._tenant(request)['config_errors']
+
+    # Seed 001's node and image objects: the production listing code over a
+    # layout the real loader builds (LAUNCHER_CONFIG).
+    def _launcher_layout(self, request):
+        self._tenant(request)
+        return launcher_layouts().get(request.tenant) or Layout(request.tenant)
+
+    def _launcher_image_list(self, request):
+        return object_summaries(self._launcher_layout(request), 'images')
+
+    def _launcher_flavor_list(self, request):
+        return object_summaries(self._launcher_layout(request), 'flavors')
+
+    def _launcher_label_list(self, request):
+        return object_summaries(self._launcher_layout(request), 'labels')
+
+    def _launcher_provider_list(self, request):
+        return object_summaries(self._launcher_layout(request), 'providers')
 
     def _reconfigure(self, request):
         if request.tenant:

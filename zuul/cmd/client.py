@@ -10,6 +10,7 @@
     zuul encrypt --tenant T --project PR [--infile F] [--outfile F]
                  [--secret-name N] [--field-name F] [--public-key FILE]
     zuul show [queues|running-jobs] --tenant T [--pipeline P]
+    zuul flavor-list|label-list|provider-list --tenant T
 
 Commands other than ``encrypt`` talk to the scheduler over Gearman RPC
 ([gearman] in zuul.conf, or --gearman-server). ``encrypt`` fetches the
@@ -107,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = subs.add_parser('autohold-list', help='list autohold requests')
     _req(sub, 'tenant')
+
+    _add_launcher_list_parsers(subs)
 
     sub = subs.add_parser('encrypt', help='encrypt a secret for a project')
     _req(sub, 'tenant', 'project')
@@ -216,6 +219,36 @@ def cmd_autohold_list(args, config, out):
     rows = [(h['id'], h['project'], h['job'], h['ref_filter'],
              f'{h["current_count"]}/{h["max_count"]}', h.get('reason', '')) for h in holds]
     print_table(('ID', 'Project', 'Job', 'Ref filter', 'Count', 'Reason'), rows, out)
+
+
+# -- seed 001's node and image objects ---------------------------------------------------
+
+# verb -> (RPC function, table headers, row of one entry)
+LAUNCHER_LISTS = {
+    'flavor-list': (p.LAUNCHER_FLAVOR_LIST, ('Name', 'Canonical name', 'Description'),
+                    lambda e: (e['name'], e['canonical_name'], e.get('description'))),
+    'label-list': (p.LAUNCHER_LABEL_LIST,
+                   ('Name', 'Image', 'Flavor', 'Min ready', 'Canonical name'),
+                   lambda e: (e['name'], e.get('image'), e.get('flavor'),
+                              e.get('min_ready', 0), e['canonical_name'])),
+    'provider-list': (p.LAUNCHER_PROVIDER_LIST,
+                      ('Name', 'Section', 'Connection', 'Labels', 'Canonical name'),
+                      lambda e: (e['name'], e['section'], e.get('connection'),
+                                 ' '.join(e.get('labels') or ()), e['canonical_name'])),
+}
+
+
+def _add_launcher_list_parsers(subs) -> None:
+    for verb, what in (('flavor-list', 'flavor'), ('label-list', 'label'),
+                       ('provider-list', 'provider')):
+        sub = subs.add_parser(verb, help=f'list the {what} objects of a tenant')
+        _req(sub, 'tenant')
+
+
+def cmd_launcher_list(args, config, out):
+    function, headers, row = LAUNCHER_LISTS[args.command]
+    entries = rpc_call(args, config, function, tenant=args.tenant)
+    print_table(headers, [row(e) for e in entries], out)
 
 
 # -- show ----------------------------------------------------------------------------------
@@ -332,6 +365,7 @@ COMMANDS = {
     'promote': cmd_promote, 'autohold': cmd_autohold, 'autohold-list': cmd_autohold_list,
     'show': cmd_show, 'encrypt': cmd_encrypt,
 }
+COMMANDS.update(dict.fromkeys(LAUNCHER_LISTS, cmd_launcher_list))
 
 
 def main(argv=None, out=None) -> int:

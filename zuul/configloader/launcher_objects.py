@@ -475,3 +475,30 @@ def _top(settings: dict) -> dict:
 
 def _without_type(entry) -> dict:
     return {k: v for k, v in (entry or {}).items() if k != 'type'}
+
+
+# -- read-only views (zuul-web, zuul CLI) ------------------------------------------
+
+LISTABLE = ('images', 'flavors', 'labels', 'providers')
+
+
+def object_summaries(layout, kind: str) -> list[dict]:
+    """The public view of a layout's ``images``/``flavors``/``labels``/
+    ``providers``, sorted by name: names, references and where each is
+    defined; never settings. A provider shows its section, its connection
+    and the labels and images it serves once resolved (empty if it has
+    errors)."""
+    if kind not in LISTABLE:
+        raise ValueError(f'not a listable launcher object type: {kind}')
+    resolved = getattr(layout, 'resolved_providers', {}) or {}
+    out = []
+    for name in sorted(getattr(layout, kind, {})):
+        obj = getattr(layout, kind)[name]
+        entry = obj.summary()
+        if kind == 'providers':
+            rp = resolved.get(obj.canonical_name)
+            entry['connection'] = rp.connection if rp else None
+            entry['labels'] = sorted(label.name for label in rp.labels.values()) if rp else []
+            entry['images'] = sorted(image.name for image in rp.images.values()) if rp else []
+        out.append(entry)
+    return out

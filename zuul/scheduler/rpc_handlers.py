@@ -24,7 +24,18 @@ def handlers(scheduler, layouts, keystore=None) -> dict:
         p.CONFIG_ERRORS: h.config_errors, p.RECONFIGURE: h.reconfigure,
         p.AUTOHOLD: h.autohold, p.AUTOHOLD_LIST: h.autohold_list,
     }
+    table.update(launcher_handlers(h._layout))
     return table
+
+
+def launcher_handlers(layout_of) -> dict:
+    """The ``zuul:launcher_*_list`` functions: ``layout_of(request)``
+    gives the tenant's layout (raising for an unknown tenant)."""
+    from zuul.configloader.launcher_objects import object_summaries
+
+    def make(kind):
+        return lambda request: object_summaries(layout_of(request), kind)
+    return {function: make(kind) for function, kind in p.LAUNCHER_LISTS.items()}
 
 
 def _source_context(sc) -> dict | None:

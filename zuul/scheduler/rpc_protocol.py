@@ -91,9 +91,29 @@ CONFIG_ERRORS = 'zuul:config_errors_list'
 # tenant (optional: only that tenant). -> {"reconfigured": [tenant names]}
 RECONFIGURE = 'zuul:reconfigure'
 
+# Seed 001's node and image objects of the tenant's layout (names and
+# references only, never settings), sorted by name. Each takes tenant.
+# source_context is {...} as above, description str|null. ->
+# images:    [{"name", "canonical_name", "description", "source_context",
+#              "type": "cloud"|"zuul"}]
+# flavors:   [{"name", "canonical_name", "description", "source_context"}]
+# labels:    [{"name", "canonical_name", "description", "source_context",
+#              "image": str|null, "flavor": str|null (short names),
+#              "min_ready": int, "max_ready_age": int}]
+# providers: [{"name", "canonical_name", "description", "source_context",
+#              "section": str, "connection": str|null, "labels": [str],
+#              "images": [str]} (labels/images it serves, short names)]
+LAUNCHER_IMAGE_LIST = 'zuul:launcher_image_list'
+LAUNCHER_FLAVOR_LIST = 'zuul:launcher_flavor_list'
+LAUNCHER_LABEL_LIST = 'zuul:launcher_label_list'
+LAUNCHER_PROVIDER_LIST = 'zuul:launcher_provider_list'
+# function -> the Layout table it lists
+LAUNCHER_LISTS = {LAUNCHER_IMAGE_LIST: 'images', LAUNCHER_FLAVOR_LIST: 'flavors',
+                  LAUNCHER_LABEL_LIST: 'labels', LAUNCHER_PROVIDER_LIST: 'providers'}
+
 ALL_FUNCTIONS = (ENQUEUE, ENQUEUE_REF, DEQUEUE, PROMOTE, AUTOHOLD, AUTOHOLD_LIST, STATUS_GET,
                  TENANT_LIST, KEY_GET, JOB_LIST, JOB_GET, PROJECT_LIST, PROJECT_GET,
-                 CONFIG_ERRORS, RECONFIGURE)
+                 CONFIG_ERRORS, RECONFIGURE) + tuple(LAUNCHER_LISTS)
 
 
 class RPCVersionError(ValueError):

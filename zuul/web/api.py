@@ -27,6 +27,8 @@ _NAME_RE = re.compile(r'^[^\x00-\x1f]+$')
 
 BUILD_FILTERS = ('project', 'pipeline', 'job_name', 'change', 'patchset', 'result',
                  'uuid', 'branch')
+# /api/tenant/<t>/<what> -> RPC function listing seed 001's config objects.
+LAUNCHER_OBJECT_ROUTES = {kind: function for function, kind in p.LAUNCHER_LISTS.items()}
 BUILDSET_FILTERS = ('project', 'pipeline', 'change', 'result', 'uuid', 'branch')
 
 
@@ -97,6 +99,9 @@ class ZuulWebAPI:
         if what in no_args and not rest:
             self._no_params(kw)
             return no_args[what](tenant)
+        if what in LAUNCHER_OBJECT_ROUTES and not rest:
+            self._no_params(kw)
+            return self.launcher_objects(tenant, what)
         with_args = {'builds': self.builds, 'buildsets': self.buildsets,
                      'console-stream': self.console_stream}
         if what in with_args and not rest:
@@ -170,6 +175,11 @@ class ZuulWebAPI:
 
     def project(self, tenant, name):
         return self._call(p.PROJECT_GET, tenant=tenant, project=name)
+
+    def launcher_objects(self, tenant, what):
+        """/images, /flavors, /labels, /providers: seed 001's configuration
+        objects of the tenant (names and references, never settings)."""
+        return self._call(LAUNCHER_OBJECT_ROUTES[what], tenant=tenant)
 
     def config_errors(self, tenant):
         return self._call(p.CONFIG_ERRORS, tenant=tenant)

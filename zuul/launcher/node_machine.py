@@ -1,0 +1,235 @@
+"""The launch state machine of one node, kept on its record.
+
+Seed 001: "Any state machine information currently stored in memory in
+nodepool-launcher will need to move to ZooKeeper so that other launchers
+can resume state machine processing."  So every step is short (the
+adapter's ``create`` returns an external id, ``poll`` does not wait) and
+the record is written after each one:
+
+    queued --(room in quota)--> start --create--> booting --poll ready-->
+        [checking --SSH banner-->] ready (state ``ready``)
+
+``launch_attempts`` counts creates; ``launch_deadline`` bounds the
+current attempt (the provider's boot timeout).  A failure deletes the
+instance and starts again, up to the provider's ``launch-attempts``;
+then the provider declines that node of the request (``node_declines``
+on the request, written before the node record is deleted) so the
+global loop assigns it elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from nodepool.driver import ImageRef, Instance, InstanceSpec, LaunchError, instance_name
+from nodepool.driver.sshutil import ssh_banner
+from nodepool.zk.api import RecordChangedError
+from nodepool.zk.records import READY, Node
+from zuul.launcher.quota import QUEUED
+
+log = logging.getLogger('zuul.launcher.node')
+
+START = 'start'
+BOOTING = 'booting'
+CHECKING = 'checking'
+LAUNCHED = 'ready'
+FAILING = 'failed'
+MAX_STEPS = 6
+
+
+def apply_instance(node: Node, inst: Instance) -> None:
+    """What the provider reports about a ready instance, on the record."""
+    for attr in ('interface_ip', 'public_ipv4', 'private_ipv4', 'public_ipv6', 'hostname',
+                 'region', 'az', 'cloud', 'host_id', 'connection_type'):
+        value = getattr(inst, attr)
+        if value is not None:
+            setattr(node, attr, value)
+    node.connection_port = inst.connection_port or node.connection_port
+    node.host_keys = list(inst.host_keys or node.host_keys)
+    node.username = node.username or inst.username
+    node.interface_ip = node.interface_ip or inst.public_ipv4 or inst.public_ipv6 or \
+        inst.private_ipv4
+
+
+class NodeLaunchSteps:
+    """Steps the building nodes of one provider (``loop``)."""
+
+    def __init__(self, loop):
+        self.loop = loop
+        self.zk = loop.zk
+        self.served = loop.served
+        self.adapter = loop.adapter
+
+    def _tag(self, node: Node) -> str:
+        return f'node {node.id} ({node.type}, request {node.allocated_to})'
+
+    def step(self, node: Node, nodes: list[Node], request_ids: set[str]) -> bool:
+        """Advance ``node`` as far as it goes without waiting; True while
+        it is still in flight (poll again soon)."""
+        for _ in range(MAX_STEPS):
+            state = node.launch_state or QUEUED
+            gone = node.allocated_to is not None and node.allocated_to not in request_ids
+            try:
+                if state == QUEUED:
+                    if gone:
+                        log.info('%s: request gone before launch; dropped', self._tag(node))
+                        self.zk.delete_node(node)
+                        self.loop.launcher.wake_requests()
+                        return False
+                    if not self._start(node, nodes):
+                        return False
+                elif state == START:
+                    self._create(node)
+                elif state == BOOTING:
+                    if not self._poll(node):
+                        return True
+                elif state == CHECKING:
+                    if not self._check(node):
+                        return True
+                elif state == FAILING:
+                    self._fail(node, 'previous attempt failed')
+                    return node.launch_state != FAILING
+                elif state == LAUNCHED:
+                    self._ready(node, gone)
+                    return False
+            except Exception as e:
+                reason = str(e) or e.__class__.__name__
+                self._fail(node, reason)
+                if node.launch_state in (None, FAILING):
+                    return False
+        return True
+
+    # -- steps -------------------------------------------------------------------------
+
+    def _start(self, node: Node, nodes: list[Node]) -> bool:
+        if self.loop.quota.free(nodes, node.type, count_queued=False) <= 0:
+            return False
+        pool_label = self.served.pool.labels.get(node.type)
+        if pool_label is None:
+            raise LaunchError(f'provider {self.served.name} has no label {node.type}')
+        node.username = node.username or pool_label.username
+        node.python_path = pool_label.python_path
+        node.shell_type = pool_label.shell_type
+        node.launcher = self.loop.launcher.id
+        node.launch_state = START
+        self.zk.store_node(node)
+        return True
+
+    def _image(self, node: Node) -> ImageRef | None:
+        upload = None
+        if node.allocated_to:
+            request = self.zk.get_request(node.allocated_to)
+            upload = request.image_upload if request is not None else None
+        if upload:
+            image_id = f'{upload.get("image")}-{upload.get("build")}-{upload.get("upload")}'
+            return ImageRef(image_name=str(upload.get('image')),
+                            build_id=str(upload.get('build')),
+                            upload_id=str(upload.get('upload')),
+                            external_id=str(upload.get('external_id')), image_id=image_id)
+        pool_label = self.served.pool.labels.get(node.type)
+        if pool_label is not None and pool_label.diskimage:
+            return self.loop.launcher.image_for(self.served.name, pool_label.diskimage)
+        return None
+
+    def _create(self, node: Node) -> None:
+        pool_label = self.served.pool.labels[node.type]
+        image = self._image(node)
+        if pool_label.diskimage and image is None:
+            raise LaunchError(f'no upload of image {pool_label.diskimage} to launch from')
+        spec = InstanceSpec(name=instance_name(node.provider, node.id), node_id=node.id,
+                            provider=node.provider, pool=node.pool, label=node.type,
+                            label_settings=dict(pool_label.settings), username=node.username,
+                            metadata={'zuul_node_id': node.id,
+                                      'zuul_provider': node.provider},
+                            image=image, az=node.az)
+        node.launch_attempts += 1
+        node.image_id = image.image_id if image else None
+        node.external_id = self.adapter.create(spec)
+        node.launch_state = BOOTING
+        node.launch_deadline = time.time() + self.served.config.boot_timeout
+        self.zk.store_node(node)
+        log.info('%s: instance %s created in %s (attempt %d)', self._tag(node),
+                 node.external_id, node.provider, node.launch_attempts)
+
+    def _poll(self, node: Node) -> bool:
+        inst = self.adapter.poll(node.external_id)
+        if inst is None or not inst.ready:
+            self._check_deadline(node)
+            return False
+        apply_instance(node, inst)
+        if self.adapter.check_ssh and node.connection_type == 'ssh':
+            node.launch_state = CHECKING
+        else:
+            node.launch_state = LAUNCHED
+        self.zk.store_node(node)
+        return True
+
+    def _check(self, node: Node) -> bool:
+        if node.address and ssh_banner(node.address, node.connection_port, timeout=1.0):
+            node.launch_state = LAUNCHED
+            self.zk.store_node(node)
+            return True
+        self._check_deadline(node)
+        return False
+
+    def _check_deadline(self, node: Node) -> None:
+        if node.launch_deadline is not None and time.time() > node.launch_deadline:
+            raise LaunchError(f'not ready within {self.served.config.boot_timeout:g}s')
+
+    def _ready(self, node: Node, gone: bool) -> None:
+        node.set_state(READY)
+        if gone:
+            log.info('%s: request gone; the ready node joins the pool', self._tag(node))
+            node.allocated_to = None
+            node.request_index = None
+        self.zk.store_node(node)
+        log.info('%s: ready at %s in %s', self._tag(node), node.address, node.provider)
+        self.loop.launcher.wake_requests()
+
+    # -- failure -----------------------------------------------------------------------
+
+    def _fail(self, node: Node, reason: str) -> None:
+        log.warning('%s: launch attempt %d in %s failed: %s', self._tag(node),
+                    node.launch_attempts, node.provider, reason)
+        if node.external_id:
+            try:
+                self.adapter.delete(node.external_id)
+            except Exception as e:
+                log.warning('%s: deleting instance %s failed: %s (retried later)',
+                            self._tag(node), node.external_id, e)
+                node.launch_state = FAILING
+                self.zk.store_node(node)
+                return
+            node.external_id = None
+        if node.launch_attempts < self.served.launch_attempts and \
+                node.launch_state != QUEUED:
+            node.launch_state = START
+            node.launch_deadline = None
+            self.zk.store_node(node)
+            return
+        node.launch_state = None
+        if node.allocated_to and node.request_index is not None:
+            self._decline(node)
+        self.zk.delete_node(node)
+        self.loop.launcher.wake_requests()
+
+    def _decline(self, node: Node) -> None:
+        """Record on the request that this provider declined the node."""
+        for _ in range(20):
+            request = self.zk.get_request(node.allocated_to)
+            if request is None:
+                return
+            declined = request.node_declines.setdefault(str(node.request_index), [])
+            if node.provider in declined:
+                return
+            declined.append(node.provider)
+            try:
+                self.zk.store_request(request, expected_version=request.stat.version)
+            except RecordChangedError:
+                continue
+            log.warning('[e: %s] request %s: provider %s declined node %d (%s) after %d '
+                        'attempts', request.event_id, request.id, node.provider,
+                        node.request_index, node.type, node.launch_attempts)
+            return
+        log.error('%s: could not record the decline', self._tag(node))

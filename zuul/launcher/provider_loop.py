@@ -1,0 +1,360 @@
+"""One provider's loop (seed 001, "The individual provider loop").
+
+Whoever holds ``/zuul/provider/<quoted canonical name>`` makes a pass
+over the provider's node records:
+
+- ``building`` nodes are driven through the launch state machine
+  (``zuul.launcher.node_machine``), one quick step at a time, its state
+  kept on the record so any launcher resumes it;
+- ``used`` nodes (and ``in-use`` ones nobody holds any more: their
+  requestor died) are deleted, or made ``ready`` again for providers
+  that reuse nodes (static);
+- ``deleting`` nodes are deleted (again, if a delete failed);
+- ``ready`` nodes allocated to a request that no longer exists are
+  returned to the pool, queued ones are dropped;
+- static providers have their hosts registered as ready nodes (one per
+  slot, with ids derived from provider, host, port and slot);
+- every ``cleanup_interval``: instances the provider lists that no
+  node record accounts for are deleted once they have been seen for
+  ``leak_grace`` seconds.
+
+Nodes are locked (non-blocking) before anything that races with a
+requestor (used, in-use, ready nodes); building nodes belong to the
+provider lock's holder alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import logging
+import time
+
+from kazoo.exceptions import KazooException, NodeExistsError
+from kazoo.recipe.lock import Lock
+
+from nodepool.zk.api import RecordGoneError
+from nodepool.zk.records import BUILDING, DELETING, IN_USE, READY, USED, Node, read_many
+from zuul.launcher.node_machine import NodeLaunchSteps
+from zuul.launcher.providers import ServedProvider
+from zuul.launcher.quota import QUEUED, ProviderQuota
+from zuul.model.launcher import quote_name
+
+log = logging.getLogger('zuul.launcher.provider')
+
+PROVIDER_LOCK_ROOT = '/zuul/provider'
+
+
+def provider_lock_path(canonical_name: str) -> str:
+    return f'{PROVIDER_LOCK_ROOT}/{quote_name(canonical_name)}'
+
+
+def static_node_id(provider: str, host: str, port: int, slot: int) -> str:
+    """The same id for the same slot of the same host, whichever launcher
+    registers it (and after every restart)."""
+    digest = hashlib.sha256(f'{provider}\0{host}\0{port}\0{slot}'.encode()).hexdigest()
+    return f'static-{digest[:20]}'
+
+
+def _is_ipv4(name: str) -> bool:
+    try:
+        return ipaddress.ip_address(name).version == 4
+    except ValueError:
+        return False
+
+
+class ProviderLoop:
+    """The loop of one provider in this launcher."""
+
+    def __init__(self, launcher, served: ServedProvider):
+        self.launcher = launcher
+        self.served = served
+        self.zk = launcher.zk
+        self.name = served.name
+        self.adapter = served.adapter
+        self.lock = Lock(self.zk.client, provider_lock_path(self.name), launcher.id)
+        self.quota = ProviderQuota(served.resolved, served)
+        self.steps = NodeLaunchSteps(self)
+        self.active = False            # nodes in flight: poll again soon
+        self.passes = 0
+        self._last_cleanup = 0.0
+        self._leaks_seen: dict[str, float] = {}
+
+    def run_once(self) -> bool:
+        try:
+            if not self.lock.acquire(blocking=False):
+                return False
+        except KazooException as e:
+            log.warning('Provider %s: lock unavailable: %s', self.name, e)
+            return False
+        try:
+            self._pass()
+            self.passes += 1
+        finally:
+            try:
+                self.lock.release()
+            except KazooException:
+                log.warning('Provider %s: releasing its lock failed', self.name,
+                            exc_info=True)
+        return True
+
+    # -- reading -------------------------------------------------------------------
+
+    def _nodes(self) -> list[Node]:
+        """This provider's node records, read fresh (the cache only says
+        which records belong to other providers)."""
+        cache = self.launcher.node_cache
+        ids = []
+        for node_id in self.zk.get_node_ids():
+            cached = cache.get(node_id) if cache is not None else None
+            if cached is None or cached.provider == self.name:
+                ids.append(node_id)
+        tree = self.zk.tree
+        records = read_many(self.zk.client, [
+            (tree.node_path(i), lambda raw, stat, i=i: Node.deserialize(raw, id=i, stat=stat))
+            for i in ids])
+        return [n for n in records if n.provider == self.name]
+
+    # -- one pass ------------------------------------------------------------------
+
+    def _pass(self) -> None:
+        nodes = self._nodes()
+        if self.adapter.reuses_nodes:
+            self._register_static(nodes)
+        request_ids = set(self.zk.get_request_ids())
+        active = False
+        order = sorted(nodes, key=lambda n: (n.state_time, n.id))
+        for node in order:
+            try:
+                if node.state == BUILDING:
+                    active |= self.steps.step(node, nodes, request_ids)
+                elif node.state == USED:
+                    self._release(node)
+                elif node.state == IN_USE:
+                    self._check_abandoned(node)
+                elif node.state == DELETING:
+                    self._delete(node)
+                elif node.state == READY and node.allocated_to and \
+                        node.allocated_to not in request_ids:
+                    self._unallocate(node, request_ids)
+            except RecordGoneError:
+                continue
+            except Exception:
+                log.exception('Provider %s: node %s (%s) failed', self.name, node.id,
+                              node.state)
+        self.active = active
+        if any(n.launch_state == QUEUED for n in nodes if n.state == BUILDING):
+            self._free_idle(nodes)
+        now = time.monotonic()
+        if now - self._last_cleanup >= self.launcher.settings.cleanup_interval:
+            self._last_cleanup = now
+            self._clean_leaks(nodes)
+
+    # -- nodes after use -------------------------------------------------------------
+
+    def _locked(self, node: Node) -> Node | None:
+        """The node locked and re-read, or None if someone holds it."""
+        stub = Node(id=node.id)
+        if not self.zk.lock_node(stub, blocking=False, identifier=self.launcher.id):
+            return None
+        fresh = self.zk.get_node(node.id)
+        if fresh is None:
+            self.zk.unlock_node(stub)
+            return None
+        fresh.lock = stub.lock
+        return fresh
+
+    def _release(self, node: Node) -> None:
+        node = self._locked(node)
+        if node is None:
+            return
+        if node.state not in (USED, IN_USE):
+            self.zk.unlock_node(node)
+            return
+        if self.adapter.reuses_nodes:
+            self._make_ready(node)
+            return
+        self._remove(node)
+
+    def _make_ready(self, node: Node) -> None:
+        request = node.allocated_to
+        node.set_state(READY)
+        node.allocated_to = None
+        node.request_index = None
+        node.launch_state = 'ready'
+        try:
+            self.zk.store_node(node)
+        finally:
+            self.zk.unlock_node(node)
+        log.info('Node %s (%s) ready again after request %s', node.id, node.hostname,
+                 request)
+        self.launcher.wake_requests()
+
+    def _remove(self, node: Node) -> bool:
+        """Delete the instance and the record of a locked node."""
+        node.set_state(DELETING)
+        self.zk.store_node(node)
+        if node.external_id and not self.adapter.reuses_nodes:
+            try:
+                self.adapter.delete(node.external_id)
+            except Exception as e:
+                log.warning('Node %s: deleting instance %s failed: %s (retried later)',
+                            node.id, node.external_id, e)
+                self.zk.unlock_node(node)
+                return False
+        self.zk.delete_node(node)
+        log.info('Node %s (%s) deleted from %s', node.id, node.type, self.name)
+        self.launcher.wake_requests()
+        return True
+
+    def _delete(self, node: Node) -> None:
+        node = self._locked(node)
+        if node is not None:
+            self._remove(node)
+
+    def _check_abandoned(self, node: Node) -> None:
+        """An in-use node nobody holds: its requestor is gone."""
+        if self.zk.is_node_locked(node.id):
+            return
+        locked = self._locked(node)
+        if locked is None:
+            return
+        if locked.state != IN_USE:
+            self.zk.unlock_node(locked)
+            return
+        log.warning('Node %s in use but unlocked (its requestor is gone): releasing',
+                    node.id)
+        if self.adapter.reuses_nodes:
+            self._make_ready(locked)
+        else:
+            self._remove(locked)
+
+    def _unallocate(self, node: Node, request_ids: set[str]) -> None:
+        locked = self._locked(node)
+        if locked is None:
+            return
+        try:
+            if locked.state == READY and locked.allocated_to and \
+                    locked.allocated_to not in request_ids and \
+                    self.zk.get_request(locked.allocated_to) is None:
+                log.info('Node %s: request %s is gone; node returned to the pool',
+                         node.id, locked.allocated_to)
+                locked.allocated_to = None
+                locked.request_index = None
+                self.zk.store_node(locked)
+        finally:
+            self.zk.unlock_node(locked)
+        self.launcher.wake_requests()
+
+    def _free_idle(self, nodes: list[Node]) -> None:
+        """Queued launches wait for room: delete one idle, unallocated
+        ready node of a label nobody waits for (it would have been used)."""
+        if self.adapter.reuses_nodes:
+            return
+        queued = [n for n in nodes if n.state == BUILDING and n.launch_state == QUEUED]
+        if not queued or self.quota.free(nodes, queued[0].type, count_queued=False) > 0:
+            return
+        needed = {n.type for n in queued}
+        idle = [n for n in nodes if n.state == READY and n.allocated_to is None
+                and n.type not in needed]
+        for node in sorted(idle, key=lambda n: (n.state_time, n.id)):
+            locked = self._locked(node)
+            if locked is None:
+                continue
+            if locked.state == READY and locked.allocated_to is None:
+                log.info('Provider %s: deleting idle node %s (%s) to make room',
+                         self.name, node.id, node.type)
+                self._remove(locked)
+                return
+            self.zk.unlock_node(locked)
+
+    # -- static hosts ------------------------------------------------------------------
+
+    def _register_static(self, nodes: list[Node]) -> None:
+        hosts = self.adapter.static_hosts()
+        existing = {n.id: n for n in nodes}
+        wanted = set()
+        for host in hosts:
+            node_id = static_node_id(self.name, host.name, host.connection_port, host.slot)
+            wanted.add(node_id)
+            if node_id in existing:
+                continue
+            try:
+                keys = self.adapter.scan_host_keys(host)
+            except Exception as e:
+                log.warning('Static node %s: not registered: %s', host.name, e)
+                continue
+            node = Node(type=host.labels[0], labels=list(host.labels), provider=self.name,
+                        pool=host.pool, hostname=host.name, interface_ip=host.name,
+                        public_ipv4=host.name if _is_ipv4(host.name) else None,
+                        connection_port=host.connection_port,
+                        connection_type=host.connection_type, username=host.username,
+                        host_keys=keys, python_path=host.python_path,
+                        shell_type=host.shell_type, state=READY, slot=host.slot,
+                        external_id=host.name, launch_state='ready',
+                        attributes=dict(host.attributes))
+            node.id = node_id
+            if self._create_with_id(node):
+                nodes.append(node)
+                log.info('Static node %s slot %d registered as node %s (%s)', host.name,
+                         host.slot, node_id, ', '.join(host.labels))
+                self.launcher.wake_requests()
+        for node in nodes:
+            if node.id not in wanted and node.id.startswith('static-') and \
+                    node.state == READY and not node.allocated_to:
+                locked = self._locked(node)
+                if locked is not None:
+                    log.info('Static node %s left the configuration; node %s removed',
+                             node.hostname, node.id)
+                    self.zk.delete_node(locked)
+
+    def _create_with_id(self, node: Node) -> bool:
+        now = time.time()
+        node.created_time = node.state_time = node.updated_time = now
+        tree = self.zk.tree
+        tx = self.zk.client.transaction()
+        tx.create(tree.node_path(node.id), node.serialize())
+        tx.create(tree.node_lock_path(node.id))
+        results = tx.commit()
+        if any(isinstance(r, Exception) for r in results):
+            if not any(isinstance(r, NodeExistsError) for r in results):
+                log.warning('Static node %s: registering failed: %s', node.id, results)
+            return False
+        return True
+
+    # -- leaks ---------------------------------------------------------------------------
+
+    def _clean_leaks(self, nodes: list[Node]) -> None:
+        if self.adapter.reuses_nodes:
+            return
+        try:
+            instances = self.adapter.list()
+        except Exception as e:
+            log.warning('Provider %s: listing instances failed: %s', self.name, e)
+            return
+        known = {n.id: n for n in nodes}
+        now = time.monotonic()
+        seen = {}
+        for inst in instances:
+            node = known.get(inst.node_id) if inst.node_id else None
+            if node is not None and node.external_id in (None, inst.external_id) and \
+                    (node.external_id == inst.external_id or node.state == BUILDING):
+                continue
+            if inst.node_id and node is None:
+                fresh = self.zk.get_node(inst.node_id)
+                if fresh is not None and fresh.provider == self.name and \
+                        fresh.external_id == inst.external_id:
+                    continue
+            first = self._leaks_seen.get(inst.external_id, now)
+            seen[inst.external_id] = first
+            if now - first < self.launcher.settings.leak_grace:
+                continue
+            try:
+                self.adapter.delete(inst.external_id)
+                seen.pop(inst.external_id, None)
+                log.warning('Provider %s: deleted leaked instance %s (node %s)', self.name,
+                            inst.external_id, inst.node_id)
+            except Exception as e:
+                log.warning('Provider %s: deleting leaked instance %s failed: %s',
+                            self.name, inst.external_id, e)
+        self._leaks_seen = seen

@@ -1,0 +1,356 @@
+"""The zuul-launcher daemon's work, wired together (seed 001).
+
+``ZuulLauncher`` runs, over one ZooKeeper session:
+
+- the global request loop (``zuul.launcher.assign``) in one thread;
+- one provider loop (``zuul.launcher.provider_loop``) per provider this
+  launcher serves, each in its own thread, so a slow provider does not
+  hold up the others or the request loop;
+- the image lifecycle hook (``zuul.launcher.images.ImageLifecycle``,
+  when that module exists) in a thread of its own.
+
+Loops sleep until something wakes them: watches on the request and
+node trees (through ``RecordCache`` mirrors) and on the published
+providers, or a short poll while launches are in flight.  Every
+decision is made from fresh reads under the loop's ZooKeeper lock, so
+any launcher can take over another's work at any step.
+
+Providers come from ``/zuul/launcher/providers`` (the scheduler
+publishes them); which ones this launcher serves is limited by
+``[launcher] connections`` / ``--connections`` (seed 001: "an optional
+command-line argument to indicate on which connections it should
+operate"); ``null`` names the static providers (no connection).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+
+from kazoo.exceptions import KazooException, NoNodeError
+
+from nodepool.driver import DriverRegistry, ImageRef, ProviderAdapter
+from nodepool.zk.api import NodepoolZooKeeper
+from nodepool.zk.cache import RecordCache
+from nodepool.zk.paths import ZUUL_LAUNCHER
+from nodepool.zk.records import BUILDING, READY, LauncherRecord, Node, NodeRequest
+from zuul.configloader.zuulconf import LauncherSettingsConf
+from zuul.launcher.assign import RequestAssigner
+from zuul.launcher.provider_loop import ProviderLoop
+from zuul.launcher.providers import ProviderTranslationError, ServedProvider, build_provider
+from zuul.launcher.providers import is_static as provider_is_static
+from zuul.model.launcher import ResolvedProvider
+from zuul.zk.launcher_config import PROVIDER_ROOT
+
+log = logging.getLogger('zuul.launcher')
+
+#: Seconds a loop sleeps when nothing wakes it and nothing is in flight.
+IDLE_WAIT = 5.0
+NULL_CONNECTION = 'null'
+
+
+class _LoopThread:
+    """A thread that calls ``body()`` whenever woken (or after its
+    timeout); ``body`` returns how long to wait at most before the next
+    call."""
+
+    def __init__(self, name: str, body):
+        self.body = body
+        self.event = threading.Event()
+        self.running = True
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def wake(self) -> None:
+        self.event.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.running = False
+        self.event.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(timeout)
+
+    def _run(self) -> None:
+        wait = 0.0
+        while self.running:
+            self.event.wait(wait)
+            self.event.clear()
+            if not self.running:
+                break
+            try:
+                wait = self.body()
+            except Exception:
+                log.exception('%s failed', self.thread.name)
+                wait = 1.0
+
+
+class ZuulLauncher:
+    """One zuul-launcher process's worth of work."""
+
+    def __init__(self, client, connections: dict, settings: LauncherSettingsConf | None = None,
+                 registry: DriverRegistry | None = None, hostname: str | None = None):
+        self.client = client
+        self.connections = connections
+        self.settings = settings or LauncherSettingsConf()
+        self.registry = registry
+        self.hostname = hostname or self.settings.hostname or socket.gethostname()
+        self.id = f'{self.hostname}-{os.getpid()}-{uuid.uuid4().hex[:8]}'
+        self.zk = NodepoolZooKeeper(client, tree=ZUUL_LAUNCHER)
+        self.only_connections = self.settings.connection_names()
+        self.node_cache: RecordCache | None = None
+        self.request_cache: RecordCache | None = None
+        self.assigner = RequestAssigner(self)
+        self.loops: dict[str, ProviderLoop] = {}
+        self.broken: dict[str, str] = {}
+        self._threads: dict[str, _LoopThread] = {}
+        self._published: dict[str, ResolvedProvider] = {}
+        self._providers_dirty = True
+        self._providers_read = 0.0
+        self._registered = 0.0
+        self._lock = threading.RLock()
+        self.image_lifecycle = None
+        self._request_thread = _LoopThread('zuul-launcher-requests', self._request_cycle)
+        self._image_thread: _LoopThread | None = None
+        self.running = False
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.running = True
+        self.node_cache = RecordCache(self.client, ZUUL_LAUNCHER.node_root, Node,
+                                      on_change=self._node_changed)
+        self.request_cache = RecordCache(self.client, ZUUL_LAUNCHER.request_root,
+                                         NodeRequest,
+                                         on_change=lambda name, rec: self.wake_requests())
+        self.node_cache.start()
+        self.request_cache.start()
+        self._refresh_providers()
+        self._register()
+        self.image_lifecycle = self._make_image_lifecycle()
+        if self.image_lifecycle is not None:
+            self._image_thread = _LoopThread('zuul-launcher-images', self._image_cycle)
+            self._image_thread.start()
+        self._request_thread.start()
+        log.info('zuul-launcher %s started (providers: %s)', self.id,
+                 ', '.join(sorted(self.loops)) or 'none yet')
+
+    def stop(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self._request_thread.stop()
+        if self._image_thread is not None:
+            self._image_thread.stop()
+        with self._lock:
+            names = list(self.loops)
+        for name in names:
+            self._stop_loop(name)
+        for cache in (self.node_cache, self.request_cache):
+            if cache is not None:
+                cache.stop()
+        try:
+            self.zk.unregister_launcher(self.id)
+        except KazooException:
+            pass
+        log.info('zuul-launcher %s stopped', self.id)
+
+    # -- what other parts ask -----------------------------------------------------------
+
+    def published_providers(self) -> dict[str, ResolvedProvider]:
+        with self._lock:
+            return dict(self._published)
+
+    def served(self, name: str) -> ServedProvider | None:
+        loop = self.loops.get(name)
+        return loop.served if loop is not None else None
+
+    def adapter_for(self, name: str) -> ProviderAdapter | None:
+        """The adapter of a provider this launcher serves, by canonical name."""
+        served = self.served(name)
+        return served.adapter if served is not None else None
+
+    def adapters(self) -> dict[str, ProviderAdapter]:
+        with self._lock:
+            return {name: loop.adapter for name, loop in self.loops.items()}
+
+    def is_static(self, resolved: ResolvedProvider) -> bool:
+        served = self.served(resolved.canonical_name)
+        if served is not None:
+            return served.adapter.reuses_nodes
+        return provider_is_static(resolved, self.connections)
+
+    def image_for(self, provider: str, image: str) -> ImageRef | None:
+        """The upload to launch ``image`` from in ``provider`` (asked of
+        the image lifecycle, if it can say)."""
+        finder = getattr(self.image_lifecycle, 'image_for', None)
+        if finder is None:
+            return None
+        try:
+            return finder(provider, image)
+        except Exception:
+            log.exception('Finding an upload of %s for %s failed', image, provider)
+            return None
+
+    def wake_requests(self) -> None:
+        self._request_thread.wake()
+
+    def wake_provider(self, name: str) -> None:
+        thread = self._threads.get(name)
+        if thread is not None:
+            thread.wake()
+
+    def wake_all(self) -> None:
+        self.wake_requests()
+        for thread in list(self._threads.values()):
+            thread.wake()
+
+    def _node_changed(self, name: str, record) -> None:
+        if record is None:
+            self.wake_all()
+            return
+        if record.state == READY:
+            self.wake_requests()
+        if record.state != READY or record.allocated_to is None:
+            self.wake_provider(record.provider)
+        if record.state != BUILDING and record.provider in self.loops:
+            # Quota may have been freed or used: queued launches re-check.
+            self.wake_provider(record.provider)
+
+    # -- the request thread ---------------------------------------------------------------
+
+    def _request_cycle(self) -> float:
+        now = time.monotonic()
+        if self._providers_dirty or now - self._providers_read > 30:
+            self._refresh_providers()
+        if now - self._registered > 10:
+            self._register()
+        if not self.assigner.run_once():
+            return self.settings.poll_interval   # another launcher's turn: look again soon
+        return IDLE_WAIT
+
+    def _register(self) -> None:
+        self._registered = time.monotonic()
+        labels = sorted({label for loop in list(self.loops.values())
+                         for label in loop.served.resolved.labels})
+        record = LauncherRecord(id=self.id, hostname=self.hostname, pid=os.getpid(),
+                                supported_labels=labels)
+        try:
+            self.zk.register_launcher(record)
+        except KazooException as e:
+            log.warning('Registering launcher %s failed: %s', self.id, e)
+
+    # -- providers -----------------------------------------------------------------------
+
+    def _provider_watch(self, event) -> None:
+        self._providers_dirty = True
+        self.wake_requests()
+
+    def _read_providers(self) -> dict[str, ResolvedProvider]:
+        import json
+        self.client.ensure_path(PROVIDER_ROOT)
+        out = {}
+        for child in self.client.get_children(PROVIDER_ROOT, watch=self._provider_watch):
+            try:
+                raw, _ = self.client.get(f'{PROVIDER_ROOT}/{child}',
+                                         watch=self._provider_watch)
+                provider = ResolvedProvider.from_dict(json.loads(raw.decode('utf8')))
+            except NoNodeError:
+                continue
+            except (ValueError, TypeError, KeyError) as e:
+                log.error('Unreadable provider record %s: %s', child, e)
+                continue
+            out[provider.canonical_name] = provider
+        return out
+
+    def _serves(self, resolved: ResolvedProvider) -> bool:
+        if self.only_connections is None:
+            return True
+        return (resolved.connection or NULL_CONNECTION) in self.only_connections
+
+    def _refresh_providers(self) -> None:
+        self._providers_dirty = False
+        self._providers_read = time.monotonic()
+        published = self._read_providers()
+        with self._lock:
+            self._published = published
+            wanted = {name: p for name, p in published.items() if self._serves(p)}
+            for name in list(self.loops):
+                loop = self.loops[name]
+                if name not in wanted or \
+                        loop.served.resolved.to_dict() != wanted[name].to_dict():
+                    self._stop_loop(name)
+            for name, resolved in wanted.items():
+                if name not in self.loops:
+                    self._start_loop(resolved)
+
+    def _start_loop(self, resolved: ResolvedProvider) -> None:
+        name = resolved.canonical_name
+        try:
+            served = build_provider(resolved, self.connections, self.registry)
+            served.adapter.start()
+        except (ProviderTranslationError, Exception) as e:
+            if self.broken.get(name) != str(e):
+                log.error('Provider %s cannot be served here: %s', name, e)
+            self.broken[name] = str(e)
+            return
+        self.broken.pop(name, None)
+        loop = ProviderLoop(self, served)
+        self.loops[name] = loop
+        thread = _LoopThread(f'zuul-launcher-provider-{resolved.name}',
+                             lambda loop=loop: self._provider_cycle(loop))
+        self._threads[name] = thread
+        thread.start()
+        log.info('Serving provider %s (%s, labels %s)', name, served.driver,
+                 ', '.join(sorted(resolved.labels)))
+
+    def _stop_loop(self, name: str) -> None:
+        thread = self._threads.pop(name, None)
+        loop = self.loops.pop(name, None)
+        if thread is not None:
+            thread.stop()
+        if loop is not None:
+            try:
+                loop.adapter.stop()
+            except Exception:
+                log.exception('Stopping the adapter of %s failed', name)
+            log.info('No longer serving provider %s', name)
+
+    def _provider_cycle(self, loop: ProviderLoop) -> float:
+        if not self.running:
+            return IDLE_WAIT
+        if not loop.run_once():
+            return self.settings.poll_interval
+        if loop.active:
+            return self.settings.poll_interval
+        return min(IDLE_WAIT, self.settings.cleanup_interval)
+
+    # -- images --------------------------------------------------------------------------
+
+    def _make_image_lifecycle(self):
+        """zuul.launcher.images.ImageLifecycle, if that module exists
+        (it is built by another part of the project): constructed with
+        this launcher, and called once per cycle with the adapters."""
+        try:
+            from zuul.launcher import images
+        except ImportError:
+            return None
+        cls = getattr(images, 'ImageLifecycle', None)
+        if cls is None:
+            return None
+        for args in ((self,), (self.client,), ()):
+            try:
+                return cls(*args)
+            except TypeError:
+                continue
+        log.error('ImageLifecycle could not be constructed')
+        return None
+
+    def _image_cycle(self) -> float:
+        self.image_lifecycle.run_once(self.adapters())
+        return max(self.settings.poll_interval, 1.0)

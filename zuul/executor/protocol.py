@@ -239,6 +239,10 @@ class ZuulContext(_Wire):
     child_jobs: list[str] = field(default_factory=list)
     artifacts: list[dict] = field(default_factory=list)
     post_review: bool = False
+    # Image build jobs (seed 001): ``zuul.image_build_name`` and
+    # ``zuul.image_formats`` (the formats the providers using it take).
+    image_build_name: str | None = None
+    image_formats: list[str] = field(default_factory=list)
 
 
 @dataclass

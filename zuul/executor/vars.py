@@ -194,6 +194,9 @@ def zuul_vars(request: ExecuteRequest, jobdir: JobDir, hostname: str,
     }
     if job.override_checkout:
         data['override_checkout'] = job.override_checkout
+    if getattr(ctx, 'image_build_name', None):
+        data['image_build_name'] = ctx.image_build_name
+        data['image_formats'] = list(ctx.image_formats or ())
     message = ctx.message if ctx.message is not None else (item.message if item else None)
     if message is not None or (item is not None and item.number is not None):
         data['message'] = encode_message(message or '')

@@ -129,7 +129,8 @@ class ExecutorAdapter:
                              event_id=item.event_id,
                              child_jobs=child_jobs(bs, job.name),
                              artifacts=parent_artifacts(item, job.name),
-                             post_review=bool(getattr(pipeline, 'post_review', False))),
+                             post_review=bool(getattr(pipeline, 'post_review', False)),
+                             **self._image_context(item, job)),
             nodes=node_specs(nodeset),
             items=[item_spec(i, self.canonical_hostnames, self.merge_mode_for(i))
                    for i in items],
@@ -138,6 +139,13 @@ class ExecutorAdapter:
         handle = self.client.execute(request, on_progress=self._progress(build),
                                      on_complete=self._complete(build))
         self.handles[build.uuid] = handle
+
+    def _image_context(self, item, job) -> dict:
+        from zuul.scheduler.images import image_context
+        layouts = getattr(self.scheduler, 'layouts', None)
+        tenants = getattr(self.scheduler, 'tenants', None) or {}
+        return image_context(item, job, getattr(layouts, 'connection_drivers', None),
+                             [t.layout for t in tenants.values()] or None)
 
     def _progress(self, build):
         def on_progress(handle, progress):

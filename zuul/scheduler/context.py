@@ -13,6 +13,7 @@ from zuul.manager.base import item_log
 from zuul.model import item as m
 from zuul.model.change import Branch, Change, Ref
 from zuul.model.events import TriggerEvent
+from zuul.scheduler.images import IMAGE_EVENTS, image_ref_for_event
 from zuul.scheduler.reporting import build_page_base, format_report
 
 log = logging.getLogger('zuul.scheduler.context')
@@ -34,6 +35,9 @@ class SchedulerContext:
         if event.type == 'timer':
             # A periodic run tests a branch tip: no source lookup needed.
             return Branch(event.connection, event.project, event.ref)
+        if event.type in IMAGE_EVENTS:
+            # So does an image event, naming its image (seed 001).
+            return image_ref_for_event(event)
         connection = self.connections.get(event.connection)
         if connection is None:
             return None

@@ -252,6 +252,8 @@ class Layouts:
             for connection, config in by_connection.items():
                 driver = self._driver(connection)
                 live = self.connections.get(connection)
+                if live is None and getattr(driver, 'reports_without_connection', False):
+                    live = connection  # the zuul driver: no zuul.conf connection
                 if driver is None or live is None or not hasattr(driver, 'get_reporter'):
                     continue
                 try:
@@ -430,7 +432,9 @@ class Layouts:
                 hold_following_changes=bool(frozen.get('hold_following_changes')),
                 frozen=frozen))
             frozen.nodeset_object = nodes
-        return jobs, []
+        # An image event's item runs only the jobs of its image.
+        from zuul.scheduler.images import filter_image_jobs
+        return filter_image_jobs(item, jobs), []
 
     @staticmethod
     def _nodes(layout, frozen):

@@ -708,3 +708,45 @@ def test_without_nodepool_unknown_nodeset_labels_are_errors():
 
 def test_with_nodepool_unknown_labels_go_to_nodepool():
     assert errors(load(_f(CONFIG, NODESETS))) == []
+
+
+# -- the documentation's examples ------------------------------------------------------
+
+DOC_PAGE = 'doc/source/reference/launcher-objects.rst'
+
+
+def doc_yaml_blocks() -> list[str]:
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[2]
+    blocks, current = [], None
+    for line in (root / DOC_PAGE).read_text().splitlines():
+        if line.strip() == '.. code-block:: yaml':
+            current = []
+            blocks.append(current)
+        elif current is not None:
+            if line.strip() and not line.startswith('   '):
+                current = None
+            else:
+                current.append(line[3:])
+    return ['\n'.join(b) for b in blocks]
+
+
+def test_the_documentation_examples_load_and_resolve_as_documented():
+    blocks = doc_yaml_blocks()
+    assert len(blocks) >= 5
+    nodes = TenantProject('gerrit', 'infra/nodes', trusted=True)
+    layout = load(_f(nodes, '\n'.join(blocks)), projects=(nodes,),
+                  connections={'example-cloud': 'openstack'})
+    assert list(layout.errors) == []
+    debian = label(layout, 'region-one-main', 'debian-small', nodes, nodes)
+    assert debian.canonical_name == f'{HOST}/infra/nodes/debian-small'
+    for key, value in {'image-name': 'debian-12-genericcloud-amd64', 'config-drive': True,
+                       'flavor-name': 'm1.small', 'boot-timeout': 120,
+                       'key-name': 'infra-key', 'region': 'RegionOne',
+                       'username': 'debian'}.items():
+        assert debian.settings[key] == value, key
+    ubuntu = label(layout, 'region-one-main', 'ubuntu-large', nodes, nodes)
+    assert ubuntu.settings['tags'] == {'managed-by': 'zuul', 'team': 'infra'}
+    lab = provider(layout, 'lab', nodes)
+    assert lab.connection is None
+    assert set(lab.labels) == {f'{HOST}/infra/nodes/bare-metal'}

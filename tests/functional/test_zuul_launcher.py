@@ -4,9 +4,12 @@ are fulfilled by the global request loop and the provider loops."""
 
 from __future__ import annotations
 
+from nodepool.zk.records import FULFILLED, READY, NodeRequest
 from tests.functional import test_zuul_launcher_support as support
 from tests.functional.test_zuul_launcher_support import (
+    FailingDriver,
     canonical,
+    failing_registry,
     provider,
     publish_providers,
     zuul_zk,
@@ -32,3 +35,145 @@ def test_one_node_request_is_fulfilled(zk_client, launchers, requestor):
     requestor.release(handle)
     zk = zuul_zk(zk_client)
     wait_for(lambda: zk.get_nodes() == [], timeout=20, what='used node deleted')
+
+
+def test_multi_node_request_keeps_node_types_order(zk_client, launchers, requestor):
+    publish_providers(zk_client, provider('sim-a', ['ubuntu', 'centos']))
+    launchers()
+    types = [UBUNTU, canonical('centos'), UBUNTU]
+    handle = requestor.submit(types)
+    assert handle.wait(20) and handle.fulfilled
+    assert [n.type for n in handle.nodes] == types
+    assert len({n.id for n in handle.nodes}) == 3
+    assert {n.provider for n in handle.nodes} == {canonical('sim-a')}
+    requestor.release(handle)
+
+
+def test_a_provider_that_fails_declines_the_node_and_another_serves_it(
+        zk_client, launchers, requestor):
+    bad = provider('sim-bad', ['ubuntu'], connection='bad',
+                   settings={'priority': 1, 'launch-attempts': 2})
+    good = provider('sim-good', ['ubuntu'], connection='good', settings={'priority': 2})
+    publish_providers(zk_client, bad, good)
+    launchers({'bad': {'driver': 'simulated'}, 'good': {'driver': 'simulated'}},
+              registry=failing_registry(bad.canonical_name))
+    handle = requestor.submit([UBUNTU, UBUNTU])
+    assert handle.wait(20) and handle.fulfilled
+    assert {n.provider for n in handle.nodes} == {good.canonical_name}
+    # Each node was tried twice (launch-attempts) in the failing provider.
+    assert FailingDriver.attempts.count(bad.canonical_name) == 4
+    requestor.release(handle)
+
+
+def test_request_fails_when_every_provider_declines(zk_client, launchers, requestor):
+    bad = provider('sim-bad', ['ubuntu'], connection='bad', settings={'launch-attempts': 1})
+    worse = provider('sim-worse', ['ubuntu'], connection='bad')
+    publish_providers(zk_client, bad, worse)
+    launchers({'bad': {'driver': 'simulated'}},
+              registry=failing_registry(bad.canonical_name, worse.canonical_name))
+    handle = requestor.submit([UBUNTU])
+    assert handle.wait(20)
+    assert handle.failed
+    zk = zuul_zk(zk_client)
+    wait_for(lambda: zk.get_nodes() == [], timeout=10, what='failed nodes removed')
+
+
+def test_request_for_a_label_nobody_serves_fails(zk_client, launchers, requestor):
+    publish_providers(zk_client, provider('sim-a', ['ubuntu']))
+    launchers()
+    handle = requestor.submit([canonical('windows')])
+    assert handle.wait(20)
+    assert handle.failed
+
+
+def test_quota_makes_the_second_request_wait_for_the_first_node(
+        zk_client, launchers, requestor):
+    publish_providers(zk_client, provider('sim-a', ['ubuntu'],
+                                          settings={'quota': {'instances': 1}}))
+    launchers()
+    first = requestor.submit([UBUNTU])
+    assert first.wait(20) and first.fulfilled
+    second = requestor.submit([UBUNTU])
+    assert not second.wait(1.0)
+    zk = zuul_zk(zk_client)
+    building = [n for n in zk.get_nodes() if n.allocated_to == second.id]
+    assert [n.launch_state for n in building] == ['queued']
+    requestor.release(first)
+    assert second.wait(20) and second.fulfilled
+    assert second.nodes[0].id != first.nodes[0].id
+    requestor.release(second)
+
+
+def test_static_node_is_reused(zk_client, launchers, requestor):
+    static = provider('static-a', ['ubuntu', 'small'], connection=None, settings={
+        'nodes': [{'name': '192.0.2.10', 'labels': ['ubuntu', 'small', 'other'],
+                   'host-key-checking': False, 'username': 'zuul'}]})
+    publish_providers(zk_client, static)
+    launchers()
+    handle = requestor.submit([UBUNTU])
+    assert handle.wait(20) and handle.fulfilled
+    [node] = handle.nodes
+    assert node.hostname == '192.0.2.10' and node.id.startswith('static-')
+    assert set(node.labels) == {UBUNTU, canonical('small')}
+    # Busy: a second request waits for the node to come back.
+    second = requestor.submit([canonical('small')])
+    assert not second.wait(1.0)
+    requestor.release(handle)
+    assert second.wait(20) and second.fulfilled
+    assert second.nodes[0].id == node.id
+    assert second.nodes[0].type == canonical('small')
+    requestor.release(second)
+    zk = zuul_zk(zk_client)
+    wait_for(lambda: [(n.id, n.state) for n in zk.get_nodes()] == [(node.id, READY)],
+             timeout=20, what='static node ready again')
+
+
+def test_leaked_instances_are_deleted(zk_client, launchers, requestor, tmp_path):
+    state = str(tmp_path / 'cloud')
+    publish_providers(zk_client, provider('sim-a', ['ubuntu']))
+    launcher = launchers({'sim': {'driver': 'simulated', 'options': {'state-dir': state}}})
+    handle = requestor.submit([UBUNTU])
+    assert handle.wait(20) and handle.fulfilled
+    adapter = launcher.adapter_for(canonical('sim-a'))
+    leaked = adapter.add_instance('9999999999')
+    orphan = adapter.add_instance(None)
+    wait_for(lambda: set(adapter.instances) == {handle.nodes[0].external_id},
+             timeout=20, what='leaked instances deleted')
+    assert leaked not in adapter.instances and orphan not in adapter.instances
+    requestor.release(handle)
+    wait_for(lambda: adapter.instances == {}, timeout=20, what='used node deleted')
+
+
+def test_min_ready_nodes_are_launched_and_used_first(zk_client, launchers, requestor):
+    publish_providers(zk_client, provider('sim-a', ['ubuntu'], min_ready={'ubuntu': 2}))
+    launchers()
+    zk = zuul_zk(zk_client)
+    wait_for(lambda: len([n for n in zk.get_nodes() if n.state == READY]) == 2,
+             timeout=20, what='min-ready nodes')
+    ready = {n.id for n in zk.get_nodes()}
+    handle = requestor.submit([UBUNTU])
+    assert handle.wait(20) and handle.fulfilled
+    assert handle.nodes[0].id in ready
+    requestor.release(handle)
+    # Topped up again.
+    wait_for(lambda: len([n for n in zk.get_nodes()
+                          if n.state == READY and n.allocated_to is None]) == 2,
+             timeout=20, what='min-ready topped up')
+
+
+def test_image_upload_request_launches_from_that_upload(zk_client, launchers):
+    publish_providers(zk_client, provider('sim-a', ['ubuntu']))
+    registry = failing_registry()
+    launcher = launchers({'sim': {'driver': 'simulated'}}, registry=registry)
+    zk = zuul_zk(zk_client)
+    request = NodeRequest(node_types=[UBUNTU], requestor='zuul-test',
+                          image_upload={'image': canonical('ubuntu-image'), 'build': '7',
+                                        'upload': '3', 'external_id': 'img-xyz'})
+    zk.submit_request(request)
+    wait_for(lambda: (zk.get_request(request.id) or request).state == FULFILLED,
+             timeout=20, what='validation request fulfilled')
+    [spec] = launcher.adapter_for(canonical('sim-a')).specs
+    assert spec.image.external_id == 'img-xyz'
+    assert spec.image.build_id == '7' and spec.image.upload_id == '3'
+    node = zk.get_node(zk.get_request(request.id).nodes[0])
+    assert node.image_id == f'{canonical("ubuntu-image")}-7-3'

@@ -47,6 +47,8 @@ class FailingAdapter(SimulatedAdapter):
     """Fails every launch of the providers named in ``FAILING``."""
 
     def create(self, spec):
+        self.specs = getattr(self, 'specs', [])
+        self.specs.append(spec)
         if self.provider.name in FailingDriver.failing:
             FailingDriver.attempts.append(self.provider.name)
             raise LaunchError(f'{self.provider.name} always fails (test)')

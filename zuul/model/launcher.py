@@ -197,15 +197,14 @@ class LabelObject(LauncherConfigObject):
 
 
 @dataclass(eq=False)
-class SectionObject(LauncherConfigObject):
-    parent: str | None = None
-    abstract: bool = False
-    #: True when the stanza says ``connection:`` (even ``connection: null``).
-    has_connection: bool = False
-    connection: str | None = None
+class AttachingObject(LauncherConfigObject):
+    """What sections and providers share: top-level settings and the
+    images, flavors and labels they attach, each with per-object
+    attributes."""
+
     #: Top-level settings (``boot-timeout``, ``quota``, ``nodes`` ...).
     settings: dict = field(default_factory=dict)
-    #: ``images``/``flavors``/``labels`` entries by short name.
+    #: ``images``/``flavors``/``labels`` entries: short name -> attributes.
     images: dict = field(default_factory=dict)
     flavors: dict = field(default_factory=dict)
     labels: dict = field(default_factory=dict)
@@ -213,17 +212,25 @@ class SectionObject(LauncherConfigObject):
     flavor_defaults: dict = field(default_factory=dict)
     label_defaults: dict = field(default_factory=dict)
 
+
+@dataclass(eq=False)
+class SectionObject(AttachingObject):
+    parent: str | None = None
+    abstract: bool = False
+    #: True when the stanza says ``connection:`` (even ``connection: null``).
+    has_connection: bool = False
+    connection: str | None = None
+
     def summary(self) -> dict:
         return {**super().summary(), 'parent': self.parent, 'abstract': self.abstract,
                 'connection': self.connection}
 
 
 @dataclass(eq=False)
-class ProviderObject(SectionObject):
+class ProviderObject(AttachingObject):
     section: str = ''
     include_all_node_labels: bool = False
 
     def summary(self) -> dict:
-        out = LauncherConfigObject.summary(self)
-        out.update({'section': self.section, 'labels': sorted(self.labels)})
-        return out
+        return {**super().summary(), 'section': self.section,
+                'labels': sorted(self.labels)}

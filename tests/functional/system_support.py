@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import textwrap
 
@@ -224,6 +227,7 @@ class ZuulSystem:
                                               git_user_email='zuul@example.org',
                                               git_user_name='Zuul'))
         self.service = SchedulerService(self.conf)
+        self.launcher_procs: list = []     # zuul-launcher processes
 
     def add_git_connection(self, name: str, baseurl: str, projects: list[str],
                            poll_delay: int = 1) -> None:
@@ -239,6 +243,66 @@ class ZuulSystem:
         self.conf = load_zuul_conf(self.conf_path, default_registry())
         self.resolver.mapping[name] = {'driver': 'git', 'options': {'baseurl': baseurl}}
         self.service = SchedulerService(self.conf)
+
+    def add_provider_connection(self, name: str, driver: str, **options) -> None:
+        """Before start(): a ``[connection NAME]`` naming a node provider
+        for zuul-launcher (seed 001), e.g. ``driver=netns``; option names
+        are written as given (``state-dir``)."""
+        with open(self.conf_path, 'a') as f:
+            f.write(f'\n[connection {name}]\ndriver = {driver}\n')
+            for key, value in options.items():
+                f.write(f'{key} = {value}\n')
+        self.conf = load_zuul_conf(self.conf_path, default_registry())
+        self.service = SchedulerService(self.conf)
+
+    def start_zuul_launcher(self, timeout: float = 60.0, **launcher_options):
+        """A real ``zuul-launcher`` process on this system's zuul.conf
+        (``[launcher]`` written on the first call); it is stopped by
+        stop().  Waits until it has registered in ZooKeeper."""
+        from nodepool.zk.paths import ZUUL_LAUNCHER
+        if not getattr(self, '_launcher_section', False):
+            options = {'state_dir': f'{self.root}/launcher', 'poll_interval': '0.2',
+                       'cleanup_interval': '1', **launcher_options}
+            with open(self.conf_path, 'a') as f:
+                f.write('\n[launcher]\n')
+                for key, value in options.items():
+                    f.write(f'{key} = {value}\n')
+            self._launcher_section = True
+        log = open(os.path.join(self.root, 'zuul-launcher.log'), 'ab')
+        proc = subprocess.Popen([sys.executable, '-m', 'zuul.cmd.launcher', '-c',
+                                 self.conf_path, '-d'], stdout=log, stderr=subprocess.STDOUT,
+                                cwd=self.root, start_new_session=True)
+        log.close()
+        self.launcher_procs.append(proc)
+        client = self.service.zk.client if getattr(self.service, 'zk', None) else None
+        if client is not None:
+            before = set(client.get_children(ZUUL_LAUNCHER.launcher_root))
+
+            def registered():
+                if proc.poll() is not None:
+                    raise AssertionError(f'zuul-launcher exited with {proc.returncode}:\n'
+                                         + self.launcher_log()[-3000:])
+                return set(client.get_children(ZUUL_LAUNCHER.launcher_root)) - before
+            wait_for(registered, timeout=timeout, what='zuul-launcher registered')
+        return proc
+
+    def launcher_log(self) -> str:
+        path = os.path.join(self.root, 'zuul-launcher.log')
+        if not os.path.exists(path):
+            return ''
+        with open(path, errors='replace') as f:
+            return f.read()
+
+    def stop_zuul_launchers(self) -> None:
+        for proc in self.launcher_procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+        self.launcher_procs = []
 
     def create_projects(self, app_config: str = APP_CONFIG,
                         pipelines: str = PIPELINES) -> None:
@@ -279,7 +343,8 @@ class ZuulSystem:
 
     def stop(self) -> None:
         self.statsd.close()
-        for stop in (self.service.stop, self.executor.stop, self.merge_server.stop):
+        for stop in (self.stop_zuul_launchers, self.service.stop, self.executor.stop,
+                     self.merge_server.stop):
             try:
                 stop()
             except Exception:  # pragma: no cover - best effort teardown

@@ -1,0 +1,371 @@
+"""zuul-launcher beside Nodepool, end to end (seed 001, "Upgrade
+Process"): the dev Gerrit, a real ZooKeeper, Gearman, merger, executor
+and scheduler, a nodepool-launcher serving netns nodes, and a real
+``zuul-launcher`` process serving netns nodes from the ``label``,
+``section`` and ``provider`` objects of the tenant's config project.
+
+- A job whose label is defined by a ``label`` object runs on a node
+  zuul-launcher booted; a job using a label Nodepool serves keeps working
+  in the same change; a nodeset mixing both is served by both.
+- Moving a label from Nodepool to zuul-launcher while changes wait for
+  and run on its nodes loses nothing: requests already sent stay with
+  Nodepool, later ones go to zuul-launcher, every change is reported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import textwrap
+
+import pytest
+
+from nodepool.config import load_config_text
+from nodepool.driver.netns.host import NetnsHostManager, available
+from nodepool.launcher.launcher import Launcher
+from nodepool.launcher.settings import LauncherSettings
+from nodepool.zk.api import NodepoolZooKeeper
+from nodepool.zk.paths import ZUUL_LAUNCHER
+from tests.functional.system_support import zuul_system  # noqa: F401 - fixture
+from tests.harness.waiting import wait_for
+from zuul.scheduler.nodes import NODEPOOL
+from zuul.scheduler.nodes import ZUUL_LAUNCHER as LAUNCHER_SYSTEM
+from zuul.zk import launcher_config
+
+needs_netns = pytest.mark.skipif(available() is not None,
+                                 reason=f'netns nodes unavailable: {available()}')
+needs_launcher = pytest.mark.skipif(importlib.util.find_spec('zuul.cmd.launcher') is None,
+                                    reason='zuul-launcher (zuul.cmd.launcher) is not there')
+
+# Nodepool's netns provider and zuul-launcher's use their own bridges and
+# subnets (per test process, so parallel runs do not collide).
+_SLOT = os.getpid() % 100
+NP_BRIDGE, NP_SUBNET = f'zenp{_SLOT}', f'10.{100 + _SLOT}.0.0/16'
+ZL_BRIDGE, ZL_SUBNET = f'zezl{_SLOT}', f'10.{200 + _SLOT % 50}.0.0/16'
+
+NODE_PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: Every node answers over SSH
+      command: "true"
+    - name: The job sees the label as it wrote it
+      assert:
+        that: "nodepool.label in ['zl-node', 'ubuntu-jammy', 'moving']"
+"""
+
+# Trusted (config-project) playbook: holds its node until the test says so.
+WAIT_PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - command: "true"
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Run until the test says so
+      wait_for:
+        path: {marker}
+        timeout: 300
+"""
+
+JOBS = """
+- job:
+    name: on-zuul-launcher
+    nodeset:
+      nodes:
+        - name: node
+          label: zl-node
+    run: playbooks/nodes.yaml
+- job:
+    name: on-nodepool
+    nodeset:
+      nodes:
+        - name: node
+          label: ubuntu-jammy
+    run: playbooks/nodes.yaml
+- job:
+    name: on-both
+    nodeset:
+      nodes:
+        - name: new
+          label: zl-node
+        - name: old
+          label: ubuntu-jammy
+    run: playbooks/nodes.yaml
+- job:
+    name: waits
+    nodeset:
+      nodes:
+        - name: node
+          label: moving
+    run: playbooks/waits.yaml
+"""
+
+
+def node_objects(*labels: str) -> str:
+    """The seed 001 objects that make zuul-launcher serve ``labels`` from
+    the ``netns`` connection."""
+    text = textwrap.dedent("""
+        - image:
+            name: host-root
+            type: cloud
+            username: root
+            python-path: /usr/bin/python3
+        - flavor:
+            name: normal
+        - section:
+            name: local
+            connection: netns
+            quota:
+              instances: 6
+            images:
+              - name: host-root
+            flavors:
+              - name: normal
+        """)
+    for label in labels:
+        text += textwrap.dedent(f"""
+            - label:
+                name: {label}
+                image: host-root
+                flavor: normal
+            """)
+    text += textwrap.dedent("""
+        - provider:
+            name: local-netns
+            section: local
+            labels:
+        """)
+    for label in labels:
+        text += f'      - name: {label}\n'
+    return text
+
+
+APP = """
+- project:
+    check:
+      jobs:
+        - on-zuul-launcher
+        - on-nodepool
+        - on-both
+"""
+
+WAITS_APP = """
+- project:
+    check:
+      jobs:
+        - waits
+"""
+
+
+@pytest.fixture
+def nodepool_launcher(zk_chroot, ssh_keypair, tmp_path):
+    """nodepool-launcher (in this process) serving ``ubuntu-jammy`` and
+    ``moving`` from a netns provider with room for two nodes."""
+    state = str(tmp_path / 'np-netns')
+    config = load_config_text(textwrap.dedent(f"""
+        labels:
+          - name: ubuntu-jammy
+          - name: moving
+        providers:
+          - name: np-netns
+            driver: netns
+            bridge: {NP_BRIDGE}
+            subnet: {NP_SUBNET}
+            state-dir: {state}
+            authorized-keys: ['{ssh_keypair.public_key.strip()}']
+            pools:
+              - name: main
+                max-servers: 2
+                labels:
+                  - name: ubuntu-jammy
+                    username: root
+                    python-path: /usr/bin/python3
+                  - name: moving
+                    username: root
+                    python-path: /usr/bin/python3
+        """))
+    zk = NodepoolZooKeeper.from_hosts(zk_chroot.hosts)
+    launcher = Launcher(config, zk, LauncherSettings(
+        hostname='nodepool-launcher.test', cleanup_interval=1.0, poll_interval=0.5,
+        min_ready_interval=1.0))
+    launcher.start()
+    try:
+        yield zk
+    finally:
+        launcher.stop()
+        zk.close()
+        NetnsHostManager(state, NP_SUBNET, NP_BRIDGE).cleanup_all('np-netns-')
+        subprocess.run(['ip', 'link', 'del', NP_BRIDGE], capture_output=True)
+
+
+@pytest.fixture
+def system(zuul_system, ssh_keypair, tmp_path):  # noqa: F811
+    """The Zuul system with a ``netns`` provider connection for
+    zuul-launcher (not started yet)."""
+    state = str(tmp_path / 'zl-netns')
+    zuul_system.add_provider_connection(
+        'netns', 'netns', bridge=ZL_BRIDGE, subnet=ZL_SUBNET, **{
+            'state-dir': state,
+            'authorized-keys-file': ssh_keypair.private_key_path + '.pub'})
+    try:
+        yield zuul_system
+    finally:
+        zuul_system.stop_zuul_launchers()
+        manager = NetnsHostManager(state, ZL_SUBNET, ZL_BRIDGE)
+        # Only the nodes this test's zuul-launcher made (their state dirs).
+        for name in manager.list():
+            if os.path.isdir(os.path.join(state, name)):
+                manager.delete(name)
+        subprocess.run(['ip', 'link', 'del', ZL_BRIDGE], capture_output=True)
+
+
+def record_routes(system):
+    """Observe (not replace) the scheduler's node requests: per request,
+    the change, the job and the node systems it went to; and the node
+    records handed to each build."""
+    routes: list[dict] = []
+    adapter = system.scheduler.nodes
+    real = adapter.request
+
+    def request(item, job, pipeline):
+        routed = real(item, job, pipeline)
+        routes.append({'change': getattr(item.change, 'number', None), 'job': job.name,
+                       'systems': routed.systems(), 'routed': routed})
+        return routed
+    adapter.request = request
+    return routes
+
+
+@needs_netns
+@needs_launcher
+def test_zuul_launcher_and_nodepool_labels_side_by_side(system, nodepool_launcher):
+    system.create_projects(app_config=APP)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/jobs.yaml': textwrap.dedent(JOBS),
+        'zuul.d/nodes.yaml': node_objects('zl-node'),
+        'playbooks/nodes.yaml': textwrap.dedent(NODE_PLAYBOOK),
+        'playbooks/waits.yaml': textwrap.dedent(WAIT_PLAYBOOK.format(marker='/nonexistent'))},
+        'Jobs and node objects')
+    system.start()
+    zk = system.service.zk
+    published = launcher_config.read_all(zk.client)
+    (provider,) = published.values()
+    assert provider.name == 'local-netns' and provider.tenants == ['example']
+    system.start_zuul_launcher()
+    routes = record_routes(system)
+    change = system.store.create_change('org/app', 'master', 'Try both systems',
+                                        {'x.txt': '1\n'})
+    wait_for(lambda: system.verified(change) != 0, timeout=300, what='check vote')
+    message = system.messages(change)[-1]
+    assert system.verified(change) == 1, message + system.launcher_log()[-3000:]
+    for job in ('on-zuul-launcher', 'on-nodepool', 'on-both'):
+        assert f'{job} ' in message and 'SUCCESS' in message
+    by_job = {r['job']: r for r in routes}
+    assert by_job['on-zuul-launcher']['systems'] == [LAUNCHER_SYSTEM]
+    assert by_job['on-nodepool']['systems'] == [NODEPOOL]
+    assert by_job['on-both']['systems'] == [NODEPOOL, LAUNCHER_SYSTEM]
+    # The zuul-launcher request carried the canonical label name, and its
+    # node was a zuul-launcher node record.
+    routed = by_job['on-zuul-launcher']['routed']
+    (part,) = routed.parts
+    (node_type,) = part.handle.request.node_types
+    assert node_type.endswith('/org/project-config/zl-node'), node_type
+    assert part.client.zk.tree == ZUUL_LAUNCHER
+    # Nodes of both systems were returned (used, then deleted).
+    launcher_zk = zk.sibling(ZUUL_LAUNCHER)
+    wait_for(lambda: not [n for n in launcher_zk.get_nodes() + nodepool_launcher.get_nodes()
+                          if n.state in ('in-use', 'used')],
+             timeout=60, what='nodes returned and cleaned up')
+
+
+@needs_netns
+@needs_launcher
+def test_moving_a_label_mid_run_loses_no_request(system, nodepool_launcher, tmp_path):
+    marker = tmp_path / 'release'
+    system.create_projects(app_config=WAITS_APP)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/jobs.yaml': textwrap.dedent(JOBS),
+        'zuul.d/nodes.yaml': node_objects('zl-node'),
+        'playbooks/nodes.yaml': textwrap.dedent(NODE_PLAYBOOK),
+        'playbooks/waits.yaml': textwrap.dedent(WAIT_PLAYBOOK.format(marker=marker))},
+        'Jobs; moving is still served by Nodepool')
+    system.start()
+    system.start_zuul_launcher()
+    routes = record_routes(system)
+    store = system.store
+    early = [store.create_change('org/app', 'master', f'Early {i}', {f'e{i}.txt': '1\n'})
+             for i in range(3)]
+    # Two run on Nodepool's two nodes; the third waits in /nodepool/requests.
+    running = system.executor.builds
+    wait_for(lambda: len(running) == 2 and len(nodepool_launcher.get_request_ids()) == 1,
+             timeout=240, what='two builds running and one request queued at Nodepool')
+    # Move "moving" to zuul-launcher (a merged config change).
+    store.push_branch('org/project-config', 'master', {
+        'zuul.d/nodes.yaml': node_objects('zl-node', 'moving')}, 'Move moving')
+    layout = lambda: system.scheduler.tenants['example'].layout  # noqa: E731
+    wait_for(lambda: 'moving' in getattr(layout(), 'labels', {}), timeout=120,
+             what='reconfiguration with the moved label')
+    late = [store.create_change('org/app', 'master', f'Late {i}', {f'l{i}.txt': '1\n'})
+            for i in range(2)]
+    wait_for(lambda: len([r for r in routes if r['change'] in {c.number for c in late}]) == 2,
+             timeout=240, what='the late changes to request nodes')
+    marker.write_text('go\n')
+    for change in early + late:
+        wait_for(lambda change=change: system.verified(change) != 0, timeout=300,
+                 what=f'a report on change {change.number}')
+    system.settle()
+    for change in early + late:
+        message = system.messages(change)[-1]
+        assert system.verified(change) == 1, message + system.launcher_log()[-3000:]
+        assert 'waits' in message and 'SUCCESS' in message
+    systems = {r['change']: r['systems'] for r in routes}
+    assert [systems[c.number] for c in early] == [[NODEPOOL]] * 3
+    assert [systems[c.number] for c in late] == [[LAUNCHER_SYSTEM]] * 2
+    assert nodepool_launcher.get_request_ids() == []
+    assert system.service.zk.sibling(ZUUL_LAUNCHER).get_request_ids() == []
+
+
+def test_providers_follow_the_merged_config_not_proposed_changes(system):
+    """The scheduler publishes the providers of the tenant's merged
+    config after every reconfiguration; a proposed change that adds one
+    publishes nothing."""
+    system.create_projects()
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/nodes.yaml': node_objects('zl-node')}, 'Node objects')
+    system.start()
+    client = system.service.zk.client
+    (provider,) = launcher_config.read_all(client).values()
+    assert provider.name == 'local-netns' and provider.connection == 'netns'
+    assert provider.label_by_name('zl-node') is not None
+    # Proposed in an untrusted project: speculative layouts never publish.
+    change = system.store.create_change('org/app', 'master', 'Propose a provider', {
+        '.zuul.yaml': textwrap.dedent(APP_CONFIG_WITH_PROVIDER)})
+    wait_for(lambda: system.verified(change) != 0, timeout=240, what='check report')
+    assert list(launcher_config.read_all(client)) == [provider.canonical_name]
+    # Merged: a second label in the provider is published.
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/nodes.yaml': node_objects('zl-node', 'moving')}, 'Another label')
+    wait_for(lambda: launcher_config.read_all(client)[provider.canonical_name]
+             .label_by_name('moving') is not None, timeout=120, what='provider updated')
+    # Removed from the config: unpublished.
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/nodes.yaml': '# no node objects\n'}, 'No providers')
+    wait_for(lambda: launcher_config.read_all(client) == {}, timeout=120,
+             what='provider removed')
+
+
+APP_CONFIG_WITH_PROVIDER = """
+- provider:
+    name: proposed
+    section: local
+    labels:
+      - name: zl-node
+- project:
+    queue: integrated
+    check:
+      jobs:
+        - check-marker
+"""

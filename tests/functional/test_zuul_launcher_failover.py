@@ -1,0 +1,131 @@
+"""Several zuul-launchers over one ZooKeeper: work is shared with no
+double fulfilment, and a launcher killed mid-launch (a real process,
+SIGKILL) leaves nothing the others cannot finish or clean up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+from nodepool.driver.simulated.adapter import HOLD_FILE
+from nodepool.zk.records import FULFILLED, PENDING
+from tests.functional import test_zuul_launcher_support as support
+from tests.functional.test_zuul_launcher_support import (
+    canonical,
+    provider,
+    publish_providers,
+    zuul_zk,
+)
+from tests.harness.waiting import wait_for
+
+launchers = support.launchers
+requestor = support.requestor
+
+UBUNTU = canonical('ubuntu')
+CENTOS = canonical('centos')
+
+
+def _count_fulfilments(launcher, counts: dict, lock: threading.Lock) -> None:
+    real = launcher.zk.store_request
+
+    def store(request, expected_version=-1):
+        real(request, expected_version=expected_version)
+        if request.state == FULFILLED:
+            with lock:
+                counts[request.id] = counts.get(request.id, 0) + 1
+    launcher.zk.store_request = store
+
+
+def _cloud(state_dir: str) -> set[str]:
+    return {name[:-5] for name in os.listdir(state_dir) if name.endswith('.json')}
+
+
+def test_two_launchers_share_the_work_and_fulfil_each_request_once(
+        zk_client, launchers, requestor, tmp_path):
+    state = str(tmp_path / 'cloud')
+    publish_providers(zk_client, provider('sim-a', ['ubuntu', 'centos'],
+                                          settings={'quota': {'instances': 8}}))
+    connections = {'sim': {'driver': 'simulated', 'options': {'state-dir': state}}}
+    counts, lock = {}, threading.Lock()
+    first, second = launchers(connections), launchers(connections)
+    for launcher in (first, second):
+        _count_fulfilments(launcher, counts, lock)
+    handles = [requestor.submit([UBUNTU] if i % 2 else [UBUNTU, CENTOS]) for i in range(30)]
+    released = set()
+    for handle in handles:
+        assert handle.wait(30) and handle.fulfilled, handle.id
+        assert len(handle.nodes) == len(handle.node_types)
+        assert [n.type for n in handle.nodes] == handle.node_types
+        assert all(n.allocated_to == handle.id for n in handle.nodes)
+        released.update(n.id for n in handle.nodes)
+        requestor.release(handle)
+    assert len(released) == sum(len(h.node_types) for h in handles)
+    assert sorted(counts.values()) == [1] * 30
+    assert set(counts) == {h.id for h in handles}
+    assert first.assigner.passes and second.assigner.passes
+    zk = zuul_zk(zk_client)
+    wait_for(lambda: zk.get_nodes() == [] and _cloud(state) == set(), timeout=30,
+             what='every used node and instance deleted')
+
+
+def _launcher_conf(tmp_path, zk_hosts: str, state: str) -> str:
+    path = tmp_path / 'zuul.conf'
+    path.write_text(f"""
+[zookeeper]
+hosts={zk_hosts}
+session_timeout=2
+
+[launcher]
+pidfile={tmp_path}/launcher.pid
+poll_interval=0.05
+cleanup_interval=0.5
+leak_grace=0.5
+
+[connection sim]
+driver=simulated
+state-dir={state}
+""")
+    return str(path)
+
+
+def test_a_killed_launcher_leaves_nothing_behind(zk_chroot, zk_client, launchers, requestor,
+                                                 tmp_path):
+    state = tmp_path / 'cloud'
+    state.mkdir()
+    (state / HOLD_FILE).touch()      # instances stay booting: kill mid-launch
+    publish_providers(zk_client, provider('sim-a', ['ubuntu', 'centos']))
+    conf = _launcher_conf(tmp_path, zk_chroot.hosts, str(state))
+    log = open(tmp_path / 'launcher.log', 'w')
+    proc = subprocess.Popen([sys.executable, '-m', 'zuul.cmd.launcher', '-c', conf, '-d'],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        handles = [requestor.submit([UBUNTU, CENTOS]) for _ in range(5)]
+        zk = zuul_zk(zk_client)
+
+        def all_booting():
+            nodes = zk.get_nodes()
+            return len(nodes) == 10 and all(n.launch_state == 'booting' for n in nodes)
+        wait_for(all_booting, timeout=30, what='the subprocess launching every node')
+        assert all(zk.get_request(h.id).state == PENDING for h in handles)
+        assert len(_cloud(str(state))) == 10
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        log.close()
+    # An instance its launcher created but never recorded (killed in between).
+    (state / 'sim-999.json').write_text('{"node_id": "0000000999", "index": 999, '
+                                        '"username": null, "fail": false, "created": 0, '
+                                        '"ready_at": 0}')
+    survivor = launchers({'sim': {'driver': 'simulated', 'options': {'state-dir': str(state)}}})
+    (state / HOLD_FILE).unlink()
+    for handle in handles:
+        assert handle.wait(30) and handle.fulfilled
+        requestor.release(handle)
+    wait_for(lambda: zk.get_nodes() == [] and _cloud(str(state)) == set(), timeout=30,
+             what='nodes used and deleted, no instance left')
+    # The survivor resumed the dead launcher's launches (polled the
+    # instances it had created) instead of launching again.
+    assert survivor.adapter_for(canonical('sim-a')).created == []

@@ -750,3 +750,21 @@ def test_the_documentation_examples_load_and_resolve_as_documented():
     lab = provider(layout, 'lab', nodes)
     assert lab.connection is None
     assert set(lab.labels) == {f'{HOST}/infra/nodes/bare-metal'}
+
+
+def test_without_nodepool_project_pipeline_job_variants_are_checked_too():
+    layout = load(_f(CONFIG, """
+        - pipeline:
+            name: check
+            manager: independent
+        - job: {name: base, parent: null}
+        - project:
+            name: org/app
+            check:
+              jobs:
+                - base:
+                    nodeset:
+                      nodes: [{name: x, label: nowhere}]
+        """), use_nodepool=False)
+    bad = [e for e in errors(layout) if '"nowhere"' in e.reason]
+    assert [e.object_type for e in bad] == ['job']

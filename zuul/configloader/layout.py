@@ -373,14 +373,20 @@ class LayoutLoader:
                         nodeset.source_context, nodeset.start_line,
                         f'the label "{label}" is not defined by a label object (the '
                         'tenant does not use Nodepool)', 'nodeset', nodeset.name))
-        for variants in layout.jobs.values():
-            for job in variants:
-                for label in _inline_labels(job.attributes.get('nodeset')):
-                    if label not in layout.labels:
-                        layout.errors.add(_error(
-                            job.source_context, job.start_line,
-                            f'nodeset: the label "{label}" is not defined by a label '
-                            'object (the tenant does not use Nodepool)', 'job', job.name))
+        jobs = [job for variants in layout.jobs.values() for job in variants]
+        for configs in list(layout.project_configs.values()) + \
+                [[c] for _, c in layout.project_regexes] + \
+                list(layout.project_templates.values()):
+            for config in configs:
+                for ppc in config.pipelines.values():
+                    jobs.extend(ppc.job_list)
+        for job in jobs:
+            for label in _inline_labels(job.attributes.get('nodeset')):
+                if label not in layout.labels:
+                    layout.errors.add(_error(
+                        job.source_context, job.start_line,
+                        f'nodeset: the label "{label}" is not defined by a label '
+                        'object (the tenant does not use Nodepool)', 'job', job.name))
 
     @staticmethod
     def _project_problems(layout: Layout, config):

@@ -308,7 +308,12 @@ def build_provider(resolved: ResolvedProvider, connections: dict,
                    registry: DriverRegistry | None = None) -> ServedProvider:
     """Validate and build the provider and its (not yet started) adapter."""
     registry = registry or default_registry()
-    driver_key, raw = raw_provider(resolved, connections)
+    try:
+        driver_key, raw = raw_provider(resolved, connections)
+    except ProviderTranslationError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ProviderTranslationError(f'provider {resolved.canonical_name}: {e}') from None
     try:
         driver = registry.get(driver_key)
     except KeyError as e:

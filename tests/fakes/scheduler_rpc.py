@@ -401,6 +401,22 @@ class FakeSchedulerRPC:
     def _launcher_provider_list(self, request):
         return object_summaries(self._launcher_layout(request), 'providers')
 
+    # Image builds (seed 001): no images in the canned tenants.
+    def _image_build(self, request):
+        self._tenant(request)
+        raise p.RPCError(f'Unknown zuul image "{request.image}" in tenant "{request.tenant}"')
+
+    def _image_build_list(self, request):
+        self._tenant(request)
+        return []
+
+    _image_upload_list = _image_build_list
+
+    def _image_delete(self, request):
+        self._tenant(request)
+        raise p.RPCError(f'Unknown image build "{request.build}" in tenant '
+                         f'"{request.tenant}"')
+
     def _reconfigure(self, request):
         if request.tenant:
             self._tenant(request)

@@ -163,7 +163,7 @@ class FakeScheduler:
 
     def get_tenant(self, name):
         if name not in self.tenants:
-            raise UnknownNameError(name)
+            raise UnknownNameError(f'Unknown tenant "{name}"')
         return self.tenants[name]
 
 
@@ -413,3 +413,94 @@ def test_list_and_delete_builds(setup):
     assert service.store.builds(DEBIAN)[0].state == zi.DELETING
     with pytest.raises(UnknownNameError):
         service.delete_build('t1', 'nope')
+
+
+# -- RPC, CLI and web -------------------------------------------------------------------------
+
+
+class DirectRPC:
+    """zuul-web's RPC client, answered by the scheduler's handlers in
+    process (JSON round trip like the wire)."""
+
+    def __init__(self, handlers):
+        self.handlers = handlers
+
+    def call(self, function, request):
+        import json
+
+        from zuul.scheduler import rpc_protocol as p
+        request = p.RPCRequest.from_json(request.to_json())
+        try:
+            return json.loads(json.dumps(self.handlers[function](request)))
+        except (UnknownNameError, p.RPCError) as e:
+            raise p.RPCError(str(e)) from None
+
+
+def test_rpc_build_list_and_delete(setup):
+    from zuul.scheduler import rpc_protocol as p
+    from zuul.scheduler.images import image_handlers
+    scheduler, service, _ = setup
+    rpc = DirectRPC(image_handlers(scheduler))
+    result = rpc.call(p.IMAGE_BUILD, p.RPCRequest(tenant='t1', image='debian'))
+    assert result['event_id'] == scheduler.events[-1].event_id
+    build = service.store.create_build(
+        zi.ImageBuildRecord(image=DEBIAN, artifacts={'raw': 'u'}), providers=[PROVIDER])
+    [listed] = rpc.call(p.IMAGE_BUILD_LIST, p.RPCRequest(tenant='t1'))
+    assert listed['uuid'] == build.uuid
+    assert rpc.call(p.IMAGE_BUILD_LIST, p.RPCRequest(tenant='t1', image='other')) == []
+    assert rpc.call(p.IMAGE_DELETE, p.RPCRequest(tenant='t1', build=build.uuid))['state'] == \
+        'deleting'
+    with pytest.raises(p.RPCError, match='Unknown'):
+        rpc.call(p.IMAGE_BUILD, p.RPCRequest(tenant='nope', image='debian'))
+    assert p.IMAGE_BUILD in p.ALL_FUNCTIONS
+
+
+def test_web_image_builds_and_uploads_match_the_openapi_document(setup):
+    from zuul.scheduler.images import image_handlers
+    from zuul.web import openapi
+    from zuul.web.api import HTTPError, ZuulWebAPI
+    scheduler, service, _ = setup
+    api = ZuulWebAPI(DirectRPC(image_handlers(scheduler)))
+    build = service.store.create_build(
+        zi.ImageBuildRecord(image=DEBIAN, artifacts={'raw': 'u'}), providers=[PROVIDER])
+    spec = openapi.load_spec()
+    for what in ('image-builds', 'image-uploads'):
+        value = api.dispatch(['tenant', 't1', what], {})
+        schema = openapi.response_schema(spec, 'get', f'/api/tenant/t1/{what}', 200)
+        assert openapi.validate(spec, schema, value) == [], value
+        assert len(value) == 1
+    assert api.dispatch(['tenant', 't1', 'image-builds'], {'image': 'debian'})[0]['uuid'] == \
+        build.uuid
+    with pytest.raises(HTTPError) as e:
+        api.dispatch(['tenant', 't1', 'image-builds'], {'bogus': '1'})
+    assert e.value.status == 400
+    with pytest.raises(HTTPError) as e:
+        api.dispatch(['tenant', 'nope', 'image-builds'], {})
+    assert e.value.status == 404
+
+
+def test_cli_image_commands_parse_and_print(setup, monkeypatch):
+    import io
+
+    from zuul.cmd import client
+    from zuul.scheduler.images import image_handlers
+    scheduler, service, _ = setup
+    rpc = DirectRPC(image_handlers(scheduler))
+    monkeypatch.setattr(client, 'rpc_call', lambda args, config, function, **fields:
+                        rpc.call(function, client.p.RPCRequest(**fields)))
+    monkeypatch.setattr(client, 'read_config', lambda path: None)
+    out = io.StringIO()
+    assert client.main(['image-build', '--tenant', 't1', '--image', 'debian'], out=out) == 0
+    assert 'Image build of debian requested' in out.getvalue()
+    assert client.main(['build-image', '--tenant', 't1', '--image', 'debian'], out=out) == 0
+    build = service.store.create_build(
+        zi.ImageBuildRecord(image=DEBIAN, artifacts={'raw': 'u'}), providers=[PROVIDER])
+    out = io.StringIO()
+    client.main(['image-list', '--tenant', 't1'], out=out)
+    assert build.uuid in out.getvalue() and 'building' in out.getvalue()
+    out = io.StringIO()
+    client.main(['image-upload-list', '--tenant', 't1', '--image', 'debian'], out=out)
+    assert PROVIDER in out.getvalue() and 'pending' in out.getvalue()
+    out = io.StringIO()
+    client.main(['image-delete', '--tenant', 't1', '--build', build.uuid], out=out)
+    assert service.store.builds(DEBIAN)[0].state == zi.DELETING

@@ -11,6 +11,8 @@
                  [--secret-name N] [--field-name F] [--public-key FILE]
     zuul show [queues|running-jobs] --tenant T [--pipeline P]
     zuul flavor-list|label-list|provider-list --tenant T
+    zuul image-build --tenant T --image I;  zuul image-list|image-upload-list --tenant T
+    zuul image-delete --tenant T --build UUID
 
 Commands other than ``encrypt`` talk to the scheduler over Gearman RPC
 ([gearman] in zuul.conf, or --gearman-server). ``encrypt`` fetches the
@@ -31,6 +33,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from zuul.cmd import image_commands
 from zuul.scheduler import rpc_protocol as p
 
 _CHANGE_RE = re.compile(r'^\d+,\d+$')
@@ -110,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     _req(sub, 'tenant')
 
     _add_launcher_list_parsers(subs)
+    image_commands.add_parsers(subs)
 
     sub = subs.add_parser('encrypt', help='encrypt a secret for a project')
     _req(sub, 'tenant', 'project')
@@ -366,6 +370,7 @@ COMMANDS = {
     'show': cmd_show, 'encrypt': cmd_encrypt,
 }
 COMMANDS.update(dict.fromkeys(LAUNCHER_LISTS, cmd_launcher_list))
+COMMANDS.update(dict.fromkeys(image_commands.VERBS, image_commands.cmd_image))
 
 
 def main(argv=None, out=None) -> int:

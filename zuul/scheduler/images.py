@@ -468,3 +468,42 @@ class ImageService:
         self.store.update_build(record)
         log.info('Image %s build %s marked for deletion', record.image, record.build_id)
         return True
+
+
+# -- RPC ------------------------------------------------------------------------------
+
+
+def image_handlers(scheduler) -> dict:
+    """The ``zuul:image_*`` RPC functions (zuul/scheduler/rpc_protocol.py
+    documents them), answered by ``scheduler.images`` (an ImageService)."""
+    from zuul.scheduler import rpc_protocol as p
+
+    def service(request):
+        if not request.tenant:
+            raise p.RPCError('a tenant is required')
+        scheduler.get_tenant(request.tenant)
+        svc = getattr(scheduler, 'images', None)
+        if svc is None:
+            raise p.RPCError('this scheduler manages no images (no ZooKeeper image service)')
+        return svc
+
+    def build(r):
+        svc = service(r)
+        if not r.image:
+            raise p.RPCError('an image is required')
+        return {'tenant': r.tenant, 'image': r.image,
+                'event_id': svc.build_image(r.tenant, r.image)}
+
+    def delete(r):
+        svc = service(r)
+        if not r.build:
+            raise p.RPCError('a build (uuid) is required')
+        svc.delete_build(r.tenant, r.build)
+        return {'tenant': r.tenant, 'build': r.build, 'state': zi.DELETING}
+
+    return {
+        p.IMAGE_BUILD: build,
+        p.IMAGE_BUILD_LIST: lambda r: service(r).list_builds(r.tenant, r.image),
+        p.IMAGE_UPLOAD_LIST: lambda r: service(r).list_uploads(r.tenant, r.image),
+        p.IMAGE_DELETE: delete,
+    }

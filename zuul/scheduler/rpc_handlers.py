@@ -25,6 +25,8 @@ def handlers(scheduler, layouts, keystore=None) -> dict:
         p.AUTOHOLD: h.autohold, p.AUTOHOLD_LIST: h.autohold_list,
     }
     table.update(launcher_handlers(h._layout))
+    from zuul.scheduler.images import image_handlers
+    table.update(image_handlers(scheduler))
     return table
 
 

@@ -111,9 +111,28 @@ LAUNCHER_PROVIDER_LIST = 'zuul:launcher_provider_list'
 LAUNCHER_LISTS = {LAUNCHER_IMAGE_LIST: 'images', LAUNCHER_FLAVOR_LIST: 'flavors',
                   LAUNCHER_LABEL_LIST: 'labels', LAUNCHER_PROVIDER_LIST: 'providers'}
 
+# Image builds of ``type: zuul`` images (seed 001; zuul/scheduler/images.py).
+# tenant, image (short name). Emits an image-build trigger event.
+# -> {"tenant", "image", "event_id": str}
+IMAGE_BUILD = 'zuul:image_build'
+# tenant, image (optional). -> [{"uuid", "image", "image_name", "build_id",
+#   "state": "building"|"ready"|"deleting", "artifacts": {format: url},
+#   "validated": bool, "tenant", "pipeline", "project", "job", "build_uuid",
+#   "buildset_uuid", "log_url", "created", "updated", "uploads": [upload]}]
+# upload = {"uuid", "image", "build_id", "provider", "external_id": str|null,
+#   "state": "pending"|"ready"|"failed"|"deleting", "validated": bool,
+#   "format", "launcher", "error", "attempts", "created", "updated"}
+IMAGE_BUILD_LIST = 'zuul:image_build_list'
+# tenant, image (optional). -> [upload + {"image_name", "build_uuid"}]
+IMAGE_UPLOAD_LIST = 'zuul:image_upload_list'
+# tenant, build (a build's uuid). Marks it deleting; zuul-launcher removes
+# its uploads and emits image-delete. -> {"tenant", "build", "state"}
+IMAGE_DELETE = 'zuul:image_delete'
+IMAGE_FUNCTIONS = (IMAGE_BUILD, IMAGE_BUILD_LIST, IMAGE_UPLOAD_LIST, IMAGE_DELETE)
+
 ALL_FUNCTIONS = (ENQUEUE, ENQUEUE_REF, DEQUEUE, PROMOTE, AUTOHOLD, AUTOHOLD_LIST, STATUS_GET,
                  TENANT_LIST, KEY_GET, JOB_LIST, JOB_GET, PROJECT_LIST, PROJECT_GET,
-                 CONFIG_ERRORS, RECONFIGURE) + tuple(LAUNCHER_LISTS)
+                 CONFIG_ERRORS, RECONFIGURE) + tuple(LAUNCHER_LISTS) + IMAGE_FUNCTIONS
 
 
 class RPCVersionError(ValueError):
@@ -139,6 +158,8 @@ class RPCRequest:
     count: int = 1
     reason: str = ''
     node_hold_expiration: int = 86400
+    image: str | None = None
+    build: str | None = None
     version: int = RPC_VERSION
 
     def to_json(self) -> str:

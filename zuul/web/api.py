@@ -17,6 +17,7 @@ import cherrypy
 
 from zuul.scheduler import rpc_protocol as p
 from zuul.web import console, openapi
+from zuul.web import images as image_routes
 
 log = logging.getLogger('zuul.web')
 
@@ -102,6 +103,8 @@ class ZuulWebAPI:
         if what in LAUNCHER_OBJECT_ROUTES and not rest:
             self._no_params(kw)
             return self.launcher_objects(tenant, what)
+        if what in image_routes.ROUTES and not rest:
+            return image_routes.image_route(self, tenant, what, kw)
         with_args = {'builds': self.builds, 'buildsets': self.buildsets,
                      'console-stream': self.console_stream}
         if what in with_args and not rest:

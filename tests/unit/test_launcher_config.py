@@ -768,3 +768,21 @@ def test_without_nodepool_project_pipeline_job_variants_are_checked_too():
         """), use_nodepool=False)
     bad = [e for e in errors(layout) if '"nowhere"' in e.reason]
     assert [e.object_type for e in bad] == ['job']
+
+
+def test_only_trusted_providers_may_add_static_nodes():
+    text = """
+        - label: {name: s}
+        - provider:
+            name: %s
+            section: static-nodes
+            nodes: [{name: evil.example.com, labels: s}]
+            labels: [s]
+        """
+    section = _f(CONFIG, '- section: {name: static-nodes, connection: null}\n',
+                 path='zuul.d/sections.yaml')
+    layout = load(section, _f(CONFIG, text % 'trusted'))
+    assert errors(layout) == []
+    layout = load(section, _f(APP, text % 'untrusted'))
+    [error] = errors(layout)
+    assert error.object_type == 'provider' and 'config projects' in error.reason

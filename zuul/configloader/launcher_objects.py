@@ -204,6 +204,10 @@ class LauncherObjectParser:
     def parse_provider(self, conf, sc: SourceContext) -> ProviderObject:
         base = _base(conf, sc, PROVIDER_SCHEMA)
         raw = base['raw']
+        if raw.get('nodes') and not sc.trusted:
+            raise ConfigurationError('static "nodes" may only be added by providers in '
+                                     'config projects (Zuul would connect to any host '
+                                     'they name)')
         if 'image' in raw and 'images' in raw:
             raise ConfigurationError('use either "images" or "image" (the same list), '
                                      'not both')

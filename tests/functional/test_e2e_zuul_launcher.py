@@ -15,6 +15,7 @@ and scheduler, a nodepool-launcher serving netns nodes, and a real
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import os
 import subprocess
 import textwrap
@@ -222,6 +223,12 @@ def system(zuul_system, ssh_keypair, tmp_path):  # noqa: F811
         subprocess.run(['ip', 'link', 'del', ZL_BRIDGE], capture_output=True)
 
 
+def subnet_of(node) -> str | None:
+    address = ipaddress.ip_address(node.interface_ip)
+    return next((net for net in (NP_SUBNET, ZL_SUBNET)
+                 if address in ipaddress.ip_network(net)), None)
+
+
 def record_routes(system):
     """Observe (not replace) the scheduler's node requests: per request,
     the change, the job and the node systems it went to; and the node
@@ -274,6 +281,11 @@ def test_zuul_launcher_and_nodepool_labels_side_by_side(system, nodepool_launche
     (node_type,) = part.handle.request.node_types
     assert node_type.endswith('/org/project-config/zl-node'), node_type
     assert part.client.zk.tree == ZUUL_LAUNCHER
+    # Each node came from the system it was asked of (the providers'
+    # subnets tell them apart).
+    assert [subnet_of(n) for n in by_job['on-zuul-launcher']['routed'].nodes] == [ZL_SUBNET]
+    assert [subnet_of(n) for n in by_job['on-nodepool']['routed'].nodes] == [NP_SUBNET]
+    assert [subnet_of(n) for n in by_job['on-both']['routed'].nodes] == [ZL_SUBNET, NP_SUBNET]
     # Nodes of both systems were returned (used, then deleted).
     launcher_zk = zk.sibling(ZUUL_LAUNCHER)
     wait_for(lambda: not [n for n in launcher_zk.get_nodes() + nodepool_launcher.get_nodes()
@@ -324,6 +336,9 @@ def test_moving_a_label_mid_run_loses_no_request(system, nodepool_launcher, tmp_
     systems = {r['change']: r['systems'] for r in routes}
     assert [systems[c.number] for c in early] == [[NODEPOOL]] * 3
     assert [systems[c.number] for c in late] == [[LAUNCHER_SYSTEM]] * 2
+    subnets = {r['change']: [subnet_of(n) for n in r['routed'].nodes] for r in routes}
+    assert [subnets[c.number] for c in early] == [[NP_SUBNET]] * 3
+    assert [subnets[c.number] for c in late] == [[ZL_SUBNET]] * 2
     assert nodepool_launcher.get_request_ids() == []
     assert system.service.zk.sibling(ZUUL_LAUNCHER).get_request_ids() == []
 

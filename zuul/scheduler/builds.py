@@ -12,6 +12,7 @@ import time
 from zuul.executor.protocol import ExecuteRequest, ItemSpec, NodeSpec, ZuulContext
 from zuul.model import item as m
 from zuul.model.change import Change
+from zuul.scheduler.images import image_item_artifacts
 
 log = logging.getLogger('zuul.scheduler.builds')
 
@@ -128,7 +129,8 @@ class ExecutorAdapter:
                              canonical_hostnames=dict(self.canonical_hostnames),
                              event_id=item.event_id,
                              child_jobs=child_jobs(bs, job.name),
-                             artifacts=parent_artifacts(item, job.name),
+                             artifacts=parent_artifacts(item, job.name) +
+                             image_item_artifacts(item),
                              post_review=bool(getattr(pipeline, 'post_review', False)),
                              **self._image_context(item, job)),
             nodes=node_specs(nodeset),

@@ -507,3 +507,17 @@ def image_handlers(scheduler) -> dict:
         p.IMAGE_UPLOAD_LIST: lambda r: service(r).list_uploads(r.tenant, r.image),
         p.IMAGE_DELETE: delete,
     }
+
+
+def image_item_artifacts(item) -> list[dict]:
+    """For an image-delete (or image-validate) item: the build's artifacts
+    in ``zuul.artifacts`` form, so its jobs know which files they concern."""
+    change = getattr(item, 'change', None)
+    if not isinstance(change, ImageRef):
+        return []
+    artifacts = change.image_data.get('artifacts') or {}
+    return [{'project': change.project, 'change': None, 'patchset': None, 'job': None,
+             'name': f'{fmt} image', 'url': url,
+             'metadata': {'type': ZUUL_IMAGE_TYPE, 'image_name': change.image_name,
+                          'format': fmt}}
+            for fmt, url in sorted(artifacts.items())]

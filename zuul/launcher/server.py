@@ -186,16 +186,20 @@ class ZuulLauncher:
         return provider_is_static(resolved, self.connections)
 
     def image_for(self, provider: str, image: str) -> ImageRef | None:
-        """The upload to launch ``image`` from in ``provider`` (asked of
-        the image lifecycle, if it can say)."""
-        finder = getattr(self.image_lifecycle, 'image_for', None)
-        if finder is None:
-            return None
+        """The newest in-service upload of the Zuul image ``image`` to
+        ``provider`` (both canonical names), or None."""
         try:
-            return finder(provider, image)
+            from zuul.zk.images import ImageStore
+            uploads = ImageStore(self.client).in_service(image, provider)
         except Exception:
             log.exception('Finding an upload of %s for %s failed', image, provider)
             return None
+        if not uploads:
+            return None
+        ref = uploads[0].upload_ref()
+        return ImageRef(image_name=image, build_id=str(ref['build']),
+                        upload_id=str(ref['upload']), external_id=str(ref['external_id']),
+                        image_id=f'{image}-{ref["build"]}-{ref["upload"]}')
 
     def wake_requests(self) -> None:
         self._request_thread.wake()
@@ -333,23 +337,20 @@ class ZuulLauncher:
     # -- images --------------------------------------------------------------------------
 
     def _make_image_lifecycle(self):
-        """zuul.launcher.images.ImageLifecycle, if that module exists
-        (it is built by another part of the project): constructed with
-        this launcher, and called once per cycle with the adapters."""
+        """zuul.launcher.images.ImageLifecycle (uploads, validation,
+        retirement), called once per cycle with the adapters of the
+        providers this launcher serves."""
         try:
-            from zuul.launcher import images
+            from zuul.launcher.images import ImageLifecycle
         except ImportError:
             return None
-        cls = getattr(images, 'ImageLifecycle', None)
-        if cls is None:
-            return None
-        for args in ((self,), (self.client,), ()):
-            try:
-                return cls(*args)
-            except TypeError:
-                continue
-        log.error('ImageLifecycle could not be constructed')
-        return None
+        try:
+            return ImageLifecycle(self.client, providers=self.published_providers,
+                                  download_dir=os.path.join(self.settings.state_dir,
+                                                            'images'),
+                                  identifier=self.id)
+        except TypeError:
+            return ImageLifecycle(self.client)
 
     def _image_cycle(self) -> float:
         self.image_lifecycle.run_once(self.adapters())

@@ -252,3 +252,20 @@ def test_http_artifacts_are_downloaded(zk_client, tmp_path):
         assert list((tmp_path / 'dl').iterdir()) == []   # cleaned after the cycle
     finally:
         server.shutdown()
+
+
+def test_build_never_in_service_is_retired_once_a_newer_one_is(zk_client, tmp_path):
+    store = zi.ImageStore(zk_client)
+    a = MemoryAdapter(P1)
+    life = ImageLifecycle(zk_client, providers=_providers)
+    # Uploaded but its validation never passed.
+    _build(store, tmp_path, 1, validated=False, providers=[P1])
+    life.run_once({P1: a})
+    life.run_once({P1: a})
+    assert store.builds(IMAGE)[0].state == zi.BUILDING
+    _build(store, tmp_path, 2, validated=True, providers=[P1])
+    life.run_once({P1: a})
+    life.run_once({P1: a})
+    assert [(b.build_id, b.state) for b in store.builds(IMAGE)] == \
+        [('0000000001', zi.READY)]
+    assert len(a.deleted) == 1

@@ -223,21 +223,40 @@ class ImageLifecycle:
                 self.store.update_build(build)
                 log.info('Image %s build %s is in service', image, build.build_id)
 
+    def _superseded(self, image: str, builds: list) -> list:
+        """Builds that never went into service (an upload failed for good,
+        or validation never passed) while a newer build did."""
+        ready = [b.build_id for b in builds if b.state == zi.READY]
+        if not ready:
+            return []
+        out = []
+        for build in builds:
+            if build.state != zi.BUILDING or build.build_id > ready[-1]:
+                continue
+            uploads = self.store.uploads(image, build.build_id)
+            if all(u.external_id or (u.state == zi.FAILED and
+                                     u.attempts >= MAX_UPLOAD_ATTEMPTS) for u in uploads):
+                out.append(build)
+        return out
+
     def _retire(self, image: str, providers: dict) -> None:
-        ready = [b for b in self.store.builds(image) if b.state == zi.READY]
+        builds = self.store.builds(image)
+        ready = [b for b in builds if b.state == zi.READY]
         keep = self.keep(image, providers)
-        if len(ready) <= keep:
+        if len(ready) <= keep and not self._superseded(image, builds):
             return
         lock = self.store.image_lock(image, self.identifier)
         if not lock.acquire(blocking=False):
             return
         try:
-            ready = [b for b in self.store.builds(image) if b.state == zi.READY]
-            for build in ready[:max(0, len(ready) - keep)]:
+            builds = self.store.builds(image)
+            ready = [b for b in builds if b.state == zi.READY]
+            old = ready[:max(0, len(ready) - keep)]
+            for build in old + self._superseded(image, builds):
                 build.state = zi.DELETING
                 self.store.update_build(build)
-                log.info('Image %s build %s retired (keeping %d)', image, build.build_id,
-                         keep)
+                log.info('Image %s build %s retired (keeping %d ready builds)', image,
+                         build.build_id, keep)
         finally:
             lock.release()
 

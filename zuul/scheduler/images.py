@@ -255,8 +255,9 @@ class ImageService:
         stamp = tuple(sorted((name, id(state.layout))
                              for name, state in list(self.scheduler.tenants.items())))
         if stamp != self._seen_layouts:
-            self._seen_layouts = stamp
+            # Remembered only once done: a failed check runs again.
             self.emit_missing_builds()
+            self._seen_layouts = stamp
 
     # -- events ------------------------------------------------------------------
 

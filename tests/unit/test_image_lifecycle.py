@@ -59,6 +59,10 @@ def _providers(keep=None):
     return out
 
 
+def _p1_only():
+    return {P1: _providers()[P1]}
+
+
 def _artifacts(tmp_path, n):
     out = {}
     for fmt in ('raw', 'qcow2'):
@@ -118,7 +122,7 @@ def test_upload_downloads_once_and_records_external_ids(zk_client, tmp_path):
 def test_unvalidated_upload_emits_image_validate_and_waits(zk_client, tmp_path):
     store = zi.ImageStore(zk_client)
     _build(store, tmp_path, 1, validated=False, providers=[P1])
-    life = ImageLifecycle(zk_client, providers=_providers)
+    life = ImageLifecycle(zk_client, providers=_p1_only)
     life.run_once({P1: MemoryAdapter(P1)})
     events = store.events()
     assert [(e.type, e.image, e.build_id) for e in events] == \
@@ -159,7 +163,7 @@ def test_image_lock_held_means_no_upload_this_cycle(zk_client, zk_chroot, tmp_pa
     lock = zi.ImageStore(other).image_lock(IMAGE, 'other')
     assert lock.acquire(blocking=False)
     a = MemoryAdapter(P1)
-    ImageLifecycle(zk_client, providers=_providers).run_once({P1: a})
+    ImageLifecycle(zk_client, providers=_p1_only).run_once({P1: a})
     assert a.specs == []
     lock.release()
     other.stop()
@@ -169,7 +173,7 @@ def test_failed_upload_is_retried_then_left(zk_client, tmp_path):
     store = zi.ImageStore(zk_client)
     _build(store, tmp_path, 1, providers=[P1])
     bad = MemoryAdapter(P1, fail=True)
-    life = ImageLifecycle(zk_client, providers=_providers)
+    life = ImageLifecycle(zk_client, providers=_p1_only)
     for _ in range(5):
         life.run_once({P1: bad})
     upload = store.get_upload(IMAGE, '0000000000', P1)
@@ -217,7 +221,7 @@ def test_keep_setting_and_deleting_waits_for_other_launchers_provider(zk_client,
 def test_operator_delete_of_a_build(zk_client, tmp_path):
     store = zi.ImageStore(zk_client)
     a = MemoryAdapter(P1)
-    life = ImageLifecycle(zk_client, providers=_providers)
+    life = ImageLifecycle(zk_client, providers=_p1_only)
     build = _build(store, tmp_path, 1, providers=[P1])
     life.run_once({P1: a})
     build = store.find_build(build.uuid)
@@ -246,7 +250,7 @@ def test_http_artifacts_are_downloaded(zk_client, tmp_path):
         store.create_build(zi.ImageBuildRecord(image=IMAGE, artifacts={'qcow2': url},
                                                validated=True), providers=[P1])
         a = MemoryAdapter(P1)
-        ImageLifecycle(zk_client, providers=_providers,
+        ImageLifecycle(zk_client, providers=_p1_only,
                        download_dir=str(tmp_path / 'dl')).run_once({P1: a})
         assert [i['content'] for i in a.images.values()] == ['served over http']
         assert list((tmp_path / 'dl').iterdir()) == []   # cleaned after the cycle
@@ -257,7 +261,7 @@ def test_http_artifacts_are_downloaded(zk_client, tmp_path):
 def test_build_never_in_service_is_retired_once_a_newer_one_is(zk_client, tmp_path):
     store = zi.ImageStore(zk_client)
     a = MemoryAdapter(P1)
-    life = ImageLifecycle(zk_client, providers=_providers)
+    life = ImageLifecycle(zk_client, providers=_p1_only)
     # Uploaded but its validation never passed.
     _build(store, tmp_path, 1, validated=False, providers=[P1])
     life.run_once({P1: a})
@@ -269,3 +273,16 @@ def test_build_never_in_service_is_retired_once_a_newer_one_is(zk_client, tmp_pa
     assert [(b.build_id, b.state) for b in store.builds(IMAGE)] == \
         [('0000000001', zi.READY)]
     assert len(a.deleted) == 1
+
+
+def test_a_provider_that_starts_using_the_image_gets_the_builds_in_use(zk_client, tmp_path):
+    store = zi.ImageStore(zk_client)
+    a, b = MemoryAdapter(P1), MemoryAdapter(P2)
+    only_p1 = {P1: _providers()[P1]}
+    _build(store, tmp_path, 1, providers=[P1])
+    ImageLifecycle(zk_client, providers=lambda: only_p1).run_once({P1: a, P2: b})
+    assert store.builds(IMAGE)[0].state == zi.READY and b.specs == []
+    ImageLifecycle(zk_client, providers=_providers).run_once({P1: a, P2: b})
+    upload = store.get_upload(IMAGE, '0000000000', P2)
+    assert upload.state == zi.READY and upload.validated and len(b.specs) == 1
+    assert [u.provider for u in store.in_service(IMAGE, P2)] == [P2]

@@ -105,6 +105,7 @@ class ImageLifecycle:
         providers = self.providers()
         for image in self.store.image_names():
             try:
+                self._add_missing_uploads(image, providers)
                 self._upload_image(image, adapters)
                 self._promote(image)
                 self._retire(image, providers)
@@ -122,12 +123,32 @@ class ImageLifecycle:
 
     # -- uploads ------------------------------------------------------------
 
+    def _add_missing_uploads(self, image: str, providers: dict) -> None:
+        """A provider that started using the image after a build was
+        recorded gets an upload of the builds still in use."""
+        users = sorted(name for name, p in providers.items() if image in (p.images or {}))
+        for build in self.store.builds(image):
+            if build.state == zi.DELETING:
+                continue
+            have = {u.provider for u in self.store.uploads(image, build.build_id)}
+            for provider in users:
+                if provider in have:
+                    continue
+                upload = zi.ImageUploadRecord(image=image, build_id=build.build_id,
+                                              provider=provider, validated=build.validated)
+                if self.store.create_upload(upload):
+                    log.info('Image %s build %s: provider %s uses it now; upload added',
+                             image, build.build_id, provider)
+
+    def _claim_uploads_of(self, build) -> bool:
+        return build.state in (zi.BUILDING, zi.READY)
+
     def _claim_uploads(self, image: str, adapters: dict) -> list:
         """Steps 1-3: the pending uploads of ``image`` this launcher now
         holds, with their locks."""
         wanted = []
         for build in self.store.builds(image):
-            if build.state != zi.BUILDING:
+            if not self._claim_uploads_of(build):
                 continue
             for upload in self.store.uploads(image, build.build_id):
                 if upload.provider in adapters and upload.external_id is None and (

@@ -310,6 +310,15 @@ class ImageStore:
             log.error('Image %s build %s upload to %s: %s', image, build_id, provider, e)
             return None
 
+    def create_upload(self, record: ImageUploadRecord) -> bool:
+        """Add an upload to an existing build; False if it exists."""
+        try:
+            self.client.create(upload_path(record.image, record.build_id, record.provider),
+                               record.to_json(), makepath=True)
+        except NodeExistsError:
+            return False
+        return True
+
     def find_upload(self, uuid: str) -> ImageUploadRecord | None:
         for image in self.image_names():
             for build in self.builds(image):

@@ -294,7 +294,16 @@ class ImageService:
 
     def consume_events(self) -> int:
         """Launcher events into the trigger queue; each is removed from
-        ZooKeeper once queued."""
+        ZooKeeper once queued.  One scheduler at a time takes them."""
+        lock = self.client.Lock(zi.EVENT_ROOT + '-lock', 'scheduler')
+        if not lock.acquire(blocking=False):
+            return 0
+        try:
+            return self._consume_events()
+        finally:
+            lock.release()
+
+    def _consume_events(self) -> int:
         count = 0
         for event in self.store.events():
             image = self._image_by_canonical(event.image)

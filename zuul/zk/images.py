@@ -15,6 +15,7 @@ quoted into one path component with ``quote_name``)::
     /zuul/image-uploads/<image>/<build id>/provider/<provider>/lock
                                              lock of one upload
     /zuul/events/image/<sequence>            ImageEvent (durable queue)
+    /zuul/events/image-lock                  held by the scheduler consuming it
 
 Build states: ``building`` (artifacts recorded, uploads in progress),
 ``ready`` (every upload ready and validated: in service), ``deleting``

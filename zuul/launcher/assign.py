@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import time
 
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.lock import Lock
 
 from nodepool.zk.api import RecordChangedError, RecordGoneError
@@ -71,6 +71,58 @@ def priority_of(resolved) -> tuple:
     except (TypeError, ValueError):
         prio = 100
     return prio, resolved.canonical_name
+
+
+class _Writes:
+    """The writes of one pass, sent without waiting for each other (a
+    pass is bound by round trips) and all waited for before the pass
+    ends (so before the global lock is released)."""
+
+    def __init__(self, zk):
+        self.zk = zk
+        self.creates: list = []
+        self.sets: list = []
+
+    def create_node(self, node: Node, done) -> None:
+        now = time.time()
+        node.created_time = node.state_time = node.updated_time = now
+        result = self.zk.client.create_async(f'{self.zk.tree.node_root}/', node.serialize(),
+                                             sequence=True)
+        self.creates.append((node, result, done))
+
+    def store_request(self, request: NodeRequest, version: int, done=None) -> None:
+        result = self.zk.client.set_async(self.zk.tree.request_path(request.id),
+                                          request.serialize(), version)
+        self.sets.append((request, result, done))
+
+    def flush(self) -> None:
+        lock_dirs = []
+        for node, result, done in self.creates:
+            try:
+                node.id = result.get().rsplit('/', 1)[1]
+            except KazooException as e:
+                log.warning('Creating a node record failed: %s', e)
+                continue
+            # The lock directory exists from the start (see NodepoolZooKeeper).
+            lock_dirs.append(self.zk.client.create_async(self.zk.tree.node_lock_path(node.id)))
+            done(node)
+        for request, result, done in self.sets:
+            try:
+                request.stat = result.get()
+            except BadVersionError:
+                log.debug('%s: changed meanwhile (next pass)', tag(request))
+                continue
+            except NoNodeError:
+                log.debug('%s: gone', tag(request))
+                continue
+            if done is not None:
+                done()
+        for result in lock_dirs:
+            try:
+                result.get()
+            except NodeExistsError:
+                pass
+        self.creates, self.sets = [], []
 
 
 class RequestAssigner:
@@ -113,15 +165,19 @@ class RequestAssigner:
         for node in nodes:
             if node.allocated_to and node.request_index is not None:
                 by_request.setdefault(node.allocated_to, {})[node.request_index] = node
-        for request in requests:
-            if request.state not in (REQUESTED, PENDING):
-                continue
-            try:
-                self._handle(request, by_request.setdefault(request.id, {}), nodes,
-                             providers, quotas)
-            except (RecordGoneError, RecordChangedError) as e:
-                log.debug('%s: %s (next pass)', tag(request), e)
-        self._min_ready(nodes, providers, quotas)
+        self.writes = _Writes(self.zk)
+        try:
+            for request in requests:
+                if request.state not in (REQUESTED, PENDING):
+                    continue
+                try:
+                    self._handle(request, by_request.setdefault(request.id, {}), nodes,
+                                 providers, quotas)
+                except (RecordGoneError, RecordChangedError) as e:
+                    log.debug('%s: %s (next pass)', tag(request), e)
+            self._min_ready(nodes, providers, quotas)
+        finally:
+            self.writes.flush()
 
     def _handle(self, request: NodeRequest, mine: dict[int, Node], nodes: list[Node],
                 providers: dict, quotas: dict) -> None:
@@ -159,17 +215,18 @@ class RequestAssigner:
                 all(n.state == READY for n in mine.values()):
             request.nodes = [mine[i].id for i in range(len(request.node_types))]
             request.set_state(FULFILLED)
-            self.zk.store_request(request, expected_version=version)
-            log.info('%s: fulfilled with nodes %s (%s)', tag(request), request.nodes,
-                     ', '.join(sorted({n.provider for n in mine.values()})))
+            providers_used = ', '.join(sorted({n.provider for n in mine.values()}))
+            self.writes.store_request(request, version, lambda: log.info(
+                '%s: fulfilled with nodes %s (%s)', tag(request), request.nodes,
+                providers_used))
         elif changed:
-            self.zk.store_request(request, expected_version=version)
+            self.writes.store_request(request, version)
 
     def _fail(self, request: NodeRequest, version: int, reason: str) -> None:
         request.set_state(FAILED)
         request.extra['failure_reason'] = reason
-        self.zk.store_request(request, expected_version=version)
-        log.warning('%s: failed: %s', tag(request), reason)
+        self.writes.store_request(request, version,
+                                  lambda: log.warning('%s: failed: %s', tag(request), reason))
 
     def _reuse(self, request: NodeRequest, index: int, label: str, providers: list,
                nodes: list[Node]) -> Node | None:
@@ -212,13 +269,14 @@ class RequestAssigner:
         node = Node(type=label, provider=choice.canonical_name, pool=POOL, state=BUILDING,
                     allocated_to=request.id if request else None, request_index=index,
                     launch_state=QUEUED, launcher=self.launcher.id)
-        node.created_time = time.time()
-        self.zk.store_node(node)
-        nodes.append(node)
         what = tag(request) if request else 'min-ready'
-        log.info('%s: node %s (%s) assigned to %s%s', what, node.id, label,
-                 choice.canonical_name, ' (waiting for quota)' if waiting else '')
-        self.launcher.wake_provider(choice.canonical_name)
+
+        def created(node):
+            log.info('%s: node %s (%s) assigned to %s%s', what, node.id, label,
+                     choice.canonical_name, ' (waiting for quota)' if waiting else '')
+            self.launcher.wake_provider(choice.canonical_name)
+        self.writes.create_node(node, created)
+        nodes.append(node)
         return node
 
     # -- min-ready -------------------------------------------------------------------

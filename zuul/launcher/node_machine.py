@@ -64,22 +64,29 @@ class NodeLaunchSteps:
     def _tag(self, node: Node) -> str:
         return f'node {node.id} ({node.type}, request {node.allocated_to})'
 
-    def step(self, node: Node, nodes: list[Node], request_ids: set[str]) -> bool:
-        """Advance ``node`` as far as it goes without waiting; True while
-        it is still in flight (poll again soon)."""
-        for _ in range(MAX_STEPS):
-            state = node.launch_state or QUEUED
-            gone = node.allocated_to is not None and node.allocated_to not in request_ids
-            try:
+    def prepare(self, node: Node) -> None:
+        """A queued node the loop found room for: it launches now (the
+        record is written with the instance's external id)."""
+        pool_label = self.served.pool.labels.get(node.type)
+        if pool_label is not None:
+            node.username = node.username or pool_label.username
+            node.python_path = pool_label.python_path
+            node.shell_type = pool_label.shell_type
+        node.launcher = self.loop.launcher.id
+        node.launch_state = START
+
+    def step(self, node: Node, request_ids: set[str]) -> bool:
+        """Advance ``node`` as far as it goes without waiting, writing
+        the record once at the end; True while it is still in flight
+        (poll again soon).  Queued nodes are left to the loop (quota)."""
+        dirty = False
+        try:
+            for _ in range(MAX_STEPS):
+                state = node.launch_state or QUEUED
+                gone = node.allocated_to is not None and node.allocated_to not in request_ids
                 if state == QUEUED:
-                    if gone:
-                        log.info('%s: request gone before launch; dropped', self._tag(node))
-                        self.zk.delete_node(node)
-                        self.loop.launcher.wake_requests()
-                        return False
-                    if not self._start(node, nodes):
-                        return False
-                elif state == START:
+                    return False
+                if state == START:
                     self._create(node)
                 elif state == BOOTING:
                     if not self._poll(node):
@@ -88,38 +95,39 @@ class NodeLaunchSteps:
                     if not self._check(node):
                         return True
                 elif state == FAILING:
+                    dirty = False
                     self._fail(node, 'previous attempt failed')
                     return node.launch_state != FAILING
                 elif state == LAUNCHED:
+                    dirty = False
                     self._ready(node, gone)
                     return False
-            except Exception as e:
-                reason = str(e) or e.__class__.__name__
-                self._fail(node, reason)
-                if node.launch_state in (None, FAILING):
-                    return False
-        return True
+                dirty = True
+            return True
+        except Exception as e:
+            dirty = False
+            self._fail(node, str(e) or e.__class__.__name__)
+            return node.launch_state == START
+        finally:
+            if dirty:
+                self.zk.store_node(node)
+
+    def drop(self, node: Node) -> None:
+        """A queued node whose request is gone."""
+        log.info('%s: request gone before launch; dropped', self._tag(node))
+        self.zk.delete_node(node)
+        self.loop.launcher.wake_requests()
 
     # -- steps -------------------------------------------------------------------------
-
-    def _start(self, node: Node, nodes: list[Node]) -> bool:
-        if self.loop.quota.free(nodes, node.type, count_queued=False) <= 0:
-            return False
-        pool_label = self.served.pool.labels.get(node.type)
-        if pool_label is None:
-            raise LaunchError(f'provider {self.served.name} has no label {node.type}')
-        node.username = node.username or pool_label.username
-        node.python_path = pool_label.python_path
-        node.shell_type = pool_label.shell_type
-        node.launcher = self.loop.launcher.id
-        node.launch_state = START
-        self.zk.store_node(node)
-        return True
 
     def _image(self, node: Node) -> ImageRef | None:
         upload = None
         if node.allocated_to:
-            request = self.zk.get_request(node.allocated_to)
+            # image_upload never changes after submission: the cache will do.
+            cache = self.loop.launcher.request_cache
+            request = cache.get(node.allocated_to) if cache is not None else None
+            if request is None:
+                request = self.zk.get_request(node.allocated_to)
             upload = request.image_upload if request is not None else None
         if upload:
             image_id = f'{upload.get("image")}-{upload.get("build")}-{upload.get("upload")}'
@@ -148,7 +156,6 @@ class NodeLaunchSteps:
         node.external_id = self.adapter.create(spec)
         node.launch_state = BOOTING
         node.launch_deadline = time.time() + self.served.config.boot_timeout
-        self.zk.store_node(node)
         log.info('%s: instance %s created in %s (attempt %d)', self._tag(node),
                  node.external_id, node.provider, node.launch_attempts)
 
@@ -162,13 +169,11 @@ class NodeLaunchSteps:
             node.launch_state = CHECKING
         else:
             node.launch_state = LAUNCHED
-        self.zk.store_node(node)
         return True
 
     def _check(self, node: Node) -> bool:
         if node.address and ssh_banner(node.address, node.connection_port, timeout=1.0):
             node.launch_state = LAUNCHED
-            self.zk.store_node(node)
             return True
         self._check_deadline(node)
         return False

@@ -29,12 +29,22 @@ import hashlib
 import ipaddress
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.recipe.lock import Lock
 
 from nodepool.zk.api import RecordGoneError
-from nodepool.zk.records import BUILDING, DELETING, IN_USE, READY, USED, Node, read_many
+from nodepool.zk.records import (
+    BUILDING,
+    DELETING,
+    IN_USE,
+    READY,
+    USED,
+    Node,
+    read_many,
+    request_sort_key,
+)
 from zuul.launcher.node_machine import NodeLaunchSteps
 from zuul.launcher.providers import ServedProvider
 from zuul.launcher.quota import QUEUED, ProviderQuota
@@ -43,6 +53,8 @@ from zuul.model.launcher import quote_name
 log = logging.getLogger('zuul.launcher.provider')
 
 PROVIDER_LOCK_ROOT = '/zuul/provider'
+#: Threads working on the nodes of one provider pass in parallel.
+WORKERS = 16
 
 
 def provider_lock_path(canonical_name: str) -> str:
@@ -75,6 +87,8 @@ class ProviderLoop:
         self.lock = Lock(self.zk.client, provider_lock_path(self.name), launcher.id)
         self.quota = ProviderQuota(served.resolved, served)
         self.steps = NodeLaunchSteps(self)
+        self.pool = ThreadPoolExecutor(max_workers=WORKERS,
+                                       thread_name_prefix=f'zuul-launcher-{served.resolved.name}')
         self.active = False            # nodes in flight: poll again soon
         self.passes = 0
         self._last_cleanup = 0.0
@@ -122,33 +136,65 @@ class ProviderLoop:
         if self.adapter.reuses_nodes:
             self._register_static(nodes)
         request_ids = set(self.zk.get_request_ids())
-        active = False
-        order = sorted(nodes, key=lambda n: (n.state_time, n.id))
-        for node in order:
-            try:
-                if node.state == BUILDING:
-                    active |= self.steps.step(node, nodes, request_ids)
-                elif node.state == USED:
-                    self._release(node)
-                elif node.state == IN_USE:
-                    self._check_abandoned(node)
-                elif node.state == DELETING:
-                    self._delete(node)
-                elif node.state == READY and node.allocated_to and \
-                        node.allocated_to not in request_ids:
-                    self._unallocate(node, request_ids)
-            except RecordGoneError:
+        work = []          # (node, function, args): independent per node
+        in_flight = [n for n in nodes if n.state == BUILDING and n.launch_state != QUEUED]
+        for node in self._start_queued(nodes, request_ids) + in_flight:
+            work.append((node, self.steps.step, (node, request_ids)))
+        for node in sorted(nodes, key=lambda n: (n.state_time, n.id)):
+            if node.state == BUILDING:
                 continue
-            except Exception:
-                log.exception('Provider %s: node %s (%s) failed', self.name, node.id,
-                              node.state)
-        self.active = active
+            if node.state == USED:
+                work.append((node, self._release, (node,)))
+            elif node.state == IN_USE:
+                work.append((node, self._check_abandoned, (node,)))
+            elif node.state == DELETING:
+                work.append((node, self._delete, (node,)))
+            elif node.state == READY and node.allocated_to and \
+                    node.allocated_to not in request_ids:
+                work.append((node, self._unallocate, (node, request_ids)))
+        # Round trips, not CPU, bound a pass: nodes are worked on in
+        # parallel (each node by one thread; the provider lock keeps
+        # other launchers out).
+        futures = [(node, self.pool.submit(self._guarded, node, fn, *args))
+                   for node, fn, args in work]
+        self.active = any(f.result() is True and node.state == BUILDING
+                          for node, f in futures)
         if any(n.launch_state == QUEUED for n in nodes if n.state == BUILDING):
             self._free_idle(nodes)
         now = time.monotonic()
         if now - self._last_cleanup >= self.launcher.settings.cleanup_interval:
             self._last_cleanup = now
             self._clean_leaks(nodes)
+
+    def _guarded(self, node: Node, fn, *args):
+        try:
+            return fn(*args)
+        except RecordGoneError:
+            return False
+        except Exception:
+            log.exception('Provider %s: node %s (%s) failed', self.name, node.id, node.state)
+            return False
+
+    def _start_queued(self, nodes: list[Node], request_ids: set[str]) -> list[Node]:
+        """Queued nodes that fit now, highest-priority request first (the
+        decision is serial; the launches then run in parallel).  Queued
+        nodes whose request is gone are dropped."""
+        queued = [n for n in nodes if n.state == BUILDING and n.launch_state == QUEUED]
+        queued.sort(key=lambda n: (n.allocated_to is None,
+                                   request_sort_key(n.allocated_to or '0-0'), n.id))
+        started = []
+        for node in queued:
+            if node.allocated_to is not None and node.allocated_to not in request_ids:
+                try:
+                    self.steps.drop(node)
+                except Exception:
+                    log.exception('Provider %s: dropping node %s failed', self.name, node.id)
+                continue
+            if self.quota.free(nodes, node.type, count_queued=False) <= 0:
+                break
+            self.steps.prepare(node)
+            started.append(node)
+        return started
 
     # -- nodes after use -------------------------------------------------------------
 

@@ -319,6 +319,7 @@ class ZuulLauncher:
         if thread is not None:
             thread.stop()
         if loop is not None:
+            loop.pool.shutdown(wait=False)
             try:
                 loop.adapter.stop()
             except Exception:

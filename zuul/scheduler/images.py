@@ -376,8 +376,14 @@ class ImageService:
                 validated and action == 'success':
             self._mark_validated(change)
         if config.get('image-built'):
-            for name, found in image_artifacts(item).items():
+            found_images = image_artifacts(item)
+            for name, found in found_images.items():
                 self._record_build(tenant, layout, pipeline, item, name, found, validated)
+            if isinstance(change, ImageRef) and change.image_event == 'image-build' and \
+                    change.image_name not in found_images:
+                log.warning('[e: %s] %s: no job returned a zuul_image artifact for image '
+                            '%s; nothing recorded', item.event_id, action,
+                            change.image_name)
 
     def _tenant_of(self, item):
         for state in list(self.scheduler.tenants.values()):

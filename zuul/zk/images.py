@@ -36,7 +36,7 @@ import uuid as uuidlib
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
 
-from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from zuul.model.launcher import quote_name
 
@@ -217,7 +217,8 @@ class ImageStore:
         per provider, in one transaction after the build id is known."""
         parent = image_path(record.image)
         self.client.ensure_path(parent)
-        path = self.client.create(parent + '/', record.to_json(), sequence=True)
+        path = self.client.create(parent + '/', record.to_json(), sequence=True,
+                                  makepath=True)
         record.build_id = path.rsplit('/', 1)[1]
         for provider in providers:
             upload = ImageUploadRecord(image=record.image, build_id=record.build_id,
@@ -279,11 +280,7 @@ class ImageStore:
                 self.client.delete(path, recursive=True)
             except NoNodeError:
                 pass
-        for path in (f'{UPLOAD_ROOT}/{quote_name(image)}', image_path(image)):
-            try:
-                self.client.delete(path)
-            except (NoNodeError, NotEmptyError):
-                pass
+        # The image's own znode stays, so build ids are never reused.
 
     # -- uploads -----------------------------------------------------------
 

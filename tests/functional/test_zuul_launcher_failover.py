@@ -11,7 +11,7 @@ import sys
 import threading
 
 from nodepool.driver.simulated.adapter import HOLD_FILE
-from nodepool.zk.records import FULFILLED, PENDING
+from nodepool.zk.records import FULFILLED, PENDING, READY
 from tests.functional import test_zuul_launcher_support as support
 from tests.functional.test_zuul_launcher_support import (
     canonical,
@@ -133,3 +133,92 @@ def test_a_killed_launcher_leaves_nothing_behind(zk_chroot, zk_client, launchers
     # The survivor resumed the dead launcher's launches (polled the
     # instances it had created) instead of launching again.
     assert survivor.adapter_for(canonical('sim-a')).created == []
+
+
+def _sim(state) -> dict:
+    return {'sim': {'driver': 'simulated', 'options': {'state-dir': str(state)}}}
+
+
+def _all_booting(zk, count: int):
+    def check():
+        nodes = zk.get_nodes()
+        return len(nodes) == count and all(n.launch_state == 'booting' for n in nodes)
+    return check
+
+
+def test_launch_state_lives_in_zookeeper(zk_client, launchers, requestor, tmp_path):
+    state = tmp_path / 'cloud'
+    state.mkdir()
+    (state / HOLD_FILE).touch()
+    publish_providers(zk_client, provider('sim-a', ['ubuntu'], settings={'boot-timeout': 60}))
+    launchers(_sim(state))
+    handle = requestor.submit([UBUNTU], event_id='ev-7')
+    zk = zuul_zk(zk_client)
+    wait_for(_all_booting(zk, 1), timeout=20, what='node booting')
+    [node] = zk.get_nodes()
+    assert node.external_id in _cloud(str(state))
+    assert node.launch_attempts == 1 and node.launch_deadline > node.created_time
+    assert (node.allocated_to, node.request_index) == (handle.id, 0)
+    (state / HOLD_FILE).unlink()
+    assert handle.wait(20) and handle.fulfilled
+    requestor.release(handle)
+
+
+def test_a_launcher_whose_session_expires_carries_on(zk_chroot, zk_client, launchers,
+                                                     requestor, tmp_path):
+    state = tmp_path / 'cloud'
+    state.mkdir()
+    (state / HOLD_FILE).touch()
+    publish_providers(zk_client, provider('sim-a', ['ubuntu']))
+    launcher = launchers(_sim(state))
+    handles = [requestor.submit([UBUNTU, UBUNTU]) for _ in range(3)]
+    zk = zuul_zk(zk_client)
+    wait_for(_all_booting(zk, 6), timeout=20, what='nodes booting')
+    zk_chroot.expire_session(launcher.client)
+    (state / HOLD_FILE).unlink()
+    for handle in handles:
+        assert handle.wait(30) and handle.fulfilled
+        requestor.release(handle)
+    wait_for(lambda: zk.get_nodes() == [] and _cloud(str(state)) == set(), timeout=30,
+             what='nodes used and deleted')
+    wait_for(lambda: zk.get_launcher_ids() == [launcher.id], timeout=30,
+             what='the launcher registered again')
+
+
+def test_a_node_whose_request_was_canceled_joins_the_pool(zk_client, launchers, requestor,
+                                                         tmp_path):
+    state = tmp_path / 'cloud'
+    state.mkdir()
+    (state / HOLD_FILE).touch()
+    publish_providers(zk_client, provider('sim-a', ['ubuntu']))
+    launchers(_sim(state))
+    handle = requestor.submit([UBUNTU])
+    zk = zuul_zk(zk_client)
+    wait_for(_all_booting(zk, 1), timeout=20, what='node booting')
+    [node] = zk.get_nodes()
+    requestor.cancel(handle)
+    (state / HOLD_FILE).unlink()
+    wait_for(lambda: [(n.state, n.allocated_to) for n in zk.get_nodes()] == [(READY, None)],
+             timeout=20, what='the node ready and unallocated')
+    again = requestor.submit([UBUNTU])
+    assert again.wait(20) and again.fulfilled
+    assert again.nodes[0].id == node.id
+    requestor.release(again)
+
+
+def test_connections_option_limits_the_providers_a_launcher_serves(zk_client, launchers,
+                                                                   requestor):
+    east = provider('east', ['ubuntu'], connection='east')
+    west = provider('west', ['centos'], connection='west')
+    publish_providers(zk_client, east, west)
+    connections = {'east': {'driver': 'simulated'}, 'west': {'driver': 'simulated'}}
+    only_east = launchers(connections, connections='east')
+    assert set(only_east.loops) == {east.canonical_name}
+    handle = requestor.submit([CENTOS])
+    assert not handle.wait(1.5)          # assigned to west, which nobody runs yet
+    zk = zuul_zk(zk_client)
+    assert [n.provider for n in zk.get_nodes()] == [west.canonical_name]
+    only_west = launchers(connections, connections='west')
+    assert set(only_west.loops) == {west.canonical_name}
+    assert handle.wait(20) and handle.fulfilled
+    requestor.release(handle)

@@ -78,12 +78,12 @@ def settings(**kw) -> LauncherSettingsConf:
 
 @pytest.fixture
 def launchers(zk_chroot):
-    """make(connections, registry=None, **settings) -> a started ZuulLauncher."""
+    """make(conns, registry=None, **settings) -> a started ZuulLauncher."""
     made = []
 
-    def make(connections=None, registry=None, **kw):
+    def make(conns=None, registry=None, **kw):
         client = zk_chroot.client()
-        launcher = ZuulLauncher(client, connections if connections is not None else
+        launcher = ZuulLauncher(client, conns if conns is not None else
                                 {'sim': {'driver': 'simulated', 'options': {}}},
                                 settings(**kw), registry=registry)
         launcher.start()

@@ -56,7 +56,8 @@ def test_two_launchers_share_the_work_and_fulfil_each_request_once(
     connections = {'sim': {'driver': 'simulated', 'options': {'state-dir': state}}}
     counts, lock = {}, threading.Lock()
     _count_fulfilments(monkeypatch, counts, lock)
-    first, second = launchers(connections), launchers(connections)
+    # Short turns: the locks move between the launchers all the time.
+    first, second = launchers(connections, lock_hold=0.1), launchers(connections, lock_hold=0.1)
     handles = [requestor.submit([UBUNTU] if i % 2 else [UBUNTU, CENTOS]) for i in range(30)]
     released = set()
     for handle in handles:

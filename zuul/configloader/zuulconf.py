@@ -144,6 +144,9 @@ class LauncherSettingsConf:
     cleanup_interval: float = 60.0
     #: Seconds an instance without a node record is left alone.
     leak_grace: float = 60.0
+    #: Seconds a launcher keeps a loop's lock (global or provider) before
+    #: giving other launchers a turn.
+    lock_hold: float = 30.0
 
     def connection_names(self) -> set[str] | None:
         names = {n for n in self.connections.replace(',', ' ').split() if n}

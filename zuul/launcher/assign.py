@@ -1,7 +1,7 @@
 """The global request loop (seed 001, "The global queue process").
 
-One launcher at a time (whoever holds ``/zuul/launcher/global-lock``)
-makes a pass over every open request in ``/zuul/node-requests``,
+One launcher at a time (whoever holds ``/zuul/launcher/global-lock``,
+see ``zuul.launcher.locks``) makes a pass over every open request in ``/zuul/node-requests``,
 highest priority first, and over every node of each request:
 
 - a node that has a record (``allocated_to`` the request, with its
@@ -34,7 +34,6 @@ import logging
 import time
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
-from kazoo.recipe.lock import Lock
 
 from nodepool.zk.api import RecordChangedError, RecordGoneError
 from nodepool.zk.records import (
@@ -47,6 +46,7 @@ from nodepool.zk.records import (
     Node,
     NodeRequest,
 )
+from zuul.launcher.locks import LoopLock
 from zuul.launcher.providers import POOL
 from zuul.launcher.quota import QUEUED, ProviderQuota
 
@@ -131,26 +131,21 @@ class RequestAssigner:
     def __init__(self, launcher):
         self.launcher = launcher
         self.zk = launcher.zk
-        self.lock = Lock(self.zk.client, GLOBAL_LOCK, launcher.id)
+        self.lock = LoopLock(self.zk.client, GLOBAL_LOCK, launcher.id,
+                             launcher.settings.lock_hold, launcher.lock_retry,
+                             wake=launcher.wake_requests)
         self.passes = 0
 
     def run_once(self) -> bool:
-        """One pass if the global lock is free; False if another
-        launcher holds it."""
-        try:
-            if not self.lock.acquire(blocking=False):
-                return False
-        except KazooException as e:
-            log.warning('Global request lock unavailable: %s', e)
+        """One pass if this launcher holds (or gets) the global lock;
+        False if another launcher has it."""
+        if not self.lock.acquire():
             return False
         try:
             self._pass()
             self.passes += 1
         finally:
-            try:
-                self.lock.release()
-            except KazooException:
-                log.warning('Releasing the global request lock failed', exc_info=True)
+            self.lock.pass_done()
         return True
 
     # -- one pass ------------------------------------------------------------------

@@ -31,8 +31,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from kazoo.exceptions import KazooException, NodeExistsError
-from kazoo.recipe.lock import Lock
+from kazoo.exceptions import NodeExistsError
 
 from nodepool.zk.api import RecordGoneError
 from nodepool.zk.records import (
@@ -45,6 +44,7 @@ from nodepool.zk.records import (
     read_many,
     request_sort_key,
 )
+from zuul.launcher.locks import LoopLock
 from zuul.launcher.node_machine import NodeLaunchSteps
 from zuul.launcher.providers import ServedProvider
 from zuul.launcher.quota import QUEUED, ProviderQuota
@@ -84,7 +84,9 @@ class ProviderLoop:
         self.zk = launcher.zk
         self.name = served.name
         self.adapter = served.adapter
-        self.lock = Lock(self.zk.client, provider_lock_path(self.name), launcher.id)
+        self.lock = LoopLock(self.zk.client, provider_lock_path(self.name), launcher.id,
+                             launcher.settings.lock_hold, launcher.lock_retry,
+                             wake=lambda: launcher.wake_provider(self.name))
         self.quota = ProviderQuota(served.resolved, served)
         self.steps = NodeLaunchSteps(self)
         self.pool = ThreadPoolExecutor(max_workers=WORKERS,
@@ -95,21 +97,13 @@ class ProviderLoop:
         self._leaks_seen: dict[str, float] = {}
 
     def run_once(self) -> bool:
-        try:
-            if not self.lock.acquire(blocking=False):
-                return False
-        except KazooException as e:
-            log.warning('Provider %s: lock unavailable: %s', self.name, e)
+        if not self.lock.acquire():
             return False
         try:
             self._pass()
             self.passes += 1
         finally:
-            try:
-                self.lock.release()
-            except KazooException:
-                log.warning('Provider %s: releasing its lock failed', self.name,
-                            exc_info=True)
+            self.lock.pass_done()
         return True
 
     # -- reading -------------------------------------------------------------------
@@ -157,8 +151,10 @@ class ProviderLoop:
         # other launchers out).
         futures = [(node, self.pool.submit(self._guarded, node, fn, *args))
                    for node, fn, args in work]
-        self.active = any(f.result() is True and node.state == BUILDING
-                          for node, f in futures)
+        # Every one finishes before the pass ends (and the lock may move).
+        results = [(node, f.result()) for node, f in futures]
+        self.active = any(result is True and node.state == BUILDING
+                          for node, result in results)
         if any(n.launch_state == QUEUED for n in nodes if n.state == BUILDING):
             self._free_idle(nodes)
         now = time.monotonic()

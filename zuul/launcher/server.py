@@ -103,6 +103,9 @@ class ZuulLauncher:
         self.id = f'{self.hostname}-{os.getpid()}-{uuid.uuid4().hex[:8]}'
         self.zk = NodepoolZooKeeper(client, tree=ZUUL_LAUNCHER)
         self.only_connections = self.settings.connection_names()
+        #: Seconds between tries for a loop lock another launcher holds
+        #: (besides the watch on its holder).
+        self.lock_retry = max(self.settings.poll_interval * 10, 0.5)
         self.node_cache: RecordCache | None = None
         self.request_cache: RecordCache | None = None
         self.assigner = RequestAssigner(self)
@@ -147,6 +150,7 @@ class ZuulLauncher:
         self._request_thread.stop()
         if self._image_thread is not None:
             self._image_thread.stop()
+        self.assigner.lock.release()
         with self._lock:
             names = list(self.loops)
         for name in names:
@@ -235,7 +239,7 @@ class ZuulLauncher:
         if now - self._registered > 10:
             self._register()
         if not self.assigner.run_once():
-            return self.settings.poll_interval   # another launcher's turn: look again soon
+            return self.lock_retry       # another launcher's turn (its lock is watched)
         return IDLE_WAIT
 
     def _register(self) -> None:
@@ -319,6 +323,7 @@ class ZuulLauncher:
         if thread is not None:
             thread.stop()
         if loop is not None:
+            loop.lock.release()
             loop.pool.shutdown(wait=False)
             try:
                 loop.adapter.stop()
@@ -330,7 +335,7 @@ class ZuulLauncher:
         if not self.running:
             return IDLE_WAIT
         if not loop.run_once():
-            return self.settings.poll_interval
+            return self.lock_retry
         if loop.active:
             return self.settings.poll_interval
         return min(IDLE_WAIT, self.settings.cleanup_interval)

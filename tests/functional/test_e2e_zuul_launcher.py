@@ -223,6 +223,27 @@ def system(zuul_system, ssh_keypair, tmp_path):  # noqa: F811
         subprocess.run(['ip', 'link', 'del', ZL_BRIDGE], capture_output=True)
 
 
+def diagnosis(system) -> str:
+    """What both node systems hold, and the end of zuul-launcher's log."""
+    zk = system.service.zk
+    lines = []
+    for tree in (zk, zk.sibling(ZUUL_LAUNCHER)):
+        root = tree.tree.request_root
+        lines.append(f'{root}: ' + ', '.join(f'{r.id} {r.node_types} {r.state}'
+                                              for r in tree.get_requests()))
+        lines.append(f'{tree.tree.node_root}: ' + ', '.join(
+            f'{n.id} {n.type} {n.state}' for n in tree.get_nodes()))
+    return '\n'.join(lines) + '\n--- zuul-launcher log ---\n' + system.launcher_log()[-4000:]
+
+
+def wait(system, predicate, timeout: float, what: str) -> None:
+    """wait_for, failing with the state of both node systems."""
+    try:
+        wait_for(predicate, timeout=timeout, what=what)
+    except TimeoutError:
+        raise AssertionError(f'timed out waiting for {what}\n{diagnosis(system)}') from None
+
+
 def subnet_of(node) -> str | None:
     address = ipaddress.ip_address(node.interface_ip)
     return next((net for net in (NP_SUBNET, ZL_SUBNET)
@@ -265,7 +286,7 @@ def test_zuul_launcher_and_nodepool_labels_side_by_side(system, nodepool_launche
     routes = record_routes(system)
     change = system.store.create_change('org/app', 'master', 'Try both systems',
                                         {'x.txt': '1\n'})
-    wait_for(lambda: system.verified(change) != 0, timeout=300, what='check vote')
+    wait(system, lambda: system.verified(change) != 0, timeout=200, what='check vote')
     message = system.messages(change)[-1]
     assert system.verified(change) == 1, message + system.launcher_log()[-3000:]
     for job in ('on-zuul-launcher', 'on-nodepool', 'on-both'):
@@ -288,7 +309,7 @@ def test_zuul_launcher_and_nodepool_labels_side_by_side(system, nodepool_launche
     assert [subnet_of(n) for n in by_job['on-both']['routed'].nodes] == [ZL_SUBNET, NP_SUBNET]
     # Nodes of both systems were returned (used, then deleted).
     launcher_zk = zk.sibling(ZUUL_LAUNCHER)
-    wait_for(lambda: not [n for n in launcher_zk.get_nodes() + nodepool_launcher.get_nodes()
+    wait(system, lambda: not [n for n in launcher_zk.get_nodes() + nodepool_launcher.get_nodes()
                           if n.state in ('in-use', 'used')],
              timeout=60, what='nodes returned and cleaned up')
 
@@ -312,21 +333,21 @@ def test_moving_a_label_mid_run_loses_no_request(system, nodepool_launcher, tmp_
              for i in range(3)]
     # Two run on Nodepool's two nodes; the third waits in /nodepool/requests.
     running = system.executor.builds
-    wait_for(lambda: len(running) == 2 and len(nodepool_launcher.get_request_ids()) == 1,
-             timeout=240, what='two builds running and one request queued at Nodepool')
+    wait(system, lambda: len(running) == 2 and len(nodepool_launcher.get_request_ids()) == 1,
+             timeout=180, what='two builds running and one request queued at Nodepool')
     # Move "moving" to zuul-launcher (a merged config change).
     store.push_branch('org/project-config', 'master', {
         'zuul.d/nodes.yaml': node_objects('zl-node', 'moving')}, 'Move moving')
     layout = lambda: system.scheduler.tenants['example'].layout  # noqa: E731
-    wait_for(lambda: 'moving' in getattr(layout(), 'labels', {}), timeout=120,
+    wait(system, lambda: 'moving' in getattr(layout(), 'labels', {}), timeout=120,
              what='reconfiguration with the moved label')
     late = [store.create_change('org/app', 'master', f'Late {i}', {f'l{i}.txt': '1\n'})
             for i in range(2)]
-    wait_for(lambda: len([r for r in routes if r['change'] in {c.number for c in late}]) == 2,
-             timeout=240, what='the late changes to request nodes')
+    wait(system, lambda: len([r for r in routes if r['change'] in {c.number for c in late}]) == 2,
+             timeout=180, what='the late changes to request nodes')
     marker.write_text('go\n')
     for change in early + late:
-        wait_for(lambda change=change: system.verified(change) != 0, timeout=300,
+        wait(system, lambda change=change: system.verified(change) != 0, timeout=200,
                  what=f'a report on change {change.number}')
     system.settle()
     for change in early + late:
@@ -341,6 +362,79 @@ def test_moving_a_label_mid_run_loses_no_request(system, nodepool_launcher, tmp_
     assert [subnets[c.number] for c in late] == [[ZL_SUBNET]] * 2
     assert nodepool_launcher.get_request_ids() == []
     assert system.service.zk.sibling(ZUUL_LAUNCHER).get_request_ids() == []
+
+
+HOLD_APP = """
+- job:
+    name: zl-fails
+    nodeset:
+      nodes:
+        - name: node
+          label: zl-node
+    run: playbooks/fails.yaml
+- project:
+    check:
+      jobs:
+        - zl-fails
+"""
+
+
+@needs_netns
+@needs_launcher
+def test_autohold_and_dequeue_with_zuul_launcher_nodes(system, tmp_path):
+    """The scheduler's other node operations on zuul-launcher's tree: an
+    autohold keeps a failed build's node (``hold`` in /zuul/nodes); a
+    dequeued change's running build gives its node back."""
+    from zuul.scheduler import rpc_protocol as p
+    from zuul.scheduler.rpc import RPCClient
+    marker = tmp_path / 'release'
+    system.create_projects(app_config=HOLD_APP)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/jobs.yaml': textwrap.dedent(JOBS),
+        'zuul.d/nodes.yaml': node_objects('zl-node', 'moving'),
+        'playbooks/waits.yaml': textwrap.dedent(WAIT_PLAYBOOK.format(marker=marker))},
+        'Jobs and node objects')
+    system.store.push_branch('org/app', 'master', {
+        'playbooks/fails.yaml': '- hosts: all\n  gather_facts: false\n  tasks:\n'
+                                '    - command: "false"\n'})
+    system.start()
+    system.start_zuul_launcher()
+    zk = system.service.zk.sibling(ZUUL_LAUNCHER)
+    client = RPCClient('127.0.0.1', system.conf.gearman.port, timeout=120)
+    try:
+        client.call(p.AUTOHOLD, p.RPCRequest(
+            tenant='example', project='org/app', job='zl-fails', reason='look at it',
+            count=1, node_hold_expiration=3600))
+        change = system.store.create_change('org/app', 'master', 'Fails', {'a': '1\n'})
+        wait(system, lambda: system.verified(change) == -1, timeout=200, what='failure')
+        wait(system, lambda: [n for n in zk.get_nodes() if n.state == 'hold'], timeout=60,
+                 what='held zuul-launcher node')
+        (held,) = [n for n in zk.get_nodes() if n.state == 'hold']
+        assert held.hold_job == 'zl-fails' and 'look at it' in held.comment
+        assert not zk.is_node_locked(held.id)
+        assert subnet_of(held) == ZL_SUBNET
+    finally:
+        client.shutdown()
+    # A build holding a zuul-launcher node is dequeued: the node comes back.
+    system.store.push_branch('org/app', 'master', {'.zuul.yaml': textwrap.dedent(WAITS_APP)},
+                             'Wait instead')
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/nodes.yaml': node_objects('zl-node', 'moving') + '# again\n'}, 'Touch')
+    wait(system, lambda: 'moving' in system.scheduler.tenants['example'].layout.labels,
+             timeout=120, what='layout with moving')
+    waiting = system.store.create_change('org/app', 'master', 'Waits', {'b': '1\n'})
+    wait(system, lambda: any(b.job.name == 'waits' and b.uuid in system.executor.builds
+                         for b in system.builds), timeout=180, what='the waits build running')
+    (build,) = [b for b in system.builds if b.job.name == 'waits']
+    (node_id,) = build.build_set.nodesets['waits'].node_ids
+    assert zk.get_node(node_id).state == 'in-use'
+    system.scheduler.management('dequeue', tenant='example', pipeline='check',
+                                project='org/app', change=f'{waiting.number},1')
+    wait(system, lambda: zk.get_node(node_id) is None or
+             zk.get_node(node_id).state not in ('in-use',), timeout=60,
+             what='the dequeued build\'s node returned')
+    assert [n.id for n in zk.get_nodes() if n.state == 'hold'] == [held.id]
+    marker.write_text('go\n')
 
 
 def test_providers_follow_the_merged_config_not_proposed_changes(system):
@@ -358,17 +452,17 @@ def test_providers_follow_the_merged_config_not_proposed_changes(system):
     # Proposed in an untrusted project: speculative layouts never publish.
     change = system.store.create_change('org/app', 'master', 'Propose a provider', {
         '.zuul.yaml': textwrap.dedent(APP_CONFIG_WITH_PROVIDER)})
-    wait_for(lambda: system.verified(change) != 0, timeout=240, what='check report')
+    wait(system, lambda: system.verified(change) != 0, timeout=180, what='check report')
     assert list(launcher_config.read_all(client)) == [provider.canonical_name]
     # Merged: a second label in the provider is published.
     system.store.push_branch('org/project-config', 'master', {
         'zuul.d/nodes.yaml': node_objects('zl-node', 'moving')}, 'Another label')
-    wait_for(lambda: launcher_config.read_all(client)[provider.canonical_name]
+    wait(system, lambda: launcher_config.read_all(client)[provider.canonical_name]
              .label_by_name('moving') is not None, timeout=120, what='provider updated')
     # Removed from the config: unpublished.
     system.store.push_branch('org/project-config', 'master', {
         'zuul.d/nodes.yaml': '# no node objects\n'}, 'No providers')
-    wait_for(lambda: launcher_config.read_all(client) == {}, timeout=120,
+    wait(system, lambda: launcher_config.read_all(client) == {}, timeout=120,
              what='provider removed')
 
 

@@ -437,6 +437,66 @@ def test_autohold_and_dequeue_with_zuul_launcher_nodes(system, tmp_path):
     marker.write_text('go\n')
 
 
+ONLY_ZL_APP = """
+- project:
+    check:
+      jobs:
+        - on-zuul-launcher
+"""
+
+UNKNOWN_LABEL_APP = """
+- job:
+    name: on-unknown
+    nodeset:
+      nodes:
+        - name: node
+          label: ubuntu-jammy
+    run: playbooks/nodes.yaml
+- project:
+    check:
+      jobs:
+        - on-zuul-launcher
+        - on-unknown
+"""
+
+
+@needs_netns
+@needs_launcher
+def test_tenant_without_nodepool(system):
+    """``use-nodepool: false``: jobs run on zuul-launcher nodes, a
+    proposed nodeset with a label no ``label`` object defines is a config
+    error on that change, and nothing is ever asked of Nodepool."""
+    main = os.path.join(system.root, 'main.yaml')
+    with open(main) as f:
+        text = f.read()
+    with open(main, 'w') as f:
+        f.write(text.replace('    name: example\n',
+                             '    name: example\n    use-nodepool: false\n', 1))
+    system.create_projects(app_config=ONLY_ZL_APP)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/jobs.yaml': textwrap.dedent(JOBS),
+        'zuul.d/nodes.yaml': node_objects('zl-node', 'moving'),
+        'playbooks/nodes.yaml': textwrap.dedent(NODE_PLAYBOOK),
+        'playbooks/waits.yaml': textwrap.dedent(WAIT_PLAYBOOK.format(marker='/nonexistent'))},
+        'Jobs and node objects')
+    system.store.push_branch('org/app', 'master', {
+        'playbooks/nodes.yaml': textwrap.dedent(NODE_PLAYBOOK)})
+    system.start()
+    assert system.scheduler.tenants['example'].layout.tenant.use_nodepool is False
+    system.start_zuul_launcher()
+    routes = record_routes(system)
+    good = system.store.create_change('org/app', 'master', 'Fine', {'a': '1\n'})
+    wait(system, lambda: system.verified(good) != 0, timeout=200, what='check vote')
+    assert system.verified(good) == 1, system.messages(good)[-1]
+    bad = system.store.create_change('org/app', 'master', 'Unknown label', {
+        '.zuul.yaml': textwrap.dedent(UNKNOWN_LABEL_APP)})
+    wait(system, lambda: system.verified(bad) != 0, timeout=200, what='config error report')
+    message = system.messages(bad)[-1]
+    assert system.verified(bad) == -1 and 'ubuntu-jammy' in message, message
+    assert [r['systems'] for r in routes] == [[LAUNCHER_SYSTEM]]
+    assert system.service.zk.get_request_ids() == []
+
+
 def test_providers_follow_the_merged_config_not_proposed_changes(system):
     """The scheduler publishes the providers of the tenant's merged
     config after every reconfiguration; a proposed change that adds one

@@ -240,6 +240,8 @@ class Node(_Record):
     launch_deadline: float | None = None
     #: Every label a reusable (static) node can serve.
     labels: list[str] = field(default_factory=list)
+    #: The event id of the request it was allocated to (for log lines).
+    event_id: str | None = None
     # Process-local (not serialised).
     id: str | None = None
     stat: Any = None

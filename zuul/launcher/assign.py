@@ -240,6 +240,7 @@ class RequestAssigner:
                     continue
                 node.allocated_to = request.id
                 node.request_index = index
+                node.event_id = request.event_id
                 node.type = label
                 self.zk.store_node(node)
             except RecordGoneError:
@@ -263,7 +264,8 @@ class RequestAssigner:
         choice = choice or launchable[0]
         node = Node(type=label, provider=choice.canonical_name, pool=POOL, state=BUILDING,
                     allocated_to=request.id if request else None, request_index=index,
-                    launch_state=QUEUED, launcher=self.launcher.id)
+                    launch_state=QUEUED, launcher=self.launcher.id,
+                    event_id=request.event_id if request else None)
         what = tag(request) if request else 'min-ready'
 
         def created(node):

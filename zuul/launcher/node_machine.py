@@ -38,6 +38,11 @@ FAILING = 'failed'
 MAX_STEPS = 6
 
 
+def node_tag(node: Node) -> str:
+    """How log lines name a node (with its request's event id)."""
+    return f'[e: {node.event_id}] node {node.id} ({node.type}, request {node.allocated_to})'
+
+
 def apply_instance(node: Node, inst: Instance) -> None:
     """What the provider reports about a ready instance, on the record."""
     for attr in ('interface_ip', 'public_ipv4', 'private_ipv4', 'public_ipv6', 'hostname',
@@ -62,7 +67,7 @@ class NodeLaunchSteps:
         self.adapter = loop.adapter
 
     def _tag(self, node: Node) -> str:
-        return f'node {node.id} ({node.type}, request {node.allocated_to})'
+        return node_tag(node)
 
     def prepare(self, node: Node) -> None:
         """A queued node the loop found room for: it launches now (the
@@ -188,6 +193,7 @@ class NodeLaunchSteps:
             log.info('%s: request gone; the ready node joins the pool', self._tag(node))
             node.allocated_to = None
             node.request_index = None
+            node.event_id = None
         self.zk.store_node(node)
         log.info('%s: ready at %s in %s', self._tag(node), node.address, node.provider)
         self.loop.launcher.wake_requests()

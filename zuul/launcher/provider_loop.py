@@ -45,7 +45,7 @@ from nodepool.zk.records import (
     request_sort_key,
 )
 from zuul.launcher.locks import LoopLock
-from zuul.launcher.node_machine import NodeLaunchSteps
+from zuul.launcher.node_machine import NodeLaunchSteps, node_tag
 from zuul.launcher.providers import ServedProvider
 from zuul.launcher.quota import QUEUED, ProviderQuota
 from zuul.model.launcher import quote_name
@@ -223,12 +223,13 @@ class ProviderLoop:
         node.set_state(READY)
         node.allocated_to = None
         node.request_index = None
+        node.event_id = None
         node.launch_state = 'ready'
         try:
             self.zk.store_node(node)
         finally:
             self.zk.unlock_node(node)
-        log.info('Node %s (%s) ready again after request %s', node.id, node.hostname,
+        log.info('%s: %s ready again after request %s', node_tag(node), node.hostname,
                  request)
         self.launcher.wake_requests()
 
@@ -240,12 +241,12 @@ class ProviderLoop:
             try:
                 self.adapter.delete(node.external_id)
             except Exception as e:
-                log.warning('Node %s: deleting instance %s failed: %s (retried later)',
-                            node.id, node.external_id, e)
+                log.warning('%s: deleting instance %s failed: %s (retried later)',
+                            node_tag(node), node.external_id, e)
                 self.zk.unlock_node(node)
                 return False
         self.zk.delete_node(node)
-        log.info('Node %s (%s) deleted from %s', node.id, node.type, self.name)
+        log.info('%s: deleted from %s', node_tag(node), self.name)
         self.launcher.wake_requests()
         return True
 
@@ -264,8 +265,8 @@ class ProviderLoop:
         if locked.state != IN_USE:
             self.zk.unlock_node(locked)
             return
-        log.warning('Node %s in use but unlocked (its requestor is gone): releasing',
-                    node.id)
+        log.warning('%s: in use but unlocked (its requestor is gone): releasing',
+                    node_tag(locked))
         if self.adapter.reuses_nodes:
             self._make_ready(locked)
         else:
@@ -279,10 +280,10 @@ class ProviderLoop:
             if locked.state == READY and locked.allocated_to and \
                     locked.allocated_to not in request_ids and \
                     self.zk.get_request(locked.allocated_to) is None:
-                log.info('Node %s: request %s is gone; node returned to the pool',
-                         node.id, locked.allocated_to)
+                log.info('%s: request gone; node returned to the pool', node_tag(locked))
                 locked.allocated_to = None
                 locked.request_index = None
+                locked.event_id = None
                 self.zk.store_node(locked)
         finally:
             self.zk.unlock_node(locked)

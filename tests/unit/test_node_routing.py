@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from nodepool.zk.api import NodepoolZooKeeper
+from nodepool.zk.api import NodepoolZooKeeper, RecordGoneError
 from nodepool.zk.paths import NODEPOOL
 from nodepool.zk.paths import ZUUL_LAUNCHER as LAUNCHER_TREE
 from nodepool.zk.records import FAILED, FULFILLED, HOLD, IN_USE, READY, USED, Node
@@ -397,3 +397,36 @@ def test_node_failure_carries_the_reason_to_the_build():
 def m_event(kind, **args):
     from zuul.model.events import ResultEvent
     return ResultEvent(kind, args)
+
+
+def test_both_halves_answering_at_once_never_deadlocks(trees):
+    """The two requestor threads answer at the same moment, in both
+    orders and with one half failing: every request gets exactly one
+    answer and no node stays taken after a failure."""
+    adapter, scheduler, zk, launcher_zk = trees
+    item = add_tenant(scheduler, make_layout(labels=['debian']))
+    for i in range(10):
+        adapter.request(item, job(('a', 'centos'), ('b', 'debian')), PIPELINE)
+        old, new = only_request(zk), only_request(launcher_zk)
+        fail_one = i % 2 == 1
+        if fail_one:
+            refuse(zk, old)
+        else:
+            fulfil(zk, old)
+        try:
+            fulfil(launcher_zk, new)
+        except RecordGoneError:
+            assert fail_one     # already withdrawn after the other half failed
+        args = scheduler.next_event(timeout=10)
+        assert args['failed'] == fail_one
+        if args['nodeset'] is not None:
+            adapter.release(args['nodeset'])
+        wait_for(lambda: not [n for tree in (zk, launcher_zk) for n in tree.get_nodes()
+                              if n.state == IN_USE or tree.is_node_locked(n.id)],
+                 what='no node left taken')
+        wait_for(lambda: not zk.get_request_ids() and not launcher_zk.get_request_ids(),
+                 what='requests gone')
+        assert scheduler.events.empty()
+        for tree in (zk, launcher_zk):
+            for node in tree.get_nodes():
+                tree.delete_node(node)

@@ -146,7 +146,8 @@ class RoutedRequest:
                 self.outcome = ACCEPTED
             else:
                 return
-        if self.outcome == FAILED:
+            outcome = self.outcome
+        if outcome == FAILED:
             self._withdraw()
         self._finish()
 
@@ -171,7 +172,10 @@ class RoutedRequest:
                 return
             self.outcome = RELEASED
         for part in self.parts:
-            part.client.release(part.handle)
+            try:
+                part.client.release(part.handle)
+            except Exception:
+                log.exception('Unable to return the nodes of request %s', part.handle.id)
         self.done.set()
 
     def _withdraw(self) -> None:

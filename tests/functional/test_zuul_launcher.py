@@ -177,3 +177,20 @@ def test_image_upload_request_launches_from_that_upload(zk_client, launchers):
     assert spec.image.build_id == '7' and spec.image.upload_id == '3'
     node = zk.get_node(zk.get_request(request.id).nodes[0])
     assert node.image_id == f'{canonical("ubuntu-image")}-7-3'
+
+
+def test_a_provider_the_launcher_cannot_build_declines_its_nodes(zk_client, launchers,
+                                                                 requestor):
+    # An openstack label without flavor-name/min-ram: the driver refuses it.
+    broken = provider('cloud', ['ubuntu'], connection='cloud', settings={'priority': 1})
+    publish_providers(zk_client, broken)
+    launcher = launchers({'cloud': {'driver': 'openstack'}, 'sim': {'driver': 'simulated'}})
+    assert canonical('cloud') in launcher.broken
+    handle = requestor.submit([UBUNTU])
+    assert handle.wait(20) and handle.failed
+    publish_providers(zk_client, broken, provider('sim-a', ['ubuntu'],
+                                                  settings={'priority': 2}))
+    handle = requestor.submit([UBUNTU])
+    assert handle.wait(20) and handle.fulfilled
+    assert handle.nodes[0].provider == canonical('sim-a')
+    requestor.release(handle)

@@ -221,26 +221,28 @@ class NodeLaunchSteps:
             return
         node.launch_state = None
         if node.allocated_to and node.request_index is not None:
-            self._decline(node)
+            decline(self.zk, node, f'after {node.launch_attempts} attempts')
         self.zk.delete_node(node)
         self.loop.launcher.wake_requests()
 
-    def _decline(self, node: Node) -> None:
-        """Record on the request that this provider declined the node."""
-        for _ in range(20):
-            request = self.zk.get_request(node.allocated_to)
-            if request is None:
-                return
-            declined = request.node_declines.setdefault(str(node.request_index), [])
-            if node.provider in declined:
-                return
-            declined.append(node.provider)
-            try:
-                self.zk.store_request(request, expected_version=request.stat.version)
-            except RecordChangedError:
-                continue
-            log.warning('[e: %s] request %s: provider %s declined node %d (%s) after %d '
-                        'attempts', request.event_id, request.id, node.provider,
-                        node.request_index, node.type, node.launch_attempts)
+
+def decline(zk, node: Node, why: str) -> None:
+    """Record on the node's request that its provider declined the node
+    (written before the node record goes, see zuul.launcher.assign)."""
+    for _ in range(20):
+        request = zk.get_request(node.allocated_to)
+        if request is None:
             return
-        log.error('%s: could not record the decline', self._tag(node))
+        declined = request.node_declines.setdefault(str(node.request_index), [])
+        if node.provider in declined:
+            return
+        declined.append(node.provider)
+        try:
+            zk.store_request(request, expected_version=request.stat.version)
+        except RecordChangedError:
+            continue
+        log.warning('[e: %s] request %s: provider %s declined node %d (%s) %s',
+                    request.event_id, request.id, node.provider, node.request_index,
+                    node.type, why)
+        return
+    log.error('%s: could not record the decline', node_tag(node))

@@ -45,7 +45,7 @@ from nodepool.zk.records import (
     request_sort_key,
 )
 from zuul.launcher.locks import LoopLock
-from zuul.launcher.node_machine import NodeLaunchSteps, node_tag
+from zuul.launcher.node_machine import NodeLaunchSteps, decline, node_tag
 from zuul.launcher.providers import ServedProvider
 from zuul.launcher.quota import QUEUED, ProviderQuota
 from zuul.model.launcher import quote_name
@@ -401,3 +401,39 @@ class ProviderLoop:
                 log.warning('Provider %s: deleting leaked instance %s failed: %s',
                             self.name, inst.external_id, e)
         self._leaks_seen = seen
+
+
+class UnservableProviderLoop:
+    """A provider this launcher should serve but cannot (its driver
+    refuses the settings, its adapter does not start): whoever holds its
+    lock declines every node assigned to it, so requests move to other
+    providers (or fail) instead of waiting for ever."""
+
+    def __init__(self, launcher, name: str, reason: str):
+        self.launcher = launcher
+        self.zk = launcher.zk
+        self.name = name
+        self.reason = reason
+        self.active = False
+        self.lock = LoopLock(self.zk.client, provider_lock_path(name), launcher.id,
+                             launcher.settings.lock_hold, launcher.lock_retry,
+                             wake=lambda: launcher.wake_provider(name))
+
+    def run_once(self) -> bool:
+        if not self.lock.acquire():
+            return False
+        try:
+            for node in self.zk.get_nodes():
+                if node.provider != self.name or node.state != BUILDING:
+                    continue
+                try:
+                    if node.allocated_to and node.request_index is not None:
+                        decline(self.zk, node, f'(provider unusable: {self.reason})')
+                    self.zk.delete_node(node)
+                except Exception:
+                    log.exception('Provider %s: declining node %s failed', self.name,
+                                  node.id)
+            self.launcher.wake_requests()
+        finally:
+            self.lock.pass_done()
+        return True

@@ -40,7 +40,7 @@ from nodepool.zk.paths import ZUUL_LAUNCHER
 from nodepool.zk.records import BUILDING, READY, LauncherRecord, Node, NodeRequest
 from zuul.configloader.zuulconf import LauncherSettingsConf
 from zuul.launcher.assign import RequestAssigner
-from zuul.launcher.provider_loop import ProviderLoop
+from zuul.launcher.provider_loop import ProviderLoop, UnservableProviderLoop
 from zuul.launcher.providers import ProviderTranslationError, ServedProvider, build_provider
 from zuul.launcher.providers import is_static as provider_is_static
 from zuul.model.launcher import ResolvedProvider
@@ -111,6 +111,7 @@ class ZuulLauncher:
         self.assigner = RequestAssigner(self)
         self.loops: dict[str, ProviderLoop] = {}
         self.broken: dict[str, str] = {}
+        self.unservable: dict[str, UnservableProviderLoop] = {}
         self._threads: dict[str, _LoopThread] = {}
         self._published: dict[str, ResolvedProvider] = {}
         self._providers_dirty = True
@@ -152,7 +153,7 @@ class ZuulLauncher:
             self._image_thread.stop()
         self.assigner.lock.release()
         with self._lock:
-            names = list(self.loops)
+            names = list(self.loops) + [n for n in self._threads if n not in self.loops]
         for name in names:
             self._stop_loop(name)
         for cache in (self.node_cache, self.request_cache):
@@ -293,6 +294,9 @@ class ZuulLauncher:
                 if name not in wanted or \
                         loop.served.resolved.to_dict() != wanted[name].to_dict():
                     self._stop_loop(name)
+            for name in list(self.unservable):
+                if name not in wanted:
+                    self._stop_loop(name)
             for name, resolved in wanted.items():
                 if name not in self.loops:
                     self._start_loop(resolved)
@@ -306,8 +310,16 @@ class ZuulLauncher:
             if self.broken.get(name) != str(e):
                 log.error('Provider %s cannot be served here: %s', name, e)
             self.broken[name] = str(e)
+            if name not in self._threads:
+                loop = UnservableProviderLoop(self, name, str(e))
+                self.unservable[name] = loop
+                thread = _LoopThread(f'zuul-launcher-unservable-{resolved.name}',
+                                     lambda loop=loop: self._provider_cycle(loop))
+                self._threads[name] = thread
+                thread.start()
             return
         self.broken.pop(name, None)
+        self._stop_loop(name)                   # an unservable loop, if any
         loop = ProviderLoop(self, served)
         self.loops[name] = loop
         thread = _LoopThread(f'zuul-launcher-provider-{resolved.name}',
@@ -322,6 +334,9 @@ class ZuulLauncher:
         loop = self.loops.pop(name, None)
         if thread is not None:
             thread.stop()
+        unservable = self.unservable.pop(name, None)
+        if unservable is not None:
+            unservable.lock.release()
         if loop is not None:
             loop.lock.release()
             loop.pool.shutdown(wait=False)

@@ -55,7 +55,9 @@ def main(argv=None) -> int:
     from nodepool.zk.api import connect
     from zuul.launcher.server import ZuulLauncher
     stopped = threading.Event()
-    with PidFile(settings.pidfile):
+    # In the foreground (systemd, tests) several launchers may share a
+    # zuul.conf: no pid file then, as for zuul-executor.
+    with PidFile(None if args.foreground else settings.pidfile):
         client = connect(conf.zookeeper.hosts, timeout=conf.zookeeper.session_timeout,
                          tls=conf.zookeeper.tls())
         launcher = ZuulLauncher(client, conf.connections, settings)

@@ -4,6 +4,9 @@ are fulfilled by the global request loop and the provider loops."""
 
 from __future__ import annotations
 
+import pytest
+
+from nodepool.driver.netns.host import available
 from nodepool.zk.records import FULFILLED, READY, NodeRequest
 from tests.functional import test_zuul_launcher_support as support
 from tests.functional.test_zuul_launcher_support import (
@@ -20,6 +23,9 @@ launchers = support.launchers
 requestor = support.requestor
 
 UBUNTU = canonical('ubuntu')
+
+needs_netns = pytest.mark.skipif(available() is not None,
+                                 reason=f'netns nodes unavailable: {available()}')
 
 
 def test_one_node_request_is_fulfilled(zk_client, launchers, requestor):
@@ -193,4 +199,22 @@ def test_a_provider_the_launcher_cannot_build_declines_its_nodes(zk_client, laun
     handle = requestor.submit([UBUNTU])
     assert handle.wait(20) and handle.fulfilled
     assert handle.nodes[0].provider == canonical('sim-a')
+    requestor.release(handle)
+
+
+@needs_netns
+def test_static_provider_on_a_real_host_scans_its_keys(zk_client, launchers, requestor,
+                                                       node_factory):
+    host = node_factory.make()
+    static = provider('static-real', ['ubuntu'], connection=None, settings={
+        'nodes': [{'name': host.address, 'labels': ['ubuntu'], 'username': host.username,
+                   'connection-port': host.port, 'host-key-checking': True}]})
+    publish_providers(zk_client, static)
+    launchers()
+    handle = requestor.submit([UBUNTU])
+    assert handle.wait(30) and handle.fulfilled
+    [node] = handle.nodes
+    assert node.interface_ip == host.address and node.connection_port == host.port
+    assert node.host_keys and all(key.split()[0].startswith(('ssh-', 'ecdsa'))
+                                  for key in node.host_keys)
     requestor.release(handle)

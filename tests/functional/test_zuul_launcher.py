@@ -218,3 +218,15 @@ def test_static_provider_on_a_real_host_scans_its_keys(zk_client, launchers, req
     assert node.host_keys and all(key.split()[0].startswith(('ssh-', 'ecdsa'))
                                   for key in node.host_keys)
     requestor.release(handle)
+
+
+def test_idle_nodes_past_max_ready_age_are_replaced(zk_client, launchers):
+    publish_providers(zk_client, provider('sim-a', ['ubuntu'], min_ready={'ubuntu': 1},
+                                          max_ready_age={'ubuntu': 1}))
+    launchers()
+    zk = zuul_zk(zk_client)
+    wait_for(lambda: [n.state for n in zk.get_nodes()] == [READY], timeout=20,
+             what='a min-ready node')
+    [first] = zk.get_nodes()
+    wait_for(lambda: [n.id for n in zk.get_nodes() if n.state == READY] not in ([], [first.id]),
+             timeout=20, what='the old node replaced by a new one')

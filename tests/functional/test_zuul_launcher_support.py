@@ -26,8 +26,8 @@ def canonical(name: str) -> str:
 
 
 def provider(name: str, labels, connection: str | None = 'sim', settings: dict | None = None,
-             label_settings: dict | None = None, min_ready: dict | None = None
-             ) -> ResolvedProvider:
+             label_settings: dict | None = None, min_ready: dict | None = None,
+             max_ready_age: dict | None = None) -> ResolvedProvider:
     resolved = ResolvedProvider(canonical_name=canonical(name), name=name,
                                 section=canonical(f'{name}-section'), connection=connection,
                                 settings=dict(settings or {}), tenants=['tenant-one'])
@@ -35,6 +35,7 @@ def provider(name: str, labels, connection: str | None = 'sim', settings: dict |
         resolved.labels[canonical(label)] = ResolvedLabel(
             canonical_name=canonical(label), name=label, image=None, flavor=None,
             min_ready=(min_ready or {}).get(label, 0),
+            max_ready_age=(max_ready_age or {}).get(label, 0),
             settings=dict((label_settings or {}).get(label, {})))
     return resolved
 

@@ -11,7 +11,8 @@ over the provider's node records:
   that reuse nodes (static);
 - ``deleting`` nodes are deleted (again, if a delete failed);
 - ``ready`` nodes allocated to a request that no longer exists are
-  returned to the pool, queued ones are dropped;
+  returned to the pool, queued ones are dropped; idle ready nodes older
+  than their label's ``max-ready-age`` are deleted;
 - static providers have their hosts registered as ready nodes (one per
   slot, with ids derived from provider, host, port and slot);
 - every ``cleanup_interval``: instances the provider lists that no
@@ -146,6 +147,8 @@ class ProviderLoop:
             elif node.state == READY and node.allocated_to and \
                     node.allocated_to not in request_ids:
                 work.append((node, self._unallocate, (node, request_ids)))
+            elif node.state == READY and not node.allocated_to and self._too_old(node):
+                work.append((node, self._expire, (node,)))
         # Round trips, not CPU, bound a pass: nodes are worked on in
         # parallel (each node by one thread; the provider lock keeps
         # other launchers out).
@@ -288,6 +291,23 @@ class ProviderLoop:
         finally:
             self.zk.unlock_node(locked)
         self.launcher.wake_requests()
+
+    def _too_old(self, node: Node) -> bool:
+        """An idle ready node past its label's ``max-ready-age``."""
+        label = self.served.resolved.labels.get(node.type)
+        return bool(label is not None and label.max_ready_age and
+                    not self.adapter.reuses_nodes and
+                    time.time() - node.state_time > label.max_ready_age)
+
+    def _expire(self, node: Node) -> None:
+        locked = self._locked(node)
+        if locked is None:
+            return
+        if locked.state == READY and locked.allocated_to is None and self._too_old(locked):
+            log.info('%s: ready longer than max-ready-age; deleting', node_tag(locked))
+            self._remove(locked)
+        else:
+            self.zk.unlock_node(locked)
 
     def _free_idle(self, nodes: list[Node]) -> None:
         """Queued launches wait for room: delete one idle, unallocated

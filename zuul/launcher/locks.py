@@ -47,8 +47,11 @@ class LoopLock:
         """True if this launcher holds the lock for the next pass."""
         now = time.monotonic()
         if self.held:
-            if self._still_ours():
+            ours = self._still_ours()
+            if ours:
                 return True
+            if ours is None:
+                return False      # not connected now: no pass, but keep the lock
             log.warning('Lock %s was lost (session ended); another launcher may hold it',
                         self.path)
             self.held = False
@@ -80,20 +83,24 @@ class LoopLock:
     def release(self) -> None:
         if not self.held:
             return
-        self.held = False
         try:
             self.lock.release()
-        except KazooException:
-            log.warning('Releasing lock %s failed', self.path, exc_info=True)
+        except KazooException as e:
+            # Still ours (the node is there until our session ends): keep
+            # holding it rather than wedge it behind a forgotten node.
+            log.warning('Releasing lock %s failed: %s', self.path, e)
+            return
+        self.held = False
 
-    def _still_ours(self) -> bool:
+    def _still_ours(self) -> bool | None:
+        """True/False; None if ZooKeeper cannot say right now."""
         node = self.lock.node
         if not node:
             return False
         try:
             return self.client.exists(f'{self.path}/{node}') is not None
         except KazooException:
-            return False
+            return None
 
     def _watch_holder(self) -> None:
         try:

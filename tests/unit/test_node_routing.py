@@ -430,3 +430,23 @@ def test_both_halves_answering_at_once_never_deadlocks(trees):
         for tree in (zk, launcher_zk):
             for node in tree.get_nodes():
                 tree.delete_node(node)
+
+
+def test_a_failed_publication_is_retried_when_zookeeper_is_back(zk_client, monkeypatch):
+    from kazoo.protocol.states import KazooState
+    scheduler = FakeScheduler()
+    p = provider('p', ['debian'])
+    add_tenant(scheduler, make_layout('a', providers={p.canonical_name: p}))
+    publisher = ProviderPublisher(zk_client)
+    real = launcher_config.publish
+
+    def down(client, providers):
+        raise ConnectionError('ZooKeeper connection lost')
+    monkeypatch.setattr(launcher_config, 'publish', down)
+    publisher.publish(scheduler.tenants)
+    assert launcher_config.read_all(zk_client) == {}
+    monkeypatch.setattr(launcher_config, 'publish', real)
+    publisher._session_listener(KazooState.CONNECTED)
+    wait_for(lambda: list(launcher_config.read_all(zk_client)) == [p.canonical_name],
+             what='published after reconnecting')
+    assert publisher._pending is None

@@ -317,11 +317,17 @@ class NodesAdapter:
 class ProviderPublisher:
     """Publishes the resolved providers of every tenant's live layout
     (``zuul.zk.launcher_config``), skipping ZooKeeper when nothing
-    changed since the last publication."""
+    changed since the last publication.  A publication that failed (no
+    ZooKeeper connection) is tried again when the connection is back,
+    without waiting for the next reconfiguration."""
 
     def __init__(self, client):
         self.client = client
         self._last: str | None = None
+        self._pending = None        # (providers, text) not yet written
+        self._lock = threading.Lock()
+        if hasattr(client, 'add_listener'):
+            client.add_listener(self._session_listener)
 
     def publish(self, tenants: dict) -> None:
         """``tenants``: name -> state with ``.layout`` (the scheduler's
@@ -333,12 +339,30 @@ class ProviderPublisher:
                       for name, state in tenants.items()}
         providers = launcher_config.merge_tenants(per_tenant)
         text = json.dumps({c: p.to_dict() for c, p in providers.items()}, sort_keys=True)
-        if text == self._last:
-            return
-        try:
-            launcher_config.publish(self.client, providers)
-        except Exception:
-            log.exception('Unable to publish the providers for zuul-launcher')
-            return
-        self._last = text
-        log.info('Published %d provider(s) for zuul-launcher', len(providers))
+        with self._lock:
+            self._pending = (providers, text)
+        self._write()
+
+    def _write(self) -> None:
+        from zuul.zk import launcher_config
+        with self._lock:
+            if self._pending is None:
+                return
+            providers, text = self._pending
+            if text != self._last:
+                try:
+                    launcher_config.publish(self.client, providers)
+                except Exception:
+                    log.exception('Unable to publish the providers for zuul-launcher '
+                                  '(tried again when ZooKeeper is back)')
+                    return
+                self._last = text
+                log.info('Published %d provider(s) for zuul-launcher', len(providers))
+            self._pending = None
+
+    def _session_listener(self, state) -> None:
+        from kazoo.protocol.states import KazooState
+        if state == KazooState.CONNECTED and self._pending is not None:
+            # Never block kazoo's event thread with ZooKeeper calls.
+            threading.Thread(target=self._write, name='provider-publisher',
+                             daemon=True).start()

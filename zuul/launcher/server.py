@@ -37,12 +37,21 @@ from nodepool.driver import DriverRegistry, ImageRef, ProviderAdapter
 from nodepool.zk.api import NodepoolZooKeeper
 from nodepool.zk.cache import RecordCache
 from nodepool.zk.paths import ZUUL_LAUNCHER
-from nodepool.zk.records import BUILDING, READY, LauncherRecord, Node, NodeRequest
+from nodepool.zk.records import (
+    BUILDING,
+    DELETING,
+    READY,
+    USED,
+    LauncherRecord,
+    Node,
+    NodeRequest,
+)
 from zuul.configloader.zuulconf import LauncherSettingsConf
 from zuul.launcher.assign import RequestAssigner
 from zuul.launcher.provider_loop import ProviderLoop, UnservableProviderLoop
 from zuul.launcher.providers import ProviderTranslationError, ServedProvider, build_provider
 from zuul.launcher.providers import is_static as provider_is_static
+from zuul.launcher.quota import QUEUED
 from zuul.model.launcher import ResolvedProvider
 from zuul.zk.launcher_config import PROVIDER_ROOT
 
@@ -221,14 +230,14 @@ class ZuulLauncher:
 
     def _node_changed(self, name: str, record) -> None:
         if record is None:
-            self.wake_all()
+            self.wake_all()               # a node gone: quota freed, a decline maybe
             return
         if record.state == READY:
             self.wake_requests()
-        if record.state != READY or record.allocated_to is None:
-            self.wake_provider(record.provider)
-        if record.state != BUILDING and record.provider in self.loops:
-            # Quota may have been freed or used: queued launches re-check.
+        # What a provider loop acts on (its own launch steps do not wake it:
+        # it polls while launches are in flight).
+        if record.state in (USED, DELETING) or \
+                (record.state == BUILDING and record.launch_state == QUEUED):
             self.wake_provider(record.provider)
 
     # -- the request thread ---------------------------------------------------------------

@@ -128,6 +128,11 @@ def test_a_killed_launcher_leaves_nothing_behind(zk_chroot, zk_client, launchers
     (state / HOLD_FILE).unlink()
     for handle in handles:
         assert handle.wait(30) and handle.fulfilled
+    # Every instance is a node's; the unrecorded one is gone.
+    wait_for(lambda: _cloud(str(state)) == {n.external_id for n in zk.get_nodes()},
+             timeout=30, what='instances matching node records')
+    assert len(zk.get_nodes()) == 10
+    for handle in handles:
         requestor.release(handle)
     wait_for(lambda: zk.get_nodes() == [] and _cloud(str(state)) == set(), timeout=30,
              what='nodes used and deleted, no instance left')

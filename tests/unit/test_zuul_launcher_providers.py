@@ -67,6 +67,15 @@ def test_netns_labels_carry_rootfs_and_username():
     assert served.config.settings['state-dir'] == '/var/tmp/ns'
 
 
+def test_netns_zuul_image_becomes_a_diskimage():
+    image = ResolvedImage(canonical_name=f'{P}/debian', name='debian', type='zuul')
+    provider = resolved(labels={'ubuntu': {'_image': f'{P}/debian', 'username': 'root'}},
+                        images={f'{P}/debian': image})
+    served = build_provider(provider, {'cloud': {'driver': 'netns'}})
+    assert served.pool.labels[f'{P}/ubuntu'].diskimage == f'{P}/debian'
+    assert list(served.config.diskimages) == [f'{P}/debian']
+
+
 def test_openstack_cloud_image_flavor_region_and_quota():
     image = ResolvedImage(canonical_name=f'{P}/ubuntu-img', name='ubuntu-img', type='cloud',
                           settings={'image-name': 'Ubuntu 22.04', 'username': 'ubuntu'})

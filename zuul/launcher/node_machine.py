@@ -80,6 +80,13 @@ class NodeLaunchSteps:
         node.launcher = self.loop.launcher.id
         node.launch_state = START
 
+    def has_image(self, node: Node) -> bool:
+        """Whether a node that boots a Zuul image has an upload to boot."""
+        pool_label = self.served.pool.labels.get(node.type)
+        if pool_label is None or not pool_label.diskimage:
+            return True
+        return self._image(node) is not None
+
     def step(self, node: Node, request_ids: set[str]) -> bool:
         """Advance ``node`` as far as it goes without waiting, writing
         the record once at the end; True while it is still in flight

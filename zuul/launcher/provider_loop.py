@@ -191,6 +191,8 @@ class ProviderLoop:
                 continue
             if self.quota.free(nodes, node.type, count_queued=False) <= 0:
                 break
+            if not self.steps.has_image(node):
+                continue          # its Zuul image has no upload in service yet: wait
             self.steps.prepare(node)
             started.append(node)
         return started

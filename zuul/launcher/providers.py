@@ -194,13 +194,21 @@ def _netns(resolved: ResolvedProvider, options: dict) -> dict:
         raw['authorized-keys'] = [keys] if isinstance(keys, str) else list(keys)
     pool = _pool(resolved, with_cores=False)
     labels = []
+    diskimages: dict[str, dict] = {}
     for label in resolved.labels.values():
         label_look = _Lookup(resolved, options, label)
         entry = {'name': label.canonical_name, **_login(label_look)}
-        if label_look.get('rootfs'):
+        image = resolved.images.get(label.image or '')
+        if image is not None and image.type == 'zuul':
+            # Boots the newest in-service upload of the Zuul image.
+            diskimages.setdefault(image.canonical_name, {'name': image.canonical_name})
+            entry['diskimage'] = image.canonical_name
+        elif label_look.get('rootfs'):
             entry['rootfs'] = str(label_look.get('rootfs'))
         labels.append(entry)
     pool['labels'] = labels
+    if diskimages:
+        raw['diskimages'] = list(diskimages.values())
     raw['pools'] = [pool]
     return raw
 

@@ -154,6 +154,13 @@ class RequestAssigner:
         nodes = self.zk.get_nodes()           # nodes first: see the module docstring
         requests = self.zk.get_requests()
         providers = self.launcher.published_providers()
+        served = {label for p in providers.values() for label in p.labels}
+        if any(label not in served for r in requests if r.state in (REQUESTED, PENDING)
+               for label in r.node_types):
+            # Before failing a request for an unknown label, make sure the
+            # scheduler did not publish it a moment ago (watches lag).
+            self.launcher.refresh_providers()
+            providers = self.launcher.published_providers()
         quotas = {name: ProviderQuota(p, self.launcher.served(name))
                   for name, p in providers.items()}
         by_request: dict[str, dict[int, Node]] = {}

@@ -291,6 +291,10 @@ class ZuulLauncher:
             return True
         return (resolved.connection or NULL_CONNECTION) in self.only_connections
 
+    def refresh_providers(self) -> None:
+        """Read the published providers now (and start or stop loops)."""
+        self._refresh_providers()
+
     def _refresh_providers(self) -> None:
         self._providers_dirty = False
         self._providers_read = time.monotonic()

@@ -105,6 +105,16 @@ JOBS = """
 """
 
 
+# Config changes to project-config go through the gate (no nodes needed).
+CONFIG_GATE = """
+- project:
+    name: org/project-config
+    gate:
+      jobs:
+        - noop-ok
+"""
+
+
 def node_objects(*labels: str) -> str:
     """The seed 001 objects that make zuul-launcher serve ``labels`` from
     the ``netns`` connection."""
@@ -323,7 +333,8 @@ def test_moving_a_label_mid_run_loses_no_request(system, nodepool_launcher, tmp_
         'zuul.d/jobs.yaml': textwrap.dedent(JOBS),
         'zuul.d/nodes.yaml': node_objects('zl-node'),
         'playbooks/nodes.yaml': textwrap.dedent(NODE_PLAYBOOK),
-        'playbooks/waits.yaml': textwrap.dedent(WAIT_PLAYBOOK.format(marker=marker))},
+        'playbooks/waits.yaml': textwrap.dedent(WAIT_PLAYBOOK.format(marker=marker)),
+        'zuul.d/gate-config.yaml': textwrap.dedent(CONFIG_GATE)},
         'Jobs; moving is still served by Nodepool')
     system.start()
     system.start_zuul_launcher()
@@ -335,12 +346,18 @@ def test_moving_a_label_mid_run_loses_no_request(system, nodepool_launcher, tmp_
     running = system.executor.builds
     wait(system, lambda: len(running) == 2 and len(nodepool_launcher.get_request_ids()) == 1,
              timeout=180, what='two builds running and one request queued at Nodepool')
-    # Move "moving" to zuul-launcher (a merged config change).
-    store.push_branch('org/project-config', 'master', {
-        'zuul.d/nodes.yaml': node_objects('zl-node', 'moving')}, 'Move moving')
+    # Move "moving" to zuul-launcher: a config change gated and merged.
+    move = store.create_change('org/project-config', 'master', 'Move moving', {
+        'zuul.d/nodes.yaml': node_objects('zl-node', 'moving')})
     layout = lambda: system.scheduler.tenants['example'].layout  # noqa: E731
+    assert 'moving' not in getattr(layout(), 'labels', {})    # proposed only
+    store.approve(move, 'Workflow', 1, who='core')
+    wait(system, lambda: store.get_change(move.number).status == 'MERGED', timeout=180,
+         what='the config change to merge')
     wait(system, lambda: 'moving' in getattr(layout(), 'labels', {}), timeout=120,
-             what='reconfiguration with the moved label')
+         what='reconfiguration with the moved label')
+    # Still queued at Nodepool (a reconfiguration moves no request).
+    assert len(nodepool_launcher.get_request_ids()) == 1
     late = [store.create_change('org/app', 'master', f'Late {i}', {f'l{i}.txt': '1\n'})
             for i in range(2)]
     wait(system, lambda: len([r for r in routes if r['change'] in {c.number for c in late}]) == 2,

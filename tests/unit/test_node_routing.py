@@ -374,6 +374,10 @@ def test_scheduler_publishes_after_each_reconfiguration(zk_client):
     layouts_by_tenant['a'] = layout
     scheduler.reconfigure(tenant_names=['a'])
     assert list(launcher_config.read_all(zk_client)) == [p.canonical_name]
+    # A tenant main.yaml no longer has publishes nothing.
+    Layouts.tenant_config = types.SimpleNamespace(tenants={'b': None})
+    scheduler.reconfigure(tenant_names=[])
+    assert launcher_config.read_all(zk_client) == {}
 
 
 def test_node_failure_carries_the_reason_to_the_build():

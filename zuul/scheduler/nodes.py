@@ -329,14 +329,16 @@ class ProviderPublisher:
         if hasattr(client, 'add_listener'):
             client.add_listener(self._session_listener)
 
-    def publish(self, tenants: dict) -> None:
+    def publish(self, tenants: dict, configured=None) -> None:
         """``tenants``: name -> state with ``.layout`` (the scheduler's
-        TenantState); never a speculative layout."""
+        TenantState); never a speculative layout.  ``configured``: the
+        tenant names main.yaml still has (others are left out), or None."""
         from zuul.zk import launcher_config
         # Copies: merge_tenants sets ``tenants`` on the providers it returns.
         per_tenant = {name: {c: copy.copy(p) for c, p in
                              (getattr(state.layout, 'resolved_providers', None) or {}).items()}
-                      for name, state in tenants.items()}
+                      for name, state in tenants.items()
+                      if configured is None or name in configured}
         providers = launcher_config.merge_tenants(per_tenant)
         text = json.dumps({c: p.to_dict() for c, p in providers.items()}, sort_keys=True)
         with self._lock:

@@ -134,7 +134,8 @@ class Scheduler:
         if self.timer is not None:
             self.timer.reconfigure(self.tenants)
         if self.provider_publisher is not None:
-            self.provider_publisher.publish(self.tenants)
+            configured = getattr(getattr(self.layouts, 'tenant_config', None), 'tenants', None)
+            self.provider_publisher.publish(self.tenants, configured)
         self._watch_projects()
 
     def _watch_projects(self) -> None:

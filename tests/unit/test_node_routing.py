@@ -454,3 +454,13 @@ def test_a_failed_publication_is_retried_when_zookeeper_is_back(zk_client, monke
     wait_for(lambda: list(launcher_config.read_all(zk_client)) == [p.canonical_name],
              what='published after reconnecting')
     assert publisher._pending is None
+
+
+def test_tenant_found_by_the_items_queue_without_a_frozen_layout(trees):
+    adapter, scheduler, zk, launcher_zk = trees
+    add_tenant(scheduler, make_layout('other'))
+    item = add_tenant(scheduler, make_layout(labels=['debian']))
+    item.current_build_set.layout = None
+    handle = adapter.request(item, job(('node', 'debian')), PIPELINE)
+    assert only_request(launcher_zk).requestor_data['tenant'] == 'example'
+    adapter.cancel(handle)

@@ -213,11 +213,16 @@ class NodesAdapter:
     def _tenant_layout(self, item):
         """The live layout of the item's tenant: node config is not
         speculative, so a change adding a label does not route itself."""
-        for state in getattr(self.scheduler, 'tenants', {}).values():
+        tenants = getattr(self.scheduler, 'tenants', {})
+        frozen_with = getattr(item.current_build_set, 'layout', None)
+        name = getattr(getattr(frozen_with, 'tenant', None), 'name', None)
+        if name in tenants:
+            return tenants[name].layout
+        for state in tenants.values():
             for manager in state.managers.values():
                 if item.queue in getattr(manager, 'queues', ()):
                     return state.layout
-        return getattr(item.current_build_set, 'layout', None)
+        return frozen_with
 
     def request(self, item, job, pipeline):
         labels = [label for _, label in job.nodes]

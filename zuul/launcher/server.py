@@ -62,6 +62,14 @@ IDLE_WAIT = 5.0
 NULL_CONNECTION = 'null'
 
 
+def _launch_view(resolved: ResolvedProvider) -> dict:
+    """What launching depends on (not which tenants use the provider)."""
+    view = resolved.to_dict()
+    view.pop('tenants', None)
+    view.pop('source', None)
+    return view
+
+
 class _LoopThread:
     """A thread that calls ``body()`` whenever woken (or after its
     timeout); ``body`` returns how long to wait at most before the next
@@ -304,9 +312,11 @@ class ZuulLauncher:
             wanted = {name: p for name, p in published.items() if self._serves(p)}
             for name in list(self.loops):
                 loop = self.loops[name]
-                if name not in wanted or \
-                        loop.served.resolved.to_dict() != wanted[name].to_dict():
+                if name not in wanted or _launch_view(loop.served.resolved) != \
+                        _launch_view(wanted[name]):
                     self._stop_loop(name)
+                else:
+                    loop.served.resolved = wanted[name]
             for name in list(self.unservable):
                 if name not in wanted:
                     self._stop_loop(name)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from nodepool.driver.netns.host import available
-from nodepool.zk.records import FULFILLED, READY, NodeRequest
+from nodepool.zk.records import FULFILLED, HOLD, READY, NodeRequest
 from tests.functional import test_zuul_launcher_support as support
 from tests.functional.test_zuul_launcher_support import (
     FailingDriver,
@@ -230,3 +230,20 @@ def test_idle_nodes_past_max_ready_age_are_replaced(zk_client, launchers):
     [first] = zk.get_nodes()
     wait_for(lambda: [n.id for n in zk.get_nodes() if n.state == READY] not in ([], [first.id]),
              timeout=20, what='the old node replaced by a new one')
+
+
+def test_held_nodes_are_deleted_when_their_hold_expires(zk_client, launchers, requestor):
+    publish_providers(zk_client, provider('sim-a', ['ubuntu']))
+    launcher = launchers()
+    handle = requestor.submit([UBUNTU])
+    assert handle.wait(20) and handle.fulfilled
+    [node] = handle.nodes
+    zk = zuul_zk(zk_client)
+    node.set_state(HOLD)          # what autohold does, then lets go of the node
+    node.hold_expiration = 1
+    zk.store_node(node)
+    zk.unlock_node(node)
+    adapter = launcher.adapter_for(canonical('sim-a'))
+    assert node.external_id in adapter.instances
+    wait_for(lambda: zk.get_nodes() == [] and adapter.instances == {}, timeout=20,
+             what='the held node deleted after its expiry')

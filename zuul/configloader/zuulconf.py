@@ -147,6 +147,8 @@ class LauncherSettingsConf:
     #: Seconds a launcher keeps a loop's lock (global or provider) before
     #: giving other launchers a turn.
     lock_hold: float = 30.0
+    #: Seconds a held node (autohold) is kept at most; 0: until released.
+    max_hold_age: float = 0.0
 
     def connection_names(self) -> set[str] | None:
         names = {n for n in self.connections.replace(',', ' ').split() if n}

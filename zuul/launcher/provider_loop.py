@@ -12,7 +12,8 @@ over the provider's node records:
 - ``deleting`` nodes are deleted (again, if a delete failed);
 - ``ready`` nodes allocated to a request that no longer exists are
   returned to the pool, queued ones are dropped; idle ready nodes older
-  than their label's ``max-ready-age`` are deleted;
+  than their label's ``max-ready-age`` are deleted, and held nodes past
+  their ``hold_expiration`` (or ``[launcher] max_hold_age``);
 - static providers have their hosts registered as ready nodes (one per
   slot, with ids derived from provider, host, port and slot);
 - every ``cleanup_interval``: instances the provider lists that no
@@ -38,6 +39,7 @@ from nodepool.zk.api import RecordGoneError
 from nodepool.zk.records import (
     BUILDING,
     DELETING,
+    HOLD,
     IN_USE,
     READY,
     USED,
@@ -149,6 +151,8 @@ class ProviderLoop:
                 work.append((node, self._unallocate, (node, request_ids)))
             elif node.state == READY and not node.allocated_to and self._too_old(node):
                 work.append((node, self._expire, (node,)))
+            elif node.state == HOLD and self._hold_over(node):
+                work.append((node, self._end_hold, (node,)))
         # Round trips, not CPU, bound a pass: nodes are worked on in
         # parallel (each node by one thread; the provider lock keeps
         # other launchers out).
@@ -310,6 +314,25 @@ class ProviderLoop:
             self._remove(locked)
         else:
             self.zk.unlock_node(locked)
+
+    def _hold_over(self, node: Node) -> bool:
+        """A held node past its ``hold_expiration`` or ``max_hold_age``."""
+        limits = [x for x in (node.hold_expiration or 0,
+                              self.launcher.settings.max_hold_age or 0) if x > 0]
+        return bool(limits) and time.time() - node.state_time > min(limits)
+
+    def _end_hold(self, node: Node) -> None:
+        locked = self._locked(node)
+        if locked is None:
+            return
+        if locked.state != HOLD or not self._hold_over(locked):
+            self.zk.unlock_node(locked)
+            return
+        log.info('%s: held long enough; releasing', node_tag(locked))
+        if self.adapter.reuses_nodes:
+            self._make_ready(locked)
+        else:
+            self._remove(locked)
 
     def _free_idle(self, nodes: list[Node]) -> None:
         """Queued launches wait for room: delete one idle, unallocated

@@ -228,3 +228,22 @@ def test_connections_option_limits_the_providers_a_launcher_serves(zk_client, la
     assert set(only_west.loops) == {west.canonical_name}
     assert handle.wait(20) and handle.fulfilled
     requestor.release(handle)
+
+
+def test_sigterm_stops_the_daemon_and_unregisters_it(zk_chroot, zk_client, tmp_path):
+    state = tmp_path / 'cloud'
+    publish_providers(zk_client, provider('sim-a', ['ubuntu']))
+    conf = _launcher_conf(tmp_path, zk_chroot.hosts, str(state))
+    proc = subprocess.Popen([sys.executable, '-m', 'zuul.cmd.launcher', '-c', conf, '-d',
+                             '--connections', 'sim'],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    zk = zuul_zk(zk_client)
+    try:
+        wait_for(lambda: len(zk.get_launcher_ids()) == 1, timeout=30, what='registration')
+        [record] = zk.get_launchers()
+        assert record.pid == proc.pid
+        assert record.supported_labels == [UBUNTU]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    assert zk.get_launcher_ids() == []

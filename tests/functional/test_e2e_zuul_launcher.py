@@ -39,11 +39,15 @@ needs_netns = pytest.mark.skipif(available() is not None,
 needs_launcher = pytest.mark.skipif(importlib.util.find_spec('zuul.cmd.launcher') is None,
                                     reason='zuul-launcher (zuul.cmd.launcher) is not there')
 
-# Nodepool's netns provider and zuul-launcher's use their own bridges and
-# subnets (per test process, so parallel runs do not collide).
-_SLOT = os.getpid() % 100
-NP_BRIDGE, NP_SUBNET = f'zenp{_SLOT}', f'10.{100 + _SLOT}.0.0/16'
-ZL_BRIDGE, ZL_SUBNET = f'zezl{_SLOT}', f'10.{200 + _SLOT % 50}.0.0/16'
+# Nodepool's netns provider and zuul-launcher's use their own bridges,
+# subnets and provider names per test process: node namespaces are
+# named after the provider and the node id (ids restart in every
+# ZooKeeper chroot), and bridges, subnets, namespaces and veths (named
+# after the bridge's first 8 characters) are global.
+_PID = os.getpid()
+NP_BRIDGE, NP_SUBNET = f'zn{_PID % 1000000}', f'172.{16 + _PID // 256 % 8}.{_PID % 256}.0/24'
+ZL_BRIDGE, ZL_SUBNET = f'zl{_PID % 1000000}', f'172.{24 + _PID // 256 % 8}.{_PID % 256}.0/24'
+NP_PROVIDER, ZL_PROVIDER = f'np{_PID}', f'zl{_PID}'
 
 NODE_PLAYBOOK = """
 - hosts: all
@@ -143,9 +147,9 @@ def node_objects(*labels: str) -> str:
                 image: host-root
                 flavor: normal
             """)
-    text += textwrap.dedent("""
+    text += textwrap.dedent(f"""
         - provider:
-            name: local-netns
+            name: {ZL_PROVIDER}
             section: local
             labels:
         """)
@@ -181,7 +185,7 @@ def nodepool_launcher(zk_chroot, ssh_keypair, tmp_path):
           - name: ubuntu-jammy
           - name: moving
         providers:
-          - name: np-netns
+          - name: {NP_PROVIDER}
             driver: netns
             bridge: {NP_BRIDGE}
             subnet: {NP_SUBNET}
@@ -208,7 +212,7 @@ def nodepool_launcher(zk_chroot, ssh_keypair, tmp_path):
     finally:
         launcher.stop()
         zk.close()
-        NetnsHostManager(state, NP_SUBNET, NP_BRIDGE).cleanup_all('np-netns-')
+        NetnsHostManager(state, NP_SUBNET, NP_BRIDGE).cleanup_all(f'{NP_PROVIDER}-')
         subprocess.run(['ip', 'link', 'del', NP_BRIDGE], capture_output=True)
 
 
@@ -294,7 +298,7 @@ def test_zuul_launcher_and_nodepool_labels_side_by_side(system, nodepool_launche
     zk = system.service.zk
     published = launcher_config.read_all(zk.client)
     (provider,) = published.values()
-    assert provider.name == 'local-netns' and provider.tenants == ['example']
+    assert provider.name == ZL_PROVIDER and provider.tenants == ['example']
     system.start_zuul_launcher()
     routes = record_routes(system)
     change = system.store.create_change('org/app', 'master', 'Try both systems',
@@ -536,7 +540,7 @@ def test_providers_follow_the_merged_config_not_proposed_changes(system):
     system.start()
     client = system.service.zk.client
     (provider,) = launcher_config.read_all(client).values()
-    assert provider.name == 'local-netns' and provider.connection == 'netns'
+    assert provider.name == ZL_PROVIDER and provider.connection == 'netns'
     assert provider.label_by_name('zl-node') is not None
     # Proposed in an untrusted project: speculative layouts never publish.
     change = system.store.create_change('org/app', 'master', 'Propose a provider', {

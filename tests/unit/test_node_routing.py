@@ -464,3 +464,12 @@ def test_tenant_found_by_the_items_queue_without_a_frozen_layout(trees):
     handle = adapter.request(item, job(('node', 'debian')), PIPELINE)
     assert only_request(launcher_zk).requestor_data['tenant'] == 'example'
     adapter.cancel(handle)
+
+
+def test_a_single_system_failure_reports_as_before(trees):
+    adapter, scheduler, zk, launcher_zk = trees
+    item = add_tenant(scheduler, make_layout(labels=['debian']))
+    adapter.request(item, job(('a', 'debian')), PIPELINE)
+    refuse(launcher_zk, only_request(launcher_zk))
+    args = scheduler.next_event()
+    assert args['failed'] and args['error_detail'] is None

@@ -135,8 +135,10 @@ class RoutedRequest:
                 return
             if handle.failed:
                 self.outcome = FAILED
-                system = next((p.system for p in self.parts if p.handle is handle), '?')
-                self.error_detail = f'({system} could not provide the nodes)'
+                if len(self.parts) > 1:
+                    # Which half; a plain NODE_FAILURE reads as released Zuul's.
+                    system = next((p.system for p in self.parts if p.handle is handle), '?')
+                    self.error_detail = f'({system} could not provide the nodes)'
             elif all(p.handle is not None and p.handle.fulfilled for p in self.parts):
                 nodes = [None] * len(self.labels)
                 for part in self.parts:

@@ -397,6 +397,55 @@ def test_moving_a_label_mid_run_loses_no_request(system, nodepool_launcher, tmp_
     assert system.service.zk.sibling(ZUUL_LAUNCHER).get_request_ids() == []
 
 
+ORPHAN_APP = """
+- job:
+    name: half-unserved
+    nodeset:
+      nodes:
+        - name: new
+          label: orphan
+        - name: old
+          label: ubuntu-jammy
+    run: playbooks/nodes.yaml
+- project:
+    check:
+      jobs:
+        - half-unserved
+"""
+
+
+@needs_netns
+@needs_launcher
+def test_mixed_nodeset_whose_new_half_fails(system, nodepool_launcher):
+    """A label object no provider lists: zuul-launcher fails its half,
+    the Nodepool half is withdrawn or its node returned, and the report
+    says which half failed."""
+    system.create_projects(app_config=ORPHAN_APP)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/nodes.yaml': node_objects('zl-node') + textwrap.dedent("""
+            - label:
+                name: orphan
+                image: host-root
+                flavor: normal
+            """)}, 'A label no provider lists')
+    system.store.push_branch('org/app', 'master', {
+        'playbooks/nodes.yaml': textwrap.dedent(NODE_PLAYBOOK)})
+    system.start()
+    system.start_zuul_launcher()
+    routes = record_routes(system)
+    change = system.store.create_change('org/app', 'master', 'Half unserved', {'a': '1\n'})
+    wait(system, lambda: system.verified(change) != 0, timeout=200, what='report')
+    message = system.messages(change)[-1]
+    assert system.verified(change) == -1, message
+    assert 'half-unserved : NODE_FAILURE' in message, message
+    assert '(zuul-launcher could not provide the nodes)' in message, message
+    assert [r['systems'] for r in routes] == [[NODEPOOL, LAUNCHER_SYSTEM]]
+    wait(system, lambda: not nodepool_launcher.get_request_ids() and not [
+        n for n in nodepool_launcher.get_nodes()
+        if n.state == 'in-use' or nodepool_launcher.is_node_locked(n.id)],
+        timeout=60, what='the Nodepool half withdrawn and its node free')
+
+
 HOLD_APP = """
 - job:
     name: zl-fails

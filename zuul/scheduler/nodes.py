@@ -295,6 +295,8 @@ class NodesAdapter:
         for part in routed.parts:
             zk = part.client.zk
             with part.handle.lock:
+                if part.handle.outcome != ACCEPTED:
+                    continue
                 for node in part.handle.nodes:
                     try:
                         node.set_state(HOLD)

@@ -54,6 +54,9 @@ class RequestHandle:
     outcome: str = WAITING
     nodes: list[Node] = field(default_factory=list)
     resubmits: int = 0
+    #: Further NodeRequest fields to set (e.g. zuul-launcher's
+    #: ``image_upload``), kept for resubmits.
+    request_fields: dict = field(default_factory=dict)
     done: threading.Event = field(default_factory=threading.Event)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -114,9 +117,13 @@ class NodeRequestClient:
     def submit(self, node_types: list[str], priority: int | str = 100,
                callback: Callable[[RequestHandle], None] | None = None,
                requestor_data: dict | None = None,
-               event_id: str | None = None) -> RequestHandle:
+               event_id: str | None = None,
+               request_fields: dict | None = None) -> RequestHandle:
+        """``request_fields``: further NodeRequest fields by name (for
+        zuul-launcher: ``image_upload``, the upload a validation node
+        must boot from)."""
         handle = RequestHandle(list(node_types), int(priority), dict(requestor_data or {}),
-                               event_id, callback)
+                               event_id, callback, request_fields=dict(request_fields or {}))
         with handle.lock:
             self._create(handle)
             with self._handles_lock:
@@ -164,6 +171,8 @@ class NodeRequestClient:
         request = NodeRequest(node_types=list(handle.node_types), requestor=self.requestor,
                               requestor_data=handle.requestor_data,
                               event_id=handle.event_id)
+        for name, value in handle.request_fields.items():
+            setattr(request, name, value)
         self.zk.submit_request(request, priority=handle.priority)
         handle.request = request
         log.info('Submitted node request %s for %s', request.id, handle.node_types)

@@ -473,3 +473,25 @@ def test_a_single_system_failure_reports_as_before(trees):
     refuse(launcher_zk, only_request(launcher_zk))
     args = scheduler.next_event()
     assert args['failed'] and args['error_detail'] is None
+
+
+def test_image_validate_item_asks_zuul_launcher_for_the_upload_under_test(trees):
+    from zuul.scheduler.images import ImageRef
+    adapter, scheduler, zk, launcher_zk = trees
+    item = add_tenant(scheduler, make_layout(labels=['debian']))
+    upload = {'image': CANONICAL + 'debian', 'build': '0000000003', 'upload': 'u1',
+              'provider': CANONICAL + 'cloud', 'external_id': 'img-3'}
+    item.change = ImageRef(connection='gerrit', project='org/images', ref='refs/heads/master',
+                           image_event='image-validate',
+                           image_name='debian', image_upload=upload)
+    handle = adapter.request(item, job(('node', 'debian'), ('other', 'centos')), PIPELINE)
+    validating = only_request(launcher_zk)
+    assert validating.image_upload == upload
+    # The Nodepool half of a mixed nodeset knows nothing of uploads.
+    assert only_request(zk).extra.get('image_upload') is None
+    adapter.cancel(handle)
+    # An ordinary item's request carries no upload.
+    item.change = None
+    handle = adapter.request(item, job(('node', 'debian')), PIPELINE)
+    assert only_request(launcher_zk).image_upload is None
+    adapter.cancel(handle)

@@ -111,6 +111,9 @@ class SchedulerService:
         self.scheduler.provider_publisher = ProviderPublisher(self.zk.client)
         from zuul.scheduler.autohold import AutoholdStore
         self.scheduler.autoholds = AutoholdStore(self.zk.client)
+        self.scheduler.web_root = conf.web.root
+        from zuul.scheduler.images import ImageService
+        self.images = ImageService(self.scheduler, self.zk.client)
         from zuul.scheduler.timer import TimerService
         self.timer = TimerService(self.scheduler, self.layouts)
         self.scheduler.timer = self.timer
@@ -120,6 +123,7 @@ class SchedulerService:
                                tls=tls)
         self.rpc.start()
         self.scheduler.start()
+        self.images.start()
         self.connections.start(self.scheduler.add_trigger_event)
         log.info('Scheduler started with tenants %s', sorted(self.scheduler.tenants))
 
@@ -139,6 +143,7 @@ class SchedulerService:
                      lambda: self.connections.stop(), lambda: self.scheduler.stop(),
                      lambda: self.rpc.stop(), lambda: self.node_client.stop(),
                      lambda: self.launcher_node_client.stop(),
+                     lambda: self.images.stop(),
                      lambda: self.zk.close(), lambda: self.merge_client.stop(),
                      lambda: self.executor_client.stop(),
                      lambda: self.gear_server and self.gear_server.shutdown()):

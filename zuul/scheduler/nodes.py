@@ -261,6 +261,9 @@ class NodesAdapter:
         data = {'job': job.name, 'buildset': item.current_build_set.uuid}
         if tenant:
             data['tenant'] = tenant
+        # An image-validate item's nodes boot from the upload under test.
+        from zuul.scheduler.images import image_upload_for
+        upload = image_upload_for(item)
         # Answers wait for every part to be submitted (part_done takes
         # the lock), so a fast answer never sees a part without a handle.
         with routed.lock:
@@ -269,9 +272,12 @@ class NodesAdapter:
                     node_types = [routes[i][1] for i in part.indices]
                     log.info('[e: %s] Requesting nodes %s for %s from %s', item.event_id,
                              node_types, job.name, part.system)
+                    fields = {'image_upload': upload} \
+                        if upload and part.system == ZUUL_LAUNCHER else None
                     part.handle = part.client.submit(
                         node_types, priority=priority, callback=routed.part_done,
-                        requestor_data=data, event_id=item.event_id)
+                        requestor_data=data, event_id=item.event_id,
+                        request_fields=fields)
             except Exception:
                 routed.cancel()     # withdraw what was submitted
                 raise

@@ -364,13 +364,45 @@ def cmd_encrypt(args, config, out):
         out.write(stanza)
 
 
+def _image_time(ts) -> str:
+    return time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(ts)) if ts else ''
+
+
+def cmd_image(args, config, out) -> int:
+    from zuul.scheduler import rpc_protocol as p
+    verb = args.command
+    if verb in ('image-build', 'build-image'):
+        result = rpc_call(args, config, p.IMAGE_BUILD, tenant=args.tenant, image=args.image)
+        print(f'Image build of {result["image"]} requested (event {result["event_id"]})',
+              file=out)
+    elif verb == 'image-list':
+        builds = rpc_call(args, config, p.IMAGE_BUILD_LIST, tenant=args.tenant,
+                          image=args.image)
+        print_table(('UUID', 'Image', 'Build', 'State', 'Validated', 'Formats', 'Uploads',
+                     'Created'),
+                    [(b['uuid'], b['image_name'], b['build_id'], b['state'], b['validated'],
+                      ','.join(sorted(b['artifacts'])), len(b['uploads']),
+                      _image_time(b.get('created'))) for b in builds], out)
+    elif verb == 'image-upload-list':
+        uploads = rpc_call(args, config, p.IMAGE_UPLOAD_LIST, tenant=args.tenant,
+                           image=args.image)
+        print_table(('UUID', 'Image', 'Build', 'Provider', 'State', 'Validated',
+                     'External id'),
+                    [(u['uuid'], u['image_name'], u['build_id'], u['provider'], u['state'],
+                      u['validated'], u.get('external_id')) for u in uploads], out)
+    else:
+        rpc_call(args, config, p.IMAGE_DELETE, tenant=args.tenant, build=args.build)
+        print(f'Image build {args.build} will be deleted', file=out)
+    return 0
+
+
 COMMANDS = {
     'enqueue': cmd_enqueue, 'enqueue-ref': cmd_enqueue_ref, 'dequeue': cmd_dequeue,
     'promote': cmd_promote, 'autohold': cmd_autohold, 'autohold-list': cmd_autohold_list,
     'show': cmd_show, 'encrypt': cmd_encrypt,
 }
 COMMANDS.update(dict.fromkeys(LAUNCHER_LISTS, cmd_launcher_list))
-COMMANDS.update(dict.fromkeys(image_commands.VERBS, image_commands.cmd_image))
+COMMANDS.update(dict.fromkeys(image_commands.VERBS, cmd_image))
 
 
 def main(argv=None, out=None) -> int:

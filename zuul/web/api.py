@@ -17,7 +17,6 @@ import cherrypy
 
 from zuul.scheduler import rpc_protocol as p
 from zuul.web import console, openapi
-from zuul.web import images as image_routes
 
 log = logging.getLogger('zuul.web')
 
@@ -30,6 +29,7 @@ BUILD_FILTERS = ('project', 'pipeline', 'job_name', 'change', 'patchset', 'resul
                  'uuid', 'branch')
 # /api/tenant/<t>/<what> -> RPC function listing seed 001's config objects.
 LAUNCHER_OBJECT_ROUTES = {kind: function for function, kind in p.LAUNCHER_LISTS.items()}
+IMAGE_BUILD_ROUTES = {'image-builds': p.IMAGE_BUILD_LIST, 'image-uploads': p.IMAGE_UPLOAD_LIST}
 BUILDSET_FILTERS = ('project', 'pipeline', 'change', 'result', 'uuid', 'branch')
 
 
@@ -103,8 +103,8 @@ class ZuulWebAPI:
         if what in LAUNCHER_OBJECT_ROUTES and not rest:
             self._no_params(kw)
             return self.launcher_objects(tenant, what)
-        if what in image_routes.ROUTES and not rest:
-            return image_routes.image_route(self, tenant, what, kw)
+        if what in IMAGE_BUILD_ROUTES and not rest:
+            return self.image_builds(tenant, what, kw)
         with_args = {'builds': self.builds, 'buildsets': self.buildsets,
                      'console-stream': self.console_stream}
         if what in with_args and not rest:
@@ -183,6 +183,19 @@ class ZuulWebAPI:
         """/images, /flavors, /labels, /providers: seed 001's configuration
         objects of the tenant (names and references, never settings)."""
         return self._call(LAUNCHER_OBJECT_ROUTES[what], tenant=tenant)
+
+    def image_builds(self, tenant, what, kw):
+        """/image-builds, /image-uploads[?image=NAME]: builds and uploads
+        of ``type: zuul`` images (seed 001), read-only; building and
+        deleting are ``zuul image-build``/``image-delete`` commands (this
+        server has no authentication, so it offers no write endpoints)."""
+        unknown = set(kw) - {'image'}
+        if unknown:
+            raise HTTPError(400, f'unexpected parameter(s): {", ".join(sorted(unknown))}')
+        image = kw.get('image') or None
+        if image is not None and not isinstance(image, str):
+            raise HTTPError(400, 'give image once')
+        return self._call(IMAGE_BUILD_ROUTES[what], tenant=tenant, image=image)
 
     def config_errors(self, tenant):
         return self._call(p.CONFIG_ERRORS, tenant=tenant)

@@ -99,3 +99,8 @@ class ConfigurationError(Exception):
         super().__init__(reason)
         self.reason = reason
         self.line = line
+
+
+class UnknownNameError(LookupError):
+    """A management request named a tenant, pipeline, project, change or
+    image that does not exist; the message says which."""

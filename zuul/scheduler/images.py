@@ -30,6 +30,7 @@ import threading
 from dataclasses import dataclass, field
 
 from zuul.model.change import Branch
+from zuul.model.errors import UnknownNameError
 from zuul.model.events import TriggerEvent
 from zuul.zk import images as zi
 
@@ -429,7 +430,6 @@ class ImageService:
         state = self.scheduler.get_tenant(tenant)
         image = find_image(state.layout, name)
         if image is None or getattr(image, 'type', None) != 'zuul':
-            from zuul.scheduler.scheduler import UnknownNameError
             raise UnknownNameError(f'Unknown zuul image "{name}" in tenant "{tenant}"')
         return image
 
@@ -478,7 +478,6 @@ class ImageService:
         names = {i.canonical_name for i in self._tenant_images(tenant)}
         record = self.store.find_build(uuid)
         if record is None or record.image not in names:
-            from zuul.scheduler.scheduler import UnknownNameError
             raise UnknownNameError(f'Unknown image build "{uuid}" in tenant "{tenant}"')
         record.state = zi.DELETING
         self.store.update_build(record)

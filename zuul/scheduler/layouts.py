@@ -27,7 +27,7 @@ from zuul.configloader.layout import (
 from zuul.configloader.tenant import load_tenant_config
 from zuul.executor import protocol as ep
 from zuul.model import item as m
-from zuul.model.errors import ConfigError
+from zuul.model.errors import ConfigError, UnknownNameError
 from zuul.model.freeze import freeze_job_graph
 
 log = logging.getLogger('zuul.scheduler.layouts')
@@ -211,7 +211,6 @@ class Layouts:
         return self._tenant_project(layout, connection, project) is not None
 
     def find_project(self, layout, project):
-        from zuul.scheduler.scheduler import UnknownNameError
         tp = self._tenant_project(layout, None, project) if project else None
         if tp is None:
             raise UnknownNameError(f'Unknown project "{project}" in tenant '

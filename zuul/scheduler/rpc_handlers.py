@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 
+from zuul.model.errors import UnknownNameError
 from zuul.model.freeze import FreezeError, JobFreezer
 from zuul.scheduler import rpc_protocol as p
-from zuul.scheduler.scheduler import UnknownNameError
 
 _CHANGE = re.compile(r'^\d+,\d+$')
 

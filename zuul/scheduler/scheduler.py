@@ -15,6 +15,7 @@ import time
 
 from zuul.manager import manager_for
 from zuul.model import item as m
+from zuul.model.errors import UnknownNameError
 from zuul.model.events import ManagementEvent, ResultEvent, TriggerEvent
 from zuul.scheduler.build_times import BuildTimes
 from zuul.scheduler.context import SchedulerContext
@@ -22,11 +23,6 @@ from zuul.scheduler.loop import EventLoop
 from zuul.scheduler.semaphores import SemaphoreHandler
 
 log = logging.getLogger('zuul.scheduler')
-
-
-class UnknownNameError(LookupError):
-    """A management request named a tenant, pipeline, project or change
-    that does not exist; the message says which."""
 
 
 # Event types whose change matters even when no pipeline is triggered:

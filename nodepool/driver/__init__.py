@@ -23,7 +23,7 @@ from typing import ClassVar
 
 import voluptuous as v
 
-from nodepool.config import PoolConfig, ProviderConfig
+from nodepool.driver.settings import PoolConfig, ProviderConfig
 
 # -- what adapters exchange with the framework --------------------------------
 

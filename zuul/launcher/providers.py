@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import voluptuous as v
 
-from nodepool.config import ProviderConfig
 from nodepool.driver import DriverRegistry, ProviderAdapter, default_registry
+from nodepool.driver.settings import ProviderConfig
 from zuul.model.launcher import ResolvedLabel, ResolvedProvider
 
 POOL = 'main'

@@ -33,17 +33,17 @@ import ipaddress
 
 import voluptuous as v
 
-from nodepool.config import (
+from nodepool.driver import Driver, unique_pools
+from nodepool.driver.netns.adapter import NetnsAdapter
+from nodepool.driver.netns.host import DEFAULT_BASE_DIR, DEFAULT_BRIDGE, DEFAULT_SUBNET
+from nodepool.driver.settings import (
     ProviderConfig,
     ProviderDiskImage,
     common_pool,
     common_provider,
 )
-from nodepool.config import pool_schema as make_pool_schema
-from nodepool.config import provider_schema as make_provider_schema
-from nodepool.driver import Driver, unique_pools
-from nodepool.driver.netns.adapter import NetnsAdapter
-from nodepool.driver.netns.host import DEFAULT_BASE_DIR, DEFAULT_BRIDGE, DEFAULT_SUBNET
+from nodepool.driver.settings import pool_schema as make_pool_schema
+from nodepool.driver.settings import provider_schema as make_provider_schema
 
 DEFAULT_USERNAME = 'root'
 

@@ -38,7 +38,6 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1.session import TCPKeepAliveAdapter
 from openstack import exceptions as os_exc
 
-from nodepool.config import PoolConfig
 from nodepool.driver import (
     Instance,
     InstanceSpec,
@@ -48,6 +47,7 @@ from nodepool.driver import (
     Quota,
     UploadSpec,
 )
+from nodepool.driver.settings import PoolConfig
 from nodepool.driver.sshutil import SSHCheckError, paramiko_keyscan, ssh_banner
 from nodepool.launcher.ratelimit import RateLimiter
 

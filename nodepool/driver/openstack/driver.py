@@ -47,7 +47,8 @@ from types import SimpleNamespace
 
 import voluptuous as v
 
-from nodepool.config import (
+from nodepool.driver import Driver, unique_pools
+from nodepool.driver.settings import (
     POOL_COMMON,
     POOL_LABEL_COMMON,
     PROVIDER_COMMON,
@@ -57,7 +58,6 @@ from nodepool.config import (
     common_label,
     common_provider,
 )
-from nodepool.driver import Driver, unique_pools
 
 DEFAULT_HOSTNAME_FORMAT = '{label.name}-{provider.name}-{node.id}'
 DEFAULT_IMAGE_NAME_FORMAT = '{image_name}-{timestamp}'

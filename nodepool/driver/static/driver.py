@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import voluptuous as v
 
-from nodepool.config import PoolLabel, ProviderConfig, common_pool, common_provider
-from nodepool.config import pool_schema as make_pool_schema
-from nodepool.config import provider_schema as make_provider_schema
 from nodepool.driver import Driver, unique_pools
+from nodepool.driver.settings import PoolLabel, ProviderConfig, common_pool, common_provider
+from nodepool.driver.settings import pool_schema as make_pool_schema
+from nodepool.driver.settings import provider_schema as make_provider_schema
 from nodepool.driver.static.adapter import StaticAdapter
 
 NODE = {

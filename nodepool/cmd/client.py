@@ -14,44 +14,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 
 from kazoo.handlers.threading import KazooTimeoutError
 
 from nodepool.cmd import DEFAULT_CONFIG
+from nodepool.cmd.output import age, print_json, render_table  # noqa: F401
 from nodepool.config import WARNING, ConfigError, load_config, validate_config
 from nodepool.driver import default_registry
 from nodepool.launcher.state_machine import remove_node
 from nodepool.zk.api import NodepoolZooKeeper
 from nodepool.zk.records import DELETING, HOLD, READY, Node
-
-
-def render_table(headers: list[str], rows: list[list]) -> str:
-    """A boxed text table, as released Nodepool prints (prettytable style)."""
-    cells = [[('' if c is None else str(c)) for c in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    rule = '+' + '+'.join('-' * (w + 2) for w in widths) + '+'
-
-    def line(values):
-        return '| ' + ' | '.join(v.ljust(w) for v, w in zip(values, widths)) + ' |'
-    out = [rule, line(headers), rule]
-    out += [line(r) for r in cells]
-    out.append(rule)
-    return '\n'.join(out)
-
-
-def age(since: float | None, now: float | None = None) -> str:
-    """dd:hh:mm:ss since a timestamp."""
-    if not since:
-        return ''
-    seconds = max(0, int((now or time.time()) - since))
-    d, rest = divmod(seconds, 86400)
-    h, rest = divmod(rest, 3600)
-    m, s = divmod(rest, 60)
-    return f'{d:02d}:{h:02d}:{m:02d}:{s:02d}'
-
 
 # The fields of a node as released Nodepool's status listing names them
 # (its web app's ``/node-list.json`` objects use these keys), with the
@@ -92,10 +65,6 @@ def node_objects(zk: NodepoolZooKeeper, nodes: list[Node]) -> list[dict]:
 def node_rows(zk: NodepoolZooKeeper, nodes: list[Node], detail: bool) -> list[list]:
     fields = NODE_FIELDS if detail else NODE_FIELDS[:BRIEF_FIELDS]
     return [[obj[key] for key, _ in fields] for obj in node_objects(zk, nodes)]
-
-
-def print_json(objs: list[dict]) -> None:
-    print(json.dumps(objs, indent=2))
 
 
 # -- verbs -----------------------------------------------------------------------

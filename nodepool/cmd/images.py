@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 
 # client imports this module while it loads: use it through the module.
-from nodepool.cmd import client
+from nodepool.cmd import output
 from nodepool.zk.images import (
     BUILDING,
     DELETING,
@@ -48,7 +48,7 @@ def build_objects(args, zk) -> list[dict]:
         for b in zk.images.get_builds(name):
             objs.append({'id': b.display_id, 'image': name, 'builder': b.builder,
                          'builder_id': b.builder_id, 'formats': list(b.formats),
-                         'state': b.state, 'age': client.age(b.state_time),
+                         'state': b.state, 'age': output.age(b.state_time),
                          'state_time': b.state_time, 'filename': b.filename})
     return objs
 
@@ -60,7 +60,7 @@ def upload_objects(args, zk) -> list[dict]:
             objs.append({'build_id': u.build_id, 'upload_id': u.id,
                          'provider': u.provider_name, 'image': name,
                          'external_name': u.external_name, 'external_id': u.external_id,
-                         'state': u.state, 'age': client.age(u.state_time),
+                         'state': u.state, 'age': output.age(u.state_time),
                          'state_time': u.state_time, 'format': u.format,
                          'id': u.image_id})
     return objs
@@ -69,13 +69,13 @@ def upload_objects(args, zk) -> list[dict]:
 def _table(objs: list[dict], fields) -> str:
     rows = [[','.join(o[k]) if isinstance(o[k], list) else o[k] for k, _ in fields]
             for o in objs]
-    return client.render_table([h for _, h in fields], rows)
+    return output.render_table([h for _, h in fields], rows)
 
 
 def cmd_dib_image_list(args, zk) -> int:
     objs = build_objects(args, zk)
     if args.json:
-        client.print_json(objs)
+        output.print_json(objs)
     else:
         print(_table(objs, DIB_IMAGE_FIELDS))
     return 0
@@ -84,7 +84,7 @@ def cmd_dib_image_list(args, zk) -> int:
 def cmd_image_list(args, zk) -> int:
     objs = upload_objects(args, zk)
     if args.json:
-        client.print_json(objs)
+        output.print_json(objs)
     else:
         print(_table(objs, IMAGE_FIELDS))
     return 0

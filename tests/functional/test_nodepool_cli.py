@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from nodepool.cmd import client
-from nodepool.cmd.client import age, render_table
+from nodepool.cmd.output import age, render_table
 from nodepool.zk.records import DELETING, HOLD, IN_USE, NodeRequest
 from tests.functional import test_nodepool_support as support
 from tests.functional.test_nodepool_support import sim_config, wait_until

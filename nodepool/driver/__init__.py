@@ -45,6 +45,13 @@ class LaunchError(ProviderError):
     """An instance failed to come up; the framework replaces the node."""
 
 
+class QuotaError(ProviderError):
+    """The provider has no room for the instance now (its quota or its
+    capacity is exhausted).  Unlike ``LaunchError`` this is temporary:
+    zuul-launcher pauses the provider and tries the node elsewhere or
+    later, instead of declining it for good."""
+
+
 @dataclass
 class InstanceSpec:
     """What to create: one instance for one node.

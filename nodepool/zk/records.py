@@ -144,6 +144,11 @@ class NodeRequest(_Record):
     #: strings) -> canonical names of the providers that failed to
     #: launch that node.
     node_declines: dict = field(default_factory=dict)
+    #: Per-node temporary failures (same shape as ``node_declines``):
+    #: providers that could not launch that node for now (quota, a boot
+    #: timeout, a transient API error).  Cleared for a node once every
+    #: capable provider is in it, so the node is tried again.
+    node_temp_failures: dict = field(default_factory=dict)
     #: Launch every node from this image upload (image validation):
     #: ``{'image', 'build', 'upload', 'external_id'}``.
     image_upload: dict | None = None
@@ -242,6 +247,9 @@ class Node(_Record):
     labels: list[str] = field(default_factory=list)
     #: The event id of the request it was allocated to (for log lines).
     event_id: str | None = None
+    #: How the last launch attempt failed: ``temporary`` (quota, boot
+    #: timeout, transient API error), ``permanent`` or None.
+    launch_failure: str | None = None
     # Process-local (not serialised).
     id: str | None = None
     stat: Any = None
@@ -277,6 +285,28 @@ class LauncherRecord(_Record):
     # a pool yields requests to a preferred pool that is not paused.
     priority: int = 100
     paused: bool = False
+    id: str | None = None
+    stat: Any = None
+    extra: dict = field(default_factory=dict)
+    lock: Any = None
+
+
+@dataclass
+class ProviderState(_Record):
+    """``/zuul/launcher/provider-state/<quoted canonical name>``: what the
+    holder of a provider's loop lock last said about the provider
+    (zuul-launcher only).  ``paused``: the provider takes no new launches
+    now (``reason``: ``quota`` while queued nodes wait for room in it,
+    ``quota-error`` after the provider itself refused a launch for lack
+    of room)."""
+
+    _kind: ClassVar[str] = 'provider state'
+
+    provider: str = ''
+    paused: bool = False
+    reason: str | None = None
+    launcher: str | None = None
+    since: float = 0.0
     id: str | None = None
     stat: Any = None
     extra: dict = field(default_factory=dict)

@@ -7,15 +7,20 @@ highest priority first, and over every node of each request:
 - a node that has a record (``allocated_to`` the request, with its
   ``request_index``) is left to its provider's loop;
 - otherwise the providers that serve the node's canonical label and
-  have not declined that node are candidates (none serve it, or all
-  declined it: the request fails);
+  have neither declined that node (``node_declines``: a permanent
+  failure) nor failed it temporarily (``node_temp_failures``) are
+  candidates.  None serve it, or all declined it: the request fails.
+  All that did not decline it failed it temporarily: those temporary
+  failures are cleared and they are candidates again (seed 001: "If
+  all providers have failed the request, clear all temp failures");
 - a ready, unallocated node of the label is taken first (min-ready and
   static nodes), preferring a provider the request already uses;
 - else a node record is created (``building``, ``launch_state``
   ``queued``) in the first candidate with free quota, preferring a
-  provider the request already uses, then the provider priority; if
-  none has room, in the first candidate, which launches it when room
-  appears.  Static providers are only ever used through their ready
+  provider the request already uses, then the provider priority; a
+  paused provider (``zuul.launcher.provider_loop``) counts as having no
+  room.  If none has room, in the first candidate, which launches it
+  when room appears.  Static providers are only ever used through their ready
   nodes.
 - once every node of a request is ready, the request is fulfilled with
   the node ids in ``node_types`` order.
@@ -201,11 +206,20 @@ class RequestAssigner:
                 self._fail(request, version, f'no provider serves label {label}')
                 return
             declined = set(request.node_declines.get(str(index), []))
-            open_ = [p for p in capable if p.canonical_name not in declined]
-            if not open_:
+            temporary = set(request.node_temp_failures.get(str(index), []))
+            usable = [p for p in capable if p.canonical_name not in declined]
+            if not usable:
                 self._fail(request, version, f'every provider declined node {index} '
                            f'({label}): {", ".join(sorted(declined))}')
                 return
+            open_ = [p for p in usable if p.canonical_name not in temporary]
+            if not open_:
+                log.info('%s: every provider failed node %d (%s) temporarily (%s); '
+                         'trying again', tag(request), index, label,
+                         ', '.join(sorted(temporary)))
+                request.node_temp_failures.pop(str(index), None)
+                changed = True
+                open_ = usable
             preferred = {n.provider for n in mine.values()}
             open_.sort(key=lambda p: (p.canonical_name not in preferred, priority_of(p)))
             node = self._reuse(request, index, label, open_, nodes)
@@ -266,7 +280,8 @@ class RequestAssigner:
         if not launchable:
             return None   # static nodes only: wait for one to be ready
         choice = next((p for p in launchable
-                       if quotas[p.canonical_name].free(nodes, label) > 0), None)
+                       if not self.launcher.provider_paused(p.canonical_name)
+                       and quotas[p.canonical_name].free(nodes, label) > 0), None)
         waiting = choice is None
         choice = choice or launchable[0]
         node = Node(type=label, provider=choice.canonical_name, pool=POOL, state=BUILDING,

@@ -12,9 +12,22 @@ the record is written after each one:
 ``launch_attempts`` counts creates; ``launch_deadline`` bounds the
 current attempt (the provider's boot timeout).  A failure deletes the
 instance and starts again, up to the provider's ``launch-attempts``;
-then the provider declines that node of the request (``node_declines``
-on the request, written before the node record is deleted) so the
-global loop assigns it elsewhere.
+then the provider gives the node up, recording on the request (written
+before the node record is deleted) how it failed, so the global loop
+assigns it elsewhere:
+
+- permanent (``node_declines``): the adapter raised ``LaunchError``
+  (bad image or flavor, an instance that failed to boot, an image with
+  no upload), or the provider cannot be served at all;
+- temporary (``node_temp_failures``): the adapter raised ``QuotaError``
+  (then at once, without further attempts, and the provider pauses,
+  see ``zuul.launcher.provider_loop``), the boot timeout passed, or any
+  other error (``ProviderError`` that is not a ``LaunchError``, network
+  and API errors): the node is tried again once every provider failed
+  it temporarily.
+
+The kind of the last failure is kept on the record (``launch_failure``)
+so a launcher resuming a ``failed`` node knows it.
 """
 
 from __future__ import annotations
@@ -22,7 +35,15 @@ from __future__ import annotations
 import logging
 import time
 
-from nodepool.driver import ImageRef, Instance, InstanceSpec, LaunchError, instance_name
+from nodepool.driver import (
+    ImageRef,
+    Instance,
+    InstanceSpec,
+    LaunchError,
+    ProviderError,
+    QuotaError,
+    instance_name,
+)
 from nodepool.driver.sshutil import ssh_banner
 from nodepool.zk.api import RecordChangedError
 from nodepool.zk.records import READY, Node
@@ -36,6 +57,25 @@ CHECKING = 'checking'
 LAUNCHED = 'ready'
 FAILING = 'failed'
 MAX_STEPS = 6
+
+# How a launch failed (``Node.launch_failure``).
+TEMPORARY = 'temporary'
+PERMANENT = 'permanent'
+QUOTA = 'quota'
+
+
+class BootTimeoutError(ProviderError):
+    """An instance was not ready within the provider's boot timeout
+    (a temporary failure: the provider may be slow, not broken)."""
+
+
+def failure_kind(error: BaseException) -> str:
+    """``quota``, ``permanent`` or ``temporary`` (see the module docstring)."""
+    if isinstance(error, QuotaError):
+        return QUOTA
+    if isinstance(error, LaunchError):
+        return PERMANENT
+    return TEMPORARY
 
 
 def node_tag(node: Node) -> str:
@@ -108,7 +148,8 @@ class NodeLaunchSteps:
                         return True
                 elif state == FAILING:
                     dirty = False
-                    self._fail(node, 'previous attempt failed')
+                    self._fail(node, 'previous attempt failed',
+                               node.launch_failure or PERMANENT)
                     return node.launch_state != FAILING
                 elif state == LAUNCHED:
                     dirty = False
@@ -118,7 +159,7 @@ class NodeLaunchSteps:
             return True
         except Exception as e:
             dirty = False
-            self._fail(node, str(e) or e.__class__.__name__)
+            self._fail(node, str(e) or e.__class__.__name__, failure_kind(e))
             return node.launch_state == START
         finally:
             if dirty:
@@ -192,7 +233,7 @@ class NodeLaunchSteps:
 
     def _check_deadline(self, node: Node) -> None:
         if node.launch_deadline is not None and time.time() > node.launch_deadline:
-            raise LaunchError(f'not ready within {self.served.config.boot_timeout:g}s')
+            raise BootTimeoutError(f'not ready within {self.served.config.boot_timeout:g}s')
 
     def _ready(self, node: Node, gone: bool) -> None:
         node.set_state(READY)
@@ -207,9 +248,12 @@ class NodeLaunchSteps:
 
     # -- failure -----------------------------------------------------------------------
 
-    def _fail(self, node: Node, reason: str) -> None:
-        log.warning('%s: launch attempt %d in %s failed: %s', self._tag(node),
-                    node.launch_attempts, node.provider, reason)
+    def _fail(self, node: Node, reason: str, kind: str = PERMANENT) -> None:
+        log.warning('%s: launch attempt %d in %s failed (%s): %s', self._tag(node),
+                    node.launch_attempts, node.provider, kind, reason)
+        node.launch_failure = kind
+        if kind == QUOTA:
+            self.loop.pause_for_quota(reason)
         if node.external_id:
             try:
                 self.adapter.delete(node.external_id)
@@ -220,7 +264,7 @@ class NodeLaunchSteps:
                 self.zk.store_node(node)
                 return
             node.external_id = None
-        if node.launch_attempts < self.served.launch_attempts and \
+        if kind != QUOTA and node.launch_attempts < self.served.launch_attempts and \
                 node.launch_state != QUEUED:
             node.launch_state = START
             node.launch_deadline = None
@@ -228,19 +272,22 @@ class NodeLaunchSteps:
             return
         node.launch_state = None
         if node.allocated_to and node.request_index is not None:
-            decline(self.zk, node, f'after {node.launch_attempts} attempts')
+            decline(self.zk, node, f'after {node.launch_attempts} attempts ({reason})',
+                    temporary=kind != PERMANENT)
         self.zk.delete_node(node)
         self.loop.launcher.wake_requests()
 
 
-def decline(zk, node: Node, why: str) -> None:
-    """Record on the node's request that its provider declined the node
-    (written before the node record goes, see zuul.launcher.assign)."""
+def decline(zk, node: Node, why: str, temporary: bool = False) -> None:
+    """Record on the node's request that its provider failed the node,
+    permanently (``node_declines``) or for now (``node_temp_failures``);
+    written before the node record goes, see zuul.launcher.assign."""
     for _ in range(20):
         request = zk.get_request(node.allocated_to)
         if request is None:
             return
-        declined = request.node_declines.setdefault(str(node.request_index), [])
+        failures = request.node_temp_failures if temporary else request.node_declines
+        declined = failures.setdefault(str(node.request_index), [])
         if node.provider in declined:
             return
         declined.append(node.provider)
@@ -248,8 +295,9 @@ def decline(zk, node: Node, why: str) -> None:
             zk.store_request(request, expected_version=request.stat.version)
         except RecordChangedError:
             continue
-        log.warning('[e: %s] request %s: provider %s declined node %d (%s) %s',
-                    request.event_id, request.id, node.provider, node.request_index,
-                    node.type, why)
+        log.warning('[e: %s] request %s: provider %s %s node %d (%s) %s',
+                    request.event_id, request.id, node.provider,
+                    'failed (temporarily)' if temporary else 'declined',
+                    node.request_index, node.type, why)
         return
     log.error('%s: could not record the decline', node_tag(node))

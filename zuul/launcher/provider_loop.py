@@ -20,6 +20,17 @@ over the provider's node records:
   node record accounts for are deleted once they have been seen for
   ``leak_grace`` seconds.
 
+Pausing (seed 001: "If quota available, unpause provider"): the loop is
+paused while queued nodes wait for room in the provider (reason
+``quota``), and after the adapter refused a launch with ``QuotaError``
+(reason ``quota-error``: the provider knows of less room than the
+launcher counted) until one of the provider's nodes goes away or
+``QUOTA_PAUSE`` seconds pass.  A paused loop starts no queued node; the
+holder of the loop's lock writes the state to
+``/zuul/launcher/provider-state/<quoted canonical name>`` whenever it
+changes, and the global loop assigns new nodes to paused providers only
+when no other capable provider has room.
+
 Nodes are locked (non-blocking) before anything that races with a
 requestor (used, in-use, ready nodes); building nodes belong to the
 provider lock's holder alone.
@@ -33,7 +44,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from nodepool.zk.api import RecordGoneError
 from nodepool.zk.records import (
@@ -44,6 +55,7 @@ from nodepool.zk.records import (
     READY,
     USED,
     Node,
+    ProviderState,
     read_many,
     request_sort_key,
 )
@@ -56,12 +68,20 @@ from zuul.model.launcher import quote_name
 log = logging.getLogger('zuul.launcher.provider')
 
 PROVIDER_LOCK_ROOT = '/zuul/provider'
+PROVIDER_STATE_ROOT = '/zuul/launcher/provider-state'
+#: Seconds a provider stays paused after it refused a launch with
+#: ``QuotaError``, unless one of its nodes goes away before.
+QUOTA_PAUSE = 30.0
 #: Threads working on the nodes of one provider pass in parallel.
 WORKERS = 16
 
 
 def provider_lock_path(canonical_name: str) -> str:
     return f'{PROVIDER_LOCK_ROOT}/{quote_name(canonical_name)}'
+
+
+def provider_state_path(canonical_name: str) -> str:
+    return f'{PROVIDER_STATE_ROOT}/{quote_name(canonical_name)}'
 
 
 def static_node_id(provider: str, host: str, port: int, slot: int) -> str:
@@ -98,6 +118,12 @@ class ProviderLoop:
         self.passes = 0
         self._last_cleanup = 0.0
         self._leaks_seen: dict[str, float] = {}
+        #: Why the loop starts no queued node now (None: it is not paused).
+        self.paused: str | None = None
+        #: After a QuotaError: [monotonic deadline, nodes then (None: count
+        #: at the next pass)].
+        self._quota_error: list | None = None
+        self._state_written: tuple | None = None
 
     def run_once(self) -> bool:
         if not self.lock.acquire():
@@ -186,6 +212,7 @@ class ProviderLoop:
         queued.sort(key=lambda n: (n.allocated_to is None,
                                    request_sort_key(n.allocated_to or '0-0'), n.id))
         started = []
+        paused = 'quota-error' if self._quota_error_pause(nodes) else None
         for node in queued:
             if node.allocated_to is not None and node.allocated_to not in request_ids:
                 try:
@@ -193,13 +220,64 @@ class ProviderLoop:
                 except Exception:
                     log.exception('Provider %s: dropping node %s failed', self.name, node.id)
                 continue
+            if paused:
+                break
             if self.quota.free(nodes, node.type, count_queued=False) <= 0:
+                paused = 'quota'
                 break
             if not self.steps.has_image(node):
                 continue          # its Zuul image has no upload in service yet: wait
             self.steps.prepare(node)
             started.append(node)
+        self._set_paused(paused)
         return started
+
+    # -- pausing -------------------------------------------------------------------
+
+    def pause_for_quota(self, reason: str) -> None:
+        """The adapter refused a launch for lack of room (from a worker)."""
+        if self._quota_error is None:
+            log.warning('Provider %s: out of quota (%s); paused', self.name, reason)
+        self._quota_error = [time.monotonic() + QUOTA_PAUSE, None]
+
+    def _quota_error_pause(self, nodes: list[Node]) -> bool:
+        if self._quota_error is None:
+            return False
+        occupying = sum(1 for n in nodes
+                        if not (n.state == BUILDING and n.launch_state == QUEUED))
+        deadline, count = self._quota_error
+        if count is None:
+            self._quota_error[1] = occupying
+        elif occupying < count or time.monotonic() >= deadline:
+            self._quota_error = None
+            return False
+        return True
+
+    def _set_paused(self, reason: str | None) -> None:
+        if reason != self.paused:
+            if reason:
+                log.info('Provider %s: paused (%s)', self.name, reason)
+            else:
+                log.info('Provider %s: unpaused', self.name)
+        self.paused = reason
+        state = (reason, self.lock._since)    # written again after each new lock turn
+        if state == self._state_written:
+            return
+        record = ProviderState(provider=self.name, paused=reason is not None, reason=reason,
+                               launcher=self.launcher.id, since=time.time())
+        path = provider_state_path(self.name)
+        try:
+            try:
+                self.zk.client.set(path, record.serialize())
+            except NoNodeError:
+                self.zk.client.create(path, record.serialize(), makepath=True)
+        except NodeExistsError:
+            return             # next pass
+        except KazooException as e:
+            log.warning('Provider %s: writing its state failed: %s', self.name, e)
+            return
+        self._state_written = state
+        self.launcher.wake_requests()
 
     # -- nodes after use -------------------------------------------------------------
 

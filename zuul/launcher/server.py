@@ -45,14 +45,19 @@ from nodepool.zk.records import (
     LauncherRecord,
     Node,
     NodeRequest,
+    ProviderState,
 )
 from zuul.configloader.zuulconf import LauncherSettingsConf
 from zuul.launcher.assign import RequestAssigner
-from zuul.launcher.provider_loop import ProviderLoop, UnservableProviderLoop
+from zuul.launcher.provider_loop import (
+    PROVIDER_STATE_ROOT,
+    ProviderLoop,
+    UnservableProviderLoop,
+)
 from zuul.launcher.providers import ProviderTranslationError, ServedProvider, build_provider
 from zuul.launcher.providers import is_static as provider_is_static
 from zuul.launcher.quota import QUEUED
-from zuul.model.launcher import ResolvedProvider
+from zuul.model.launcher import ResolvedProvider, quote_name
 from zuul.zk.launcher_config import PROVIDER_ROOT
 
 log = logging.getLogger('zuul.launcher')
@@ -125,6 +130,7 @@ class ZuulLauncher:
         self.lock_retry = max(self.settings.poll_interval * 10, 0.5)
         self.node_cache: RecordCache | None = None
         self.request_cache: RecordCache | None = None
+        self.state_cache: RecordCache | None = None
         self.assigner = RequestAssigner(self)
         self.loops: dict[str, ProviderLoop] = {}
         self.broken: dict[str, str] = {}
@@ -149,8 +155,10 @@ class ZuulLauncher:
         self.request_cache = RecordCache(self.client, ZUUL_LAUNCHER.request_root,
                                          NodeRequest,
                                          on_change=lambda name, rec: self.wake_requests())
+        self.state_cache = RecordCache(self.client, PROVIDER_STATE_ROOT, ProviderState)
         self.node_cache.start()
         self.request_cache.start()
+        self.state_cache.start()
         self._refresh_providers()
         self._register()
         self.image_lifecycle = self._make_image_lifecycle()
@@ -173,7 +181,7 @@ class ZuulLauncher:
             names = list(self.loops) + [n for n in self._threads if n not in self.loops]
         for name in names:
             self._stop_loop(name)
-        for cache in (self.node_cache, self.request_cache):
+        for cache in (self.node_cache, self.request_cache, self.state_cache):
             if cache is not None:
                 cache.stop()
         try:
@@ -200,6 +208,16 @@ class ZuulLauncher:
     def adapters(self) -> dict[str, ProviderAdapter]:
         with self._lock:
             return {name: loop.adapter for name, loop in self.loops.items()}
+
+    def provider_paused(self, name: str) -> bool:
+        """Whether the provider's loop (in whichever launcher holds it)
+        said it is paused (see zuul.launcher.provider_loop)."""
+        loop = self.loops.get(name)
+        if loop is not None and loop.lock.held:
+            return loop.paused is not None
+        cache = self.state_cache
+        state = cache.get(quote_name(name)) if cache is not None else None
+        return bool(state is not None and state.paused)
 
     def is_static(self, resolved: ResolvedProvider) -> bool:
         served = self.served(resolved.canonical_name)

@@ -29,8 +29,13 @@ Requests are written with the version read (a provider loop may add a
 decline meanwhile: the pass then retries next time).  Node records are
 read before requests, and a provider loop records a decline before it
 deletes the node, so a pass never misses a decline for a node it sees
-gone.  All reads after taking the lock are fresh (not from a cache),
-so a launcher taking over never acts on another's stale view.
+gone.  A pass reads the launcher's watch-driven caches after fencing
+them (``zuul.launcher.cache``: one round trip, then only the records
+that changed are read), so what it sees is at least as fresh as reading
+every record after taking the lock: a launcher taking over never acts on
+another's stale view, nor on a view missing its own last writes.  If
+the caches cannot be fenced (the session was lost and they are
+resyncing) the pass reads every record.
 """
 
 from __future__ import annotations
@@ -140,6 +145,7 @@ class RequestAssigner:
                              launcher.settings.lock_hold, launcher.lock_retry,
                              wake=launcher.wake_requests)
         self.passes = 0
+        self.cached_passes = 0
 
     def run_once(self) -> bool:
         """One pass if this launcher holds (or gets) the global lock;
@@ -155,9 +161,16 @@ class RequestAssigner:
 
     # -- one pass ------------------------------------------------------------------
 
-    def _pass(self) -> None:
+    def _read(self) -> tuple[list[Node], list[NodeRequest]]:
+        snapshot = self.launcher.snapshot()
+        if snapshot is not None:
+            self.cached_passes += 1
+            return snapshot
         nodes = self.zk.get_nodes()           # nodes first: see the module docstring
-        requests = self.zk.get_requests()
+        return nodes, self.zk.get_requests()
+
+    def _pass(self) -> None:
+        nodes, requests = self._read()
         providers = self.launcher.published_providers()
         served = {label for p in providers.values() for label in p.labels}
         if any(label not in served for r in requests if r.state in (REQUESTED, PENDING)

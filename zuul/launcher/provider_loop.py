@@ -138,8 +138,9 @@ class ProviderLoop:
     # -- reading -------------------------------------------------------------------
 
     def _nodes(self) -> list[Node]:
-        """This provider's node records, read fresh (the cache only says
-        which records belong to other providers)."""
+        """This provider's node records, read from ZooKeeper (when the
+        caches cannot be fenced, see zuul.launcher.cache; the node cache
+        still says which records belong to other providers)."""
         cache = self.launcher.node_cache
         ids = []
         for node_id in self.zk.get_node_ids():
@@ -155,10 +156,17 @@ class ProviderLoop:
     # -- one pass ------------------------------------------------------------------
 
     def _pass(self) -> None:
-        nodes = self._nodes()
+        snapshot = self.launcher.snapshot(self.name)
+        if snapshot is not None:
+            nodes, requests = snapshot
+            request_ids = {r.id for r in requests}
+        else:
+            nodes = self._nodes()
+            request_ids = None
         if self.adapter.reuses_nodes:
             self._register_static(nodes)
-        request_ids = set(self.zk.get_request_ids())
+        if request_ids is None:
+            request_ids = set(self.zk.get_request_ids())
         work = []          # (node, function, args): independent per node
         in_flight = [n for n in nodes if n.state == BUILDING and n.launch_state != QUEUED]
         for node in self._start_queued(nodes, request_ids) + in_flight:

@@ -12,8 +12,10 @@
 Loops sleep until something wakes them: watches on the request and
 node trees (through ``RecordCache`` mirrors) and on the published
 providers, or a short poll while launches are in flight.  Every
-decision is made from fresh reads under the loop's ZooKeeper lock, so
-any launcher can take over another's work at any step.
+decision is made under the loop's ZooKeeper lock from the caches fenced
+after taking it (``zuul.launcher.cache``: as fresh as reading every
+record, for one round trip and the reads of what changed), so any
+launcher can take over another's work at any step.
 
 Providers come from ``/zuul/launcher/providers`` (the scheduler
 publishes them); which ones this launcher serves is limited by
@@ -24,6 +26,7 @@ operate"); ``null`` names the static providers (no connection).
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import socket
@@ -49,6 +52,7 @@ from nodepool.zk.records import (
 )
 from zuul.configloader.zuulconf import LauncherSettingsConf
 from zuul.launcher.assign import RequestAssigner
+from zuul.launcher.cache import FencedCache, fence
 from zuul.launcher.provider_loop import (
     PROVIDER_STATE_ROOT,
     ProviderLoop,
@@ -128,8 +132,8 @@ class ZuulLauncher:
         #: Seconds between tries for a loop lock another launcher holds
         #: (besides the watch on its holder).
         self.lock_retry = max(self.settings.poll_interval * 10, 0.5)
-        self.node_cache: RecordCache | None = None
-        self.request_cache: RecordCache | None = None
+        self.node_cache: FencedCache | None = None
+        self.request_cache: FencedCache | None = None
         self.state_cache: RecordCache | None = None
         self.assigner = RequestAssigner(self)
         self.loops: dict[str, ProviderLoop] = {}
@@ -150,9 +154,9 @@ class ZuulLauncher:
 
     def start(self) -> None:
         self.running = True
-        self.node_cache = RecordCache(self.client, ZUUL_LAUNCHER.node_root, Node,
+        self.node_cache = FencedCache(self.client, ZUUL_LAUNCHER.node_root, Node,
                                       on_change=self._node_changed)
-        self.request_cache = RecordCache(self.client, ZUUL_LAUNCHER.request_root,
+        self.request_cache = FencedCache(self.client, ZUUL_LAUNCHER.request_root,
                                          NodeRequest,
                                          on_change=lambda name, rec: self.wake_requests())
         self.state_cache = RecordCache(self.client, PROVIDER_STATE_ROOT, ProviderState)
@@ -208,6 +212,33 @@ class ZuulLauncher:
     def adapters(self) -> dict[str, ProviderAdapter]:
         with self._lock:
             return {name: loop.adapter for name, loop in self.loops.items()}
+
+    def snapshot(self, provider: str | None = None) -> tuple[list[Node], list[NodeRequest]] | None:
+        """Copies of the cached nodes (of ``provider``, or all) and open
+        requests, at least as fresh as a read made now (see
+        zuul.launcher.cache); None if the caches cannot say (read
+        ZooKeeper instead).  Nodes are taken before requests, so a node
+        seen gone never hides a decline written before it went."""
+        nodes_cache, requests_cache = self.node_cache, self.request_cache
+        if not fence(self.client, [nodes_cache, requests_cache]):
+            return None
+        nodes = [copy.copy(n) for n in nodes_cache.values()
+                 if provider is None or n.provider == provider]
+        # Whatever the request cache started reading before the node
+        # snapshot (a request created or declined before a node it sees).
+        if not requests_cache.wait_applied(requests_cache.watermark(),
+                                           time.monotonic() + 10):
+            return None
+        requests = []
+        for cached in requests_cache.values():
+            request = copy.copy(cached)
+            request.extra = dict(cached.extra)
+            request.node_declines = {k: list(v) for k, v in cached.node_declines.items()}
+            request.node_temp_failures = {k: list(v)
+                                          for k, v in cached.node_temp_failures.items()}
+            requests.append(request)
+        requests.sort(key=lambda r: r.sort_key)
+        return nodes, requests
 
     def provider_paused(self, name: str) -> bool:
         """Whether the provider's loop (in whichever launcher holds it)

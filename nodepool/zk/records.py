@@ -149,6 +149,10 @@ class NodeRequest(_Record):
     #: timeout, a transient API error).  Cleared for a node once every
     #: capable provider is in it, so the node is tried again.
     node_temp_failures: dict = field(default_factory=dict)
+    #: Node index -> when (epoch seconds) its temporary failures were
+    #: last cleared (they are not cleared again sooner than the
+    #: launcher's retry delay, so a provider outage is not a busy loop).
+    node_temp_cleared: dict = field(default_factory=dict)
     #: Launch every node from this image upload (image validation):
     #: ``{'image', 'build', 'upload', 'external_id'}``.
     image_upload: dict | None = None

@@ -22,7 +22,7 @@ from tests.functional.test_zuul_launcher_support import (
     zuul_zk,
 )
 from tests.harness.waiting import wait_for
-from zuul.launcher import provider_loop
+from zuul.launcher import assign, provider_loop
 from zuul.launcher.node_machine import (
     PERMANENT,
     QUOTA,
@@ -138,7 +138,8 @@ def test_a_temporary_failure_moves_the_node_and_is_recorded_apart(
 
 
 def test_permanent_and_temporary_failures_keep_the_request_open(
-        zk_client, launchers, requestor, scripted):
+        zk_client, launchers, requestor, scripted, monkeypatch):
+    monkeypatch.setattr(assign, 'TEMP_RETRY_DELAY', 0.5)
     a, b = two_providers()
     publish_providers(zk_client, a, b)
     # A declines for good; B fails temporarily twice over (4 creates), then works.
@@ -240,3 +241,22 @@ def test_a_quota_paused_provider_unpauses_when_its_quota_frees_up(
     wait_for(lambda: not state()['paused'], timeout=10, what='unpaused')
     assert not launcher.provider_paused(only.canonical_name)
     requestor.release(second)
+
+
+def test_temporary_failures_of_a_node_are_not_cleared_twice_in_a_row_at_once(
+        zk_client, launchers, requestor, scripted, monkeypatch):
+    monkeypatch.setattr(assign, 'TEMP_RETRY_DELAY', 2.0)
+    only = provider('sim-a', ['ubuntu'], connection='a', settings={'launch-attempts': 1})
+    publish_providers(zk_client, only)
+    # The provider's API is down for three attempts.
+    scripted.plan = {only.canonical_name: [ProviderError('API down')] * 3}
+    launchers(CONNS, registry=registry())
+    handle = requestor.submit([UBUNTU])
+    wait_for(lambda: len(scripted.creates) >= 2, timeout=10, what='second attempt')
+    # After the first clearing the node is tried again at once; after the
+    # second failure it waits for the retry delay.
+    assert not handle.wait(1.0)
+    assert len(scripted.creates) == 2
+    assert handle.wait(20) and handle.fulfilled
+    assert len(scripted.creates) == 4
+    requestor.release(handle)

@@ -12,7 +12,8 @@ highest priority first, and over every node of each request:
   candidates.  None serve it, or all declined it: the request fails.
   All that did not decline it failed it temporarily: those temporary
   failures are cleared and they are candidates again (seed 001: "If
-  all providers have failed the request, clear all temp failures");
+  all providers have failed the request, clear all temp failures"; not
+  twice within ``TEMP_RETRY_DELAY`` seconds for one node);
 - a ready, unallocated node of the label is taken first (min-ready and
   static nodes), preferring a provider the request already uses;
 - else a node record is created (``building``, ``launch_state``
@@ -63,6 +64,9 @@ from zuul.launcher.quota import QUEUED, ProviderQuota
 log = logging.getLogger('zuul.launcher.requests')
 
 GLOBAL_LOCK = '/zuul/launcher/global-lock'
+#: Seconds before the temporary failures of one node are cleared again
+#: (the first time they are cleared at once).
+TEMP_RETRY_DELAY = 5.0
 
 
 def tag(request: NodeRequest) -> str:
@@ -227,10 +231,14 @@ class RequestAssigner:
                 return
             open_ = [p for p in usable if p.canonical_name not in temporary]
             if not open_:
+                last = request.node_temp_cleared.get(str(index), 0)
+                if time.time() - last < TEMP_RETRY_DELAY:
+                    continue      # cleared a moment ago: not a busy loop (next pass)
                 log.info('%s: every provider failed node %d (%s) temporarily (%s); '
                          'trying again', tag(request), index, label,
                          ', '.join(sorted(temporary)))
                 request.node_temp_failures.pop(str(index), None)
+                request.node_temp_cleared[str(index)] = time.time()
                 changed = True
                 open_ = usable
             preferred = {n.provider for n in mine.values()}

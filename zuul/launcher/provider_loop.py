@@ -41,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -124,6 +125,7 @@ class ProviderLoop:
         #: at the next pass)].
         self._quota_error: list | None = None
         self._state_written: tuple | None = None
+        self._state_lock = threading.Lock()
 
     def run_once(self) -> bool:
         if not self.lock.acquire():
@@ -247,6 +249,9 @@ class ProviderLoop:
         if self._quota_error is None:
             log.warning('Provider %s: out of quota (%s); paused', self.name, reason)
         self._quota_error = [time.monotonic() + QUOTA_PAUSE, None]
+        # At once (before the node is given up), so the global loop
+        # sends no new node here meanwhile.
+        self._set_paused('quota-error')
 
     def _quota_error_pause(self, nodes: list[Node]) -> bool:
         if self._quota_error is None:
@@ -262,6 +267,10 @@ class ProviderLoop:
         return True
 
     def _set_paused(self, reason: str | None) -> None:
+        with self._state_lock:
+            self._write_state(reason)
+
+    def _write_state(self, reason: str | None) -> None:
         if reason != self.paused:
             if reason:
                 log.info('Provider %s: paused (%s)', self.name, reason)

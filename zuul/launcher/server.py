@@ -10,7 +10,7 @@
   when that module exists) in a thread of its own.
 
 Loops sleep until something wakes them: watches on the request and
-node trees (through ``RecordCache`` mirrors) and on the published
+node trees (through ``zuul.launcher.cache.FencedCache`` mirrors) and on the published
 providers, or a short poll while launches are in flight.  Every
 decision is made under the loop's ZooKeeper lock from the caches fenced
 after taking it (``zuul.launcher.cache``: as fresh as reading every
@@ -38,7 +38,6 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from nodepool.driver import DriverRegistry, ImageRef, ProviderAdapter
 from nodepool.zk.api import NodepoolZooKeeper
-from nodepool.zk.cache import RecordCache
 from nodepool.zk.paths import ZUUL_LAUNCHER
 from nodepool.zk.records import (
     BUILDING,
@@ -134,7 +133,7 @@ class ZuulLauncher:
         self.lock_retry = max(self.settings.poll_interval * 10, 0.5)
         self.node_cache: FencedCache | None = None
         self.request_cache: FencedCache | None = None
-        self.state_cache: RecordCache | None = None
+        self.state_cache: FencedCache | None = None
         self.assigner = RequestAssigner(self)
         self.loops: dict[str, ProviderLoop] = {}
         self.broken: dict[str, str] = {}
@@ -159,7 +158,7 @@ class ZuulLauncher:
         self.request_cache = FencedCache(self.client, ZUUL_LAUNCHER.request_root,
                                          NodeRequest,
                                          on_change=lambda name, rec: self.wake_requests())
-        self.state_cache = RecordCache(self.client, PROVIDER_STATE_ROOT, ProviderState)
+        self.state_cache = FencedCache(self.client, PROVIDER_STATE_ROOT, ProviderState)
         self.node_cache.start()
         self.request_cache.start()
         self.state_cache.start()
@@ -220,7 +219,7 @@ class ZuulLauncher:
         ZooKeeper instead).  Nodes are taken before requests, so a node
         seen gone never hides a decline written before it went."""
         nodes_cache, requests_cache = self.node_cache, self.request_cache
-        if not fence(self.client, [nodes_cache, requests_cache]):
+        if not fence(self.client, [nodes_cache, requests_cache, self.state_cache]):
             return None
         nodes = [copy.copy(n) for n in nodes_cache.values()
                  if provider is None or n.provider == provider]
@@ -236,6 +235,7 @@ class ZuulLauncher:
             request.node_declines = {k: list(v) for k, v in cached.node_declines.items()}
             request.node_temp_failures = {k: list(v)
                                           for k, v in cached.node_temp_failures.items()}
+            request.node_temp_cleared = dict(cached.node_temp_cleared)
             requests.append(request)
         requests.sort(key=lambda r: r.sort_key)
         return nodes, requests

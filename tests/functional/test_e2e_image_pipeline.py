@@ -1,0 +1,352 @@
+"""Images built by Zuul jobs, end to end on real daemons (seed 001,
+"Image Management"): the dev Gerrit, a real ZooKeeper, Gearman, merger,
+executor and zuul-scheduler, and a real ``zuul-launcher`` process
+serving netns nodes.
+
+The config project defines a ``type: zuul`` image, a label, section and
+provider using it (netns: an upload is a tarball of a root filesystem,
+unpacked under the provider's state-dir; a node booted from it runs sshd
+chrooted in it), and the ``image``, ``image-validate`` and
+``image-delete`` pipelines.  The build job (on the executor) makes the
+root filesystem with tools/netns-rootfs-image.sh, stamping it with its
+own build uuid, and returns it as a ``zuul_image`` artifact.
+
+In order: the scheduler asks for the missing image at startup; a build
+job returning no artifact records nothing; ``zuul image-build`` builds
+it; the build is recorded in /zuul/images; zuul-launcher uploads it
+(external id = the unpacked directory); an image-validate event runs the
+validation job on a node booted from that upload (node record and the
+node's own /etc/nodepool-image say so); the upload is validated and the
+build goes into service; a normal job gets a node from it; two more
+builds later the oldest is retired: its upload leaves the provider, an
+image-delete job removes its file, and its records are gone.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from nodepool.driver.netns.host import NetnsHostManager
+from tests.functional.system_support import (
+    BASE_PIPELINES,
+    zuul_system,  # noqa: F401 - fixture
+)
+from tests.functional.test_builder_support import ROOTFS_IMAGE
+from tests.functional.test_e2e_zuul_launcher import (
+    ZL_BRIDGE,
+    ZL_PROVIDER,
+    ZL_SUBNET,
+    needs_launcher,
+    needs_netns,
+    record_routes,
+    wait,
+)
+from zuul.zk import images as zi
+
+IMAGE_PIPELINES = """
+- pipeline:
+    name: image
+    manager: independent
+    trigger:
+      zuul:
+        - event: image-build
+    success:
+      zuul:
+        image-built: true
+        image-validated: false
+- pipeline:
+    name: image-validate
+    manager: independent
+    trigger:
+      zuul:
+        - event: image-validate
+    success:
+      zuul:
+        image-validated: true
+- pipeline:
+    name: image-delete
+    manager: independent
+    trigger:
+      zuul:
+        - event: image-delete
+"""
+
+NODE_OBJECTS = f"""
+- image:
+    name: netns-root
+    type: zuul
+    username: root
+- flavor:
+    name: normal
+- section:
+    name: local
+    connection: netns
+    quota:
+      instances: 4
+    images:
+      - name: netns-root
+    flavors:
+      - name: normal
+- label:
+    name: zl-image
+    image: netns-root
+    flavor: normal
+- provider:
+    name: {ZL_PROVIDER}
+    section: local
+    labels:
+      - name: zl-image
+"""
+
+JOBS = """
+- job:
+    name: build-netns-root
+    image-build-name: netns-root
+    run: playbooks/build-image.yaml
+    vars:
+      image_dir: {image_dir}
+      rootfs_script: {script}
+- job:
+    name: validate-netns-root
+    image-build-name: netns-root
+    run: playbooks/on-image.yaml
+    nodeset:
+      nodes:
+        - name: node
+          label: zl-image
+- job:
+    name: delete-netns-root
+    image-build-name: netns-root
+    run: playbooks/delete-image.yaml
+- job:
+    name: use-image
+    run: playbooks/on-image.yaml
+    nodeset:
+      nodes:
+        - name: node
+          label: zl-image
+- project:
+    image:
+      jobs:
+        - build-netns-root
+    image-validate:
+      jobs:
+        - validate-netns-root
+    image-delete:
+      jobs:
+        - delete-netns-root
+"""
+
+# On the executor: a root filesystem in which sshd runs, stamped with
+# this build's uuid (IMAGE_MARKER -> /etc/nodepool-image), one file per
+# format asked for.  While {image_dir}/no-artifact exists the job
+# succeeds without returning anything.
+BUILD_PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - stat:
+        path: "{{ image_dir }}/no-artifact"
+      register: no_artifact
+    - name: Say that this build returns nothing
+      copy:
+        content: "{{ zuul.build }}\n"
+        dest: "{{ image_dir }}/returned-nothing"
+      when: no_artifact.stat.exists
+    - name: Build the root filesystem
+      command: >-
+        {{ rootfs_script }} -t {{ zuul.image_formats | join(',') }}
+        -o {{ image_dir }}/{{ zuul.build }}
+      environment:
+        IMAGE_MARKER: "{{ zuul.build }}"
+      when: not no_artifact.stat.exists
+    - name: Return the image
+      zuul_return:
+        data:
+          zuul:
+            artifacts:
+              - name: tar image
+                url: "file://{{ image_dir }}/{{ zuul.build }}.tar"
+                metadata:
+                  type: zuul_image
+                  image_name: "{{ zuul.image_build_name }}"
+                  format: tar
+      when: not no_artifact.stat.exists
+"""
+
+# The node has sshd and a shell but no Python: raw only.
+ON_IMAGE_PLAYBOOK = """
+- hosts: node
+  gather_facts: false
+  tasks:
+    - name: Which image the node booted
+      raw: cat /etc/nodepool-image
+      register: booted
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - zuul_return:
+        data:
+          booted: "{{ hostvars['node'].booted.stdout_lines }}"
+"""
+
+DELETE_PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Remove the retired build's files
+      file:
+        path: "{{ item.url | regex_replace('^file://', '') }}"
+        state: absent
+      loop: "{{ zuul.artifacts | default([]) }}"
+"""
+
+APP = """
+- project:
+    check:
+      jobs:
+        - use-image
+"""
+
+
+@pytest.fixture
+def system(zuul_system, ssh_keypair, tmp_path):  # noqa: F811
+    state = str(tmp_path / 'zl-netns')
+    zuul_system.add_provider_connection(
+        'netns', 'netns', bridge=ZL_BRIDGE, subnet=ZL_SUBNET, **{
+            'state-dir': state,
+            'authorized-keys-file': ssh_keypair.private_key_path + '.pub'})
+    zuul_system.netns_state = state
+    try:
+        yield zuul_system
+    finally:
+        zuul_system.stop_zuul_launchers()
+        manager = NetnsHostManager(state, ZL_SUBNET, ZL_BRIDGE)
+        for name in manager.list():
+            if os.path.isdir(os.path.join(state, name)):
+                manager.delete(name)
+        subprocess.run(['ip', 'link', 'del', ZL_BRIDGE], capture_output=True)
+
+
+def zuul_cli(system, *args: str) -> str:
+    """The ``zuul`` client (zuul.cmd.client) against this system."""
+    proc = subprocess.run([sys.executable, '-m', 'zuul.cmd.client', '-c', system.conf_path,
+                           *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def finished(system, pipeline: str, job: str) -> list:
+    """Builds of ``job`` in ``pipeline`` that have a result, in launch order."""
+    return [b for b, launch in zip(system.builds, system.launches)
+            if launch['pipeline'] == pipeline and b.job.name == job and b.result]
+
+
+@needs_netns
+@needs_launcher
+def test_image_build_pipeline_end_to_end(system, tmp_path):
+    image_dir = tmp_path / 'images'
+    image_dir.mkdir()
+    (image_dir / 'no-artifact').write_text('first build returns nothing\n')
+    system.create_projects(app_config=APP, pipelines=BASE_PIPELINES + IMAGE_PIPELINES)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/nodes.yaml': textwrap.dedent(NODE_OBJECTS),
+        'zuul.d/images.yaml': textwrap.dedent(JOBS).format(image_dir=image_dir,
+                                                           script=ROOTFS_IMAGE),
+        'playbooks/build-image.yaml': textwrap.dedent(BUILD_PLAYBOOK),
+        'playbooks/on-image.yaml': textwrap.dedent(ON_IMAGE_PLAYBOOK),
+        'playbooks/delete-image.yaml': textwrap.dedent(DELETE_PLAYBOOK)},
+        'An image built by Zuul, and its pipelines')
+    system.start()
+    routes = record_routes(system)
+    store = zi.ImageStore(system.service.zk.client)
+    layout = system.scheduler.tenants['example'].layout
+    image = layout.images['netns-root'].canonical_name
+    provider = next(name for name in layout.resolved_providers
+                    if name.endswith('/' + ZL_PROVIDER))
+    images_dir = os.path.join(system.netns_state, 'images')
+
+    # 1. Startup: the image has no build, so the scheduler emitted
+    #    image-build; only the build job ran.  It returned no artifact:
+    #    nothing is recorded and the image is not built.
+    wait(system, lambda: (image_dir / 'returned-nothing').exists(), timeout=90,
+         what='the startup image build job')
+    first = (image_dir / 'returned-nothing').read_text().strip()
+    system.settle()
+    assert store.builds(image) == []
+    assert {launch['job'] for launch in system.launches} <= {'build-netns-root'}
+
+    # 2. zuul image-build: the build job returns the tarball; the zuul
+    #    reporter records the build and an upload for the provider.
+    (image_dir / 'no-artifact').unlink()
+    system.start_zuul_launcher()
+    zuul_cli(system, 'image-build', '--tenant', 'example', '--image', 'netns-root')
+    wait(system, lambda: store.builds(image), timeout=90, what='the first build recorded')
+    (b1,) = store.builds(image)
+    (job1,) = [b for b in finished(system, 'image', 'build-netns-root') if b.uuid != first]
+    assert b1.build_uuid == job1.uuid and b1.job == 'build-netns-root'
+    assert b1.artifacts == {'tar': f'file://{image_dir}/{job1.uuid}.tar'}
+    assert b1.validated is False and b1.state == zi.BUILDING
+    assert [u.provider for u in store.uploads(image, b1.build_id)] == [provider]
+
+    # 3. zuul-launcher uploads it: the provider's image id is the
+    #    directory it unpacked the tarball into.
+    wait(system, lambda: store.get_upload(image, b1.build_id, provider).external_id,
+         timeout=60, what='the upload of the first build')
+    u1 = store.get_upload(image, b1.build_id, provider)
+    assert u1.state == zi.READY and u1.format == 'tar'
+    assert os.path.dirname(u1.external_id) == images_dir
+    assert os.path.isfile(os.path.join(u1.external_id, 'etc', 'nodepool-image'))
+
+    # 4. image-validate: the validation job runs on a node booted from
+    #    that very upload, and the upload is validated; the build is in
+    #    service.
+    wait(system, lambda: finished(system, 'image-validate', 'validate-netns-root'),
+         timeout=120, what='the validation job')
+    (v1,) = finished(system, 'image-validate', 'validate-netns-root')
+    assert v1.result == 'SUCCESS', v1.result
+    assert f'marker={job1.uuid}' in v1.result_data['booted'], v1.result_data
+    (route,) = [r for r in routes if r['job'] == 'validate-netns-root']
+    (node,) = route['routed'].nodes
+    assert node.image_id == f'{image}-{b1.build_id}-{u1.uuid}'
+    wait(system, lambda: store.get_build(image, b1.build_id).state == zi.READY, timeout=60,
+         what='the first build in service')
+    assert store.get_upload(image, b1.build_id, provider).validated is True
+
+    # 5. A normal job on the label gets a node from the new upload.
+    change = system.store.create_change('org/app', 'master', 'Use the image', {'a': '1\n'})
+    wait(system, lambda: system.verified(change) != 0, timeout=120, what='check vote')
+    assert system.verified(change) == 1, system.messages(change)[-1]
+    (use,) = finished(system, 'check', 'use-image')
+    assert f'marker={job1.uuid}' in use.result_data['booted']
+    (route,) = [r for r in routes if r['job'] == 'use-image']
+    assert [n.image_id for n in route['routed'].nodes] == [node.image_id]
+
+    # 6. Two more builds: once three are in service (keep: 2) the oldest
+    #    is retired.
+    for count in (2, 3):
+        last = store.builds(image)[-1].build_id
+        zuul_cli(system, 'image-build', '--tenant', 'example', '--image', 'netns-root')
+        wait(system, lambda last=last: [b for b in store.builds(image)
+                                        if b.build_id > last and b.state == zi.READY],
+             timeout=150, what=f'build {count} in service')
+    wait(system, lambda: b1.build_id not in [b.build_id for b in store.builds(image)],
+         timeout=60, what='the oldest build deleted')
+    assert [b.state for b in store.builds(image)] == [zi.READY, zi.READY]
+    assert store.uploads(image, b1.build_id) == []
+    # Gone from the provider; the image-delete job removed its file.
+    assert not os.path.exists(u1.external_id)
+    assert sorted(os.listdir(images_dir)) == sorted(
+        os.path.basename(store.get_upload(image, b.build_id, provider).external_id)
+        for b in store.builds(image))
+    wait(system, lambda: finished(system, 'image-delete', 'delete-netns-root'), timeout=60,
+         what='the image-delete job')
+    (d1,) = finished(system, 'image-delete', 'delete-netns-root')
+    assert d1.result == 'SUCCESS'
+    assert not (image_dir / f'{job1.uuid}.tar').exists()
+    assert os.path.exists(store.builds(image)[0].artifacts['tar'][len('file://'):])

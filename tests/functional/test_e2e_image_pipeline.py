@@ -24,6 +24,7 @@ image-delete job removes its file, and its records are gone.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -249,7 +250,8 @@ def finished(system, pipeline: str, job: str) -> list:
 
 @needs_netns
 @needs_launcher
-def test_image_build_pipeline_end_to_end(system, tmp_path):
+def test_image_build_pipeline_end_to_end(system, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger='zuul.scheduler.images')
     image_dir = tmp_path / 'images'
     image_dir.mkdir()
     (image_dir / 'no-artifact').write_text('first build returns nothing\n')
@@ -277,6 +279,8 @@ def test_image_build_pipeline_end_to_end(system, tmp_path):
     wait(system, lambda: (image_dir / 'returned-nothing').exists(), timeout=90,
          what='the startup image build job')
     first = (image_dir / 'returned-nothing').read_text().strip()
+    wait(system, lambda: 'no job returned a zuul_image artifact for image netns-root'
+         in caplog.text, timeout=60, what='the report of the startup build')
     system.settle()
     assert store.builds(image) == []
     assert {launch['job'] for launch in system.launches} <= {'build-netns-root'}
@@ -350,3 +354,28 @@ def test_image_build_pipeline_end_to_end(system, tmp_path):
     assert d1.result == 'SUCCESS'
     assert not (image_dir / f'{job1.uuid}.tar').exists()
     assert os.path.exists(store.builds(image)[0].artifacts['tar'][len('file://'):])
+
+    # 7. New nodes boot from the newest build in service.
+    b2, b3 = store.builds(image)
+    u3 = store.get_upload(image, b3.build_id, provider)
+    change = system.store.create_change('org/app', 'master', 'Newest image', {'b': '1\n'})
+    wait(system, lambda: system.verified(change) != 0, timeout=120, what='second check vote')
+    assert system.verified(change) == 1, system.messages(change)[-1]
+    assert [n.image_id for r in routes if r['job'] == 'use-image'
+            for n in r['routed'].nodes][-1] == f'{image}-{b3.build_id}-{u3.uuid}'
+    assert f'marker={b3.build_uuid}' in finished(system, 'check', 'use-image')[-1] \
+        .result_data['booted']
+
+    # 8. The commands: the builds and uploads as the client lists them;
+    #    zuul image-delete retires a build by hand.
+    listed = zuul_cli(system, 'image-list', '--tenant', 'example', '--image', 'netns-root')
+    assert b2.uuid in listed and b3.uuid in listed and b1.uuid not in listed
+    listed = zuul_cli(system, 'image-upload-list', '--tenant', 'example')
+    assert u3.external_id in listed
+    zuul_cli(system, 'image-delete', '--tenant', 'example', '--build', b2.uuid)
+    wait(system, lambda: [b.build_id for b in store.builds(image)] == [b3.build_id],
+         timeout=60, what='the second build deleted by hand')
+    wait(system, lambda: len(finished(system, 'image-delete', 'delete-netns-root')) == 2,
+         timeout=60, what='the second image-delete job')
+    assert not os.path.exists(b2.artifacts['tar'][len('file://'):])
+    assert os.listdir(images_dir) == [os.path.basename(u3.external_id)]

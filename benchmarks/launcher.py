@@ -161,7 +161,8 @@ def run_zuul(hosts: str, max_servers: int, state_dir: str, providers: int,
              conn) -> None:
     from zuul.configloader.zuulconf import LauncherSettingsConf
     from zuul.launcher.server import ZuulLauncher
-    logging.basicConfig(level=logging.WARNING)
+    logging.basicConfig(level=getattr(logging, os.environ.get('BENCH_LOG', 'WARNING')),
+                        format=f'%(asctime)s {os.getpid()} %(name)s %(message)s', force=True)
     client = connect(hosts)
     launcher = ZuulLauncher(client, {'sim': {'driver': 'simulated',
                                              'options': {'state-dir': state_dir}}},

@@ -289,6 +289,10 @@ class LauncherRecord(_Record):
     # a pool yields requests to a preferred pool that is not paused.
     priority: int = 100
     paused: bool = False
+    # zuul-launcher only: the providers (canonical names) it serves, and
+    # those whose loop lock it holds now (to even out the work).
+    providers: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
     id: str | None = None
     stat: Any = None
     extra: dict = field(default_factory=dict)

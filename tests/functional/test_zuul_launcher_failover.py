@@ -247,3 +247,22 @@ def test_sigterm_stops_the_daemon_and_unregisters_it(zk_chroot, zk_client, tmp_p
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     assert zk.get_launcher_ids() == []
+
+
+def test_two_launchers_even_out_the_provider_loops(zk_client, launchers, requestor):
+    names = [f'sim-{i}' for i in range(4)]
+    publish_providers(zk_client, *[provider(n, ['ubuntu']) for n in names])
+    first = launchers()
+    wait_for(lambda: sum(lp.lock.held for lp in first.loops.values()) == 4, timeout=20,
+             what='the first launcher holds every provider loop')
+    second = launchers()
+
+    def held(launcher):
+        return sum(1 for lp in launcher.loops.values() if lp.lock.held)
+    wait_for(lambda: held(first) == 2 and held(second) == 2, timeout=30,
+             what='two provider loops each')
+    handles = [requestor.submit([UBUNTU]) for _ in range(8)]
+    for handle in handles:
+        assert handle.wait(20) and handle.fulfilled
+        requestor.release(handle)
+    assert held(first) + held(second) == 4

@@ -80,6 +80,13 @@ class LoopLock:
             # Give a watcher the first chance at it.
             self._next_try = time.monotonic() + min(self.retry, 0.5)
 
+    def back_off(self) -> None:
+        """After letting the lock go for another launcher: do not take it
+        back for a second (the other takes it at once, its watch on the
+        holder firing), unless its holder changes."""
+        self._changed = False
+        self._next_try = time.monotonic() + min(self.retry, 1.0)
+
     def release(self) -> None:
         if not self.held:
             return

@@ -68,6 +68,9 @@ log = logging.getLogger('zuul.launcher')
 #: Seconds a loop sleeps when nothing wakes it and nothing is in flight.
 IDLE_WAIT = 5.0
 NULL_CONNECTION = 'null'
+#: Seconds between two provider loops this launcher hands over to a
+#: launcher that holds fewer (see ``_should_hand_over``).
+HANDOVER_INTERVAL = 2.0
 
 
 def _launch_view(resolved: ResolvedProvider) -> dict:
@@ -134,6 +137,9 @@ class ZuulLauncher:
         self.node_cache: FencedCache | None = None
         self.request_cache: FencedCache | None = None
         self.state_cache: FencedCache | None = None
+        self.launcher_cache: FencedCache | None = None
+        self._held_reported: list[str] = []
+        self._handed_over = 0.0
         self.assigner = RequestAssigner(self)
         self.loops: dict[str, ProviderLoop] = {}
         self.broken: dict[str, str] = {}
@@ -162,6 +168,9 @@ class ZuulLauncher:
         self.node_cache.start()
         self.request_cache.start()
         self.state_cache.start()
+        self.launcher_cache = FencedCache(self.client, ZUUL_LAUNCHER.launcher_root,
+                                          LauncherRecord)
+        self.launcher_cache.start()
         self._refresh_providers()
         self._register()
         self.image_lifecycle = self._make_image_lifecycle()
@@ -184,7 +193,8 @@ class ZuulLauncher:
             names = list(self.loops) + [n for n in self._threads if n not in self.loops]
         for name in names:
             self._stop_loop(name)
-        for cache in (self.node_cache, self.request_cache, self.state_cache):
+        for cache in (self.node_cache, self.request_cache, self.state_cache,
+                      self.launcher_cache):
             if cache is not None:
                 cache.stop()
         try:
@@ -239,6 +249,25 @@ class ZuulLauncher:
             requests.append(request)
         requests.sort(key=lambda r: r.sort_key)
         return nodes, requests
+
+    def _should_hand_over(self, name: str) -> bool:
+        """Whether another live launcher that serves ``name`` holds at
+        least two provider loops fewer than this one (it then takes
+        this loop: its watch on the lock fires)."""
+        cache = self.launcher_cache
+        if cache is None or time.time() - self._handed_over < HANDOVER_INTERVAL:
+            return False
+        mine = sum(1 for lp in list(self.loops.values()) if lp.lock.held)
+        for record in cache.values():
+            # Only by a registration written since the last handover (so
+            # it counts the loop handed over then): no cascade.
+            if record.id != self.id and name in record.providers and \
+                    record.stat is not None and \
+                    record.stat.mtime / 1000 > self._handed_over and \
+                    len(record.held) + 1 < mine:
+                self._handed_over = time.time()
+                return True
+        return False
 
     def provider_paused(self, name: str) -> bool:
         """Whether the provider's loop (in whichever launcher holds it)
@@ -313,8 +342,13 @@ class ZuulLauncher:
         self._registered = time.monotonic()
         labels = sorted({label for loop in list(self.loops.values())
                          for label in loop.served.resolved.labels})
+        with self._lock:
+            loops = dict(self.loops)
+        held = sorted(name for name, loop in loops.items() if loop.lock.held)
+        self._held_reported = held
         record = LauncherRecord(id=self.id, hostname=self.hostname, pid=os.getpid(),
-                                supported_labels=labels)
+                                supported_labels=labels, providers=sorted(loops),
+                                held=held)
         try:
             self.zk.register_launcher(record)
         except KazooException as e:
@@ -421,7 +455,16 @@ class ZuulLauncher:
     def _provider_cycle(self, loop: ProviderLoop) -> float:
         if not self.running:
             return IDLE_WAIT
-        if not loop.run_once():
+        ran = loop.run_once()
+        if isinstance(loop, ProviderLoop):
+            if ran and self._should_hand_over(loop.name):
+                log.info('Provider %s: handing its loop to a less busy launcher', loop.name)
+                loop.lock.release()
+                loop.lock.back_off()
+            held = sorted(name for name, lp in list(self.loops.items()) if lp.lock.held)
+            if held != self._held_reported:
+                self._register()
+        if not ran:
             return self.lock_retry
         if loop.active:
             return self.settings.poll_interval

@@ -19,11 +19,13 @@ requestors in a closed loop, and a burst of N/4 three-node requests.
 The scaling table (``--scale-providers P --latency L``; 0 providers
 skips it) runs the burst and closed-loop scenarios against P providers
 of the label, every provider API call (create, poll, delete, list)
-taking L seconds, so provider loops held by different launchers could
-overlap.  Each row says how many CPU seconds the launcher processes,
-ZooKeeper and the requestor (this process) used during it: on a
-machine with few cores the sum against the wall time shows whether a
-second launcher had a core to run on.
+taking L seconds (and ``--cpu-per-call`` seconds of CPU), so provider
+loops held by different launchers could overlap.  Each scaling row says
+how many CPU seconds the launcher processes, ZooKeeper and the
+requestor (this process) used during it: on a machine with few cores
+the sum against the wall time shows whether a second launcher had a
+core to run on.  With ``BENCH_OPS=1`` each launcher process prints,
+when it stops, the ZooKeeper requests it sent, by kind.
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ import logging
 import multiprocessing
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
 
-from benchmarks.nodepool import Run, burst, latency_row, print_table
+from benchmarks.nodepool import OpCounter, Run, burst, latency_row, print_table
 from nodepool.zk import paths
 from nodepool.zk.api import NodepoolZooKeeper, connect
 from nodepool.zk.localserver import LocalZooKeeper
@@ -145,6 +148,7 @@ def run_nodepool(hosts: str, max_servers: int, state_dir: str, providers: int,
     from nodepool.launcher.settings import LauncherSettings
     logging.basicConfig(level=logging.WARNING)
     zk = NodepoolZooKeeper(connect(hosts), owns_client=True)
+    ops = OpCounter(zk.client) if os.environ.get('BENCH_OPS') else None
     config = load_config_text(nodepool_config(max_servers, state_dir, providers))
     launcher = Launcher(config, zk, LauncherSettings(cleanup_interval=3600,
                                                      boot_poll_interval=0.01),
@@ -155,6 +159,14 @@ def run_nodepool(hosts: str, max_servers: int, state_dir: str, providers: int,
     conn.recv()
     launcher.stop()
     zk.close()
+    report_ops('nodepool-launcher', ops)
+
+
+def report_ops(name: str, ops) -> None:
+    if ops is not None:
+        counts = ops.snapshot()
+        print(f'{name} {os.getpid()}: {sum(counts.values())} ZooKeeper requests: '
+              f'{dict(counts.most_common())}', file=sys.stderr)
 
 
 def run_zuul(hosts: str, max_servers: int, state_dir: str, providers: int,
@@ -164,6 +176,7 @@ def run_zuul(hosts: str, max_servers: int, state_dir: str, providers: int,
     logging.basicConfig(level=getattr(logging, os.environ.get('BENCH_LOG', 'WARNING')),
                         format=f'%(asctime)s {os.getpid()} %(name)s %(message)s', force=True)
     client = connect(hosts)
+    ops = OpCounter(client) if os.environ.get('BENCH_OPS') else None
     launcher = ZuulLauncher(client, {'sim': {'driver': 'simulated',
                                              'options': {'state-dir': state_dir}}},
                             LauncherSettingsConf(cleanup_interval=3600),
@@ -177,6 +190,7 @@ def run_zuul(hosts: str, max_servers: int, state_dir: str, providers: int,
     launcher.stop()
     client.stop()
     client.close()
+    report_ops('zuul-launcher', ops)
 
 
 def publish_zuul_providers(client, max_servers: int, state_dir: str,

@@ -115,7 +115,9 @@ JOBS = """
 - job:
     name: validate-netns-root
     image-build-name: netns-root
-    run: playbooks/on-image.yaml
+    run: playbooks/validate-image.yaml
+    vars:
+      image_dir: {image_dir}
     nodeset:
       nodes:
         - name: node
@@ -196,6 +198,19 @@ ON_IMAGE_PLAYBOOK = """
           booted: "{{ hostvars['node'].booted.stdout_lines }}"
 """
 
+# The validation job: the same, held while {image_dir}/hold-validation
+# exists (so the test can look at an upload that is not validated yet).
+VALIDATE_PLAYBOOK = ON_IMAGE_PLAYBOOK + """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Wait while the test holds validation
+      wait_for:
+        path: "{{ image_dir }}/hold-validation"
+        state: absent
+        timeout: 120
+"""
+
 DELETE_PLAYBOOK = """
 - hosts: localhost
   gather_facts: false
@@ -248,6 +263,12 @@ def finished(system, pipeline: str, job: str) -> list:
             if launch['pipeline'] == pipeline and b.job.name == job and b.result]
 
 
+def validations(system) -> int:
+    """Validation jobs launched so far."""
+    return len([launch for launch in system.launches
+                if launch['pipeline'] == 'image-validate'])
+
+
 @needs_netns
 @needs_launcher
 def test_image_build_pipeline_end_to_end(system, tmp_path, caplog):
@@ -262,6 +283,7 @@ def test_image_build_pipeline_end_to_end(system, tmp_path, caplog):
                                                            script=ROOTFS_IMAGE),
         'playbooks/build-image.yaml': textwrap.dedent(BUILD_PLAYBOOK),
         'playbooks/on-image.yaml': textwrap.dedent(ON_IMAGE_PLAYBOOK),
+        'playbooks/validate-image.yaml': textwrap.dedent(VALIDATE_PLAYBOOK),
         'playbooks/delete-image.yaml': textwrap.dedent(DELETE_PLAYBOOK)},
         'An image built by Zuul, and its pipelines')
     system.start()
@@ -285,10 +307,17 @@ def test_image_build_pipeline_end_to_end(system, tmp_path, caplog):
     assert store.builds(image) == []
     assert {launch['job'] for launch in system.launches} <= {'build-netns-root'}
 
-    # 2. zuul image-build: the build job returns the tarball; the zuul
-    #    reporter records the build and an upload for the provider.
+    # 2. A normal job asks for a node of the label: none can be served
+    #    (no build in service), so the request waits.  zuul image-build:
+    #    the build job returns the tarball; the zuul reporter records the
+    #    build and an upload for the provider.
     (image_dir / 'no-artifact').unlink()
+    hold = image_dir / 'hold-validation'
+    hold.write_text('hold\n')
     system.start_zuul_launcher()
+    early = system.store.create_change('org/app', 'master', 'Use the image', {'a': '1\n'})
+    wait(system, lambda: [r for r in routes if r['job'] == 'use-image'], timeout=60,
+         what='the normal node request')
     zuul_cli(system, 'image-build', '--tenant', 'example', '--image', 'netns-root')
     wait(system, lambda: store.builds(image), timeout=90, what='the first build recorded')
     (b1,) = store.builds(image)
@@ -308,37 +337,59 @@ def test_image_build_pipeline_end_to_end(system, tmp_path, caplog):
     assert os.path.isfile(os.path.join(u1.external_id, 'etc', 'nodepool-image'))
 
     # 4. image-validate: the validation job runs on a node booted from
-    #    that very upload, and the upload is validated; the build is in
-    #    service.
+    #    that very upload (the node record says so, and so does the node:
+    #    the marker is the build job's uuid).  While it runs the upload is
+    #    not in service: the normal request still waits.
+    wait(system, lambda: validations(system) == 1, timeout=120,
+         what='the validation job running')
+    (route,) = [r for r in routes if r['job'] == 'validate-netns-root']
+    (node,) = route['routed'].nodes
+    assert node.image_id == f'{image}-{b1.build_id}-{u1.uuid}'
+    assert store.get_build(image, b1.build_id).state == zi.BUILDING
+    assert store.in_service(image, provider) == []
+    assert 'use-image' not in [launch['job'] for launch in system.launches]
+    hold.unlink()
     wait(system, lambda: finished(system, 'image-validate', 'validate-netns-root'),
          timeout=120, what='the validation job')
     (v1,) = finished(system, 'image-validate', 'validate-netns-root')
     assert v1.result == 'SUCCESS', v1.result
     assert f'marker={job1.uuid}' in v1.result_data['booted'], v1.result_data
-    (route,) = [r for r in routes if r['job'] == 'validate-netns-root']
-    (node,) = route['routed'].nodes
-    assert node.image_id == f'{image}-{b1.build_id}-{u1.uuid}'
     wait(system, lambda: store.get_build(image, b1.build_id).state == zi.READY, timeout=60,
          what='the first build in service')
     assert store.get_upload(image, b1.build_id, provider).validated is True
 
-    # 5. A normal job on the label gets a node from the new upload.
-    change = system.store.create_change('org/app', 'master', 'Use the image', {'a': '1\n'})
-    wait(system, lambda: system.verified(change) != 0, timeout=120, what='check vote')
-    assert system.verified(change) == 1, system.messages(change)[-1]
+    # 5. The waiting normal job gets a node from the new upload.
+    wait(system, lambda: system.verified(early) != 0, timeout=120, what='check vote')
+    assert system.verified(early) == 1, system.messages(early)[-1]
     (use,) = finished(system, 'check', 'use-image')
     assert f'marker={job1.uuid}' in use.result_data['booted']
     (route,) = [r for r in routes if r['job'] == 'use-image']
     assert [n.image_id for n in route['routed'].nodes] == [node.image_id]
 
-    # 6. Two more builds: once three are in service (keep: 2) the oldest
-    #    is retired.
-    for count in (2, 3):
-        last = store.builds(image)[-1].build_id
-        zuul_cli(system, 'image-build', '--tenant', 'example', '--image', 'netns-root')
-        wait(system, lambda last=last: [b for b in store.builds(image)
-                                        if b.build_id > last and b.state == zi.READY],
-             timeout=150, what=f'build {count} in service')
+    # 6. A second build: while its upload awaits validation, new nodes
+    #    still boot from the first.
+    hold.write_text('hold\n')
+    zuul_cli(system, 'image-build', '--tenant', 'example', '--image', 'netns-root')
+    wait(system, lambda: validations(system) == 2, timeout=150,
+         what='the second validation job running')
+    b2 = store.builds(image)[-1]
+    assert b2.build_id > b1.build_id and b2.state == zi.BUILDING
+    middle = system.store.create_change('org/app', 'master', 'Still the first',
+                                        {'m': '1\n'})
+    wait(system, lambda: system.verified(middle) != 0, timeout=120, what='check vote')
+    assert system.verified(middle) == 1, system.messages(middle)[-1]
+    assert [n.image_id for r in routes if r['job'] == 'use-image'
+            for n in r['routed'].nodes][-1] == node.image_id
+    assert store.get_build(image, b2.build_id).state == zi.BUILDING
+    hold.unlink()
+    wait(system, lambda: store.get_build(image, b2.build_id).state == zi.READY,
+         timeout=60, what='the second build in service')
+
+    # A third: once three are in service (keep: 2) the oldest is retired.
+    zuul_cli(system, 'image-build', '--tenant', 'example', '--image', 'netns-root')
+    wait(system, lambda: [b for b in store.builds(image)
+                          if b.build_id > b2.build_id and b.state == zi.READY],
+         timeout=150, what='the third build in service')
     wait(system, lambda: b1.build_id not in [b.build_id for b in store.builds(image)],
          timeout=60, what='the oldest build deleted')
     assert [b.state for b in store.builds(image)] == [zi.READY, zi.READY]

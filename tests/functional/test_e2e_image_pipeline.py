@@ -430,3 +430,144 @@ def test_image_build_pipeline_end_to_end(system, tmp_path, caplog):
          timeout=60, what='the second image-delete job')
     assert not os.path.exists(b2.artifacts['tar'][len('file://'):])
     assert os.listdir(images_dir) == [os.path.basename(u3.external_id)]
+
+
+# Uploads in service at once (``image-validated: true``), one build kept.
+DIRECT_PIPELINES = """
+- pipeline:
+    name: image
+    manager: independent
+    trigger:
+      zuul:
+        - event: image-build
+    success:
+      zuul:
+        image-built: true
+        image-validated: true
+- pipeline:
+    name: image-delete
+    manager: independent
+    trigger:
+      zuul:
+        - event: image-delete
+"""
+
+HELD_JOBS = """
+- job:
+    name: build-netns-root
+    image-build-name: netns-root
+    run: playbooks/build-image.yaml
+    vars:
+      image_dir: {image_dir}
+      rootfs_script: {script}
+- job:
+    name: delete-netns-root
+    image-build-name: netns-root
+    run: playbooks/delete-image.yaml
+- job:
+    name: use-image
+    run: playbooks/held.yaml
+    vars:
+      image_dir: {image_dir}
+    nodeset:
+      nodes:
+        - name: node
+          label: zl-image
+- project:
+    image:
+      jobs:
+        - build-netns-root
+    image-delete:
+      jobs:
+        - delete-netns-root
+"""
+
+HELD_PLAYBOOK = ON_IMAGE_PLAYBOOK + """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Keep the node while the test holds it
+      wait_for:
+        path: "{{ image_dir }}/hold-node"
+        state: absent
+        timeout: 120
+"""
+
+
+@needs_netns
+@needs_launcher
+def test_retired_upload_stays_while_a_node_runs_on_it(system, tmp_path):
+    """``image-validated: true``: a build is in service once uploaded (no
+    image-validate event).  With ``keep: 1`` (the section's image entry)
+    the second build in service retires the first, but the provider keeps
+    its upload while a node still runs on it; new nodes boot from the
+    second; once the node is gone the upload and the records go."""
+    image_dir = tmp_path / 'images'
+    image_dir.mkdir()
+    hold = image_dir / 'hold-node'
+    hold.write_text('hold\n')
+    system.create_projects(app_config=APP, pipelines=BASE_PIPELINES + DIRECT_PIPELINES)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/nodes.yaml': textwrap.dedent(NODE_OBJECTS).replace(
+            '    images:\n      - name: netns-root\n',
+            '    images:\n      - name: netns-root\n        keep: 1\n'),
+        'zuul.d/images.yaml': textwrap.dedent(HELD_JOBS).format(image_dir=image_dir,
+                                                                script=ROOTFS_IMAGE),
+        'playbooks/build-image.yaml': textwrap.dedent(BUILD_PLAYBOOK),
+        'playbooks/held.yaml': textwrap.dedent(HELD_PLAYBOOK),
+        'playbooks/delete-image.yaml': textwrap.dedent(DELETE_PLAYBOOK)},
+        'An image built by Zuul, in service once uploaded')
+    system.start()
+    layout = system.scheduler.tenants['example'].layout
+    assert [e.reason for e in getattr(layout, 'errors', []) if
+            getattr(e, 'severity', 'error') == 'error'] == []
+    routes = record_routes(system)
+    store = zi.ImageStore(system.service.zk.client)
+    image = layout.images['netns-root'].canonical_name
+    provider = next(name for name in layout.resolved_providers
+                    if name.endswith('/' + ZL_PROVIDER))
+    system.start_zuul_launcher()
+
+    # The startup build goes into service as soon as it is uploaded.
+    wait(system, lambda: [b for b in store.builds(image) if b.state == zi.READY],
+         timeout=120, what='the first build in service')
+    (b1,) = store.builds(image)
+    u1 = store.get_upload(image, b1.build_id, provider)
+    assert b1.validated and u1.validated and u1.external_id
+    assert [launch['pipeline'] for launch in system.launches] == ['image']
+
+    # A node runs on it...
+    change = system.store.create_change('org/app', 'master', 'Hold a node', {'a': '1\n'})
+    wait(system, lambda: 'use-image' in [launch['job'] for launch in system.launches],
+         timeout=120, what='the job holding a node')
+    (route,) = [r for r in routes if r['job'] == 'use-image']
+    (node,) = route['routed'].nodes
+    assert node.image_id == f'{image}-{b1.build_id}-{u1.uuid}'
+
+    # ... when a second build retires the first (keep: 1).
+    zuul_cli(system, 'image-build', '--tenant', 'example', '--image', 'netns-root')
+    wait(system, lambda: [b for b in store.builds(image)
+                          if b.build_id > b1.build_id and b.state == zi.READY],
+         timeout=120, what='the second build in service')
+    b2 = store.builds(image)[-1]
+    u2 = store.get_upload(image, b2.build_id, provider)
+    wait(system, lambda: store.get_build(image, b1.build_id).state == zi.DELETING,
+         timeout=60, what='the first build retired')
+    assert [u.external_id for u in store.in_service(image, provider)] == [u2.external_id]
+    # The provider refuses to delete an image a node runs on: the upload
+    # and the build record stay until the node is gone.
+    wait(system, lambda: 'in use by' in system.launcher_log(), timeout=60,
+         what='the launcher trying to delete the first upload')
+    assert os.path.isdir(u1.external_id)
+    assert store.get_upload(image, b1.build_id, provider) is not None
+    assert not finished(system, 'image-delete', 'delete-netns-root')
+
+    hold.unlink()
+    wait(system, lambda: system.verified(change) != 0, timeout=120, what='check vote')
+    assert system.verified(change) == 1, system.messages(change)[-1]
+    wait(system, lambda: [b.build_id for b in store.builds(image)] == [b2.build_id],
+         timeout=60, what='the first build deleted')
+    assert not os.path.exists(u1.external_id) and os.path.isdir(u2.external_id)
+    wait(system, lambda: finished(system, 'image-delete', 'delete-netns-root'), timeout=60,
+         what='the image-delete job')
+    assert not os.path.exists(b1.artifacts['tar'][len('file://'):])

@@ -287,3 +287,57 @@ def test_a_provider_that_starts_using_the_image_gets_the_builds_in_use(zk_client
     upload = store.get_upload(IMAGE, '0000000000', P2)
     assert upload.state == zi.READY and upload.validated and len(b.specs) == 1
     assert [u.provider for u in store.in_service(IMAGE, P2)] == [P2]
+
+
+def test_keep_and_formats_are_image_attributes_of_the_config():
+    """``keep`` and ``formats`` (read by ImageLifecycle.keep and the build
+    job's zuul.image_formats) load from an image, a section's images entry
+    or image-defaults, and reach the resolved provider."""
+    import textwrap
+
+    from zuul.configloader.layout import ConfigFile, LayoutLoader
+    from zuul.driver.registry import default_registry
+    from zuul.model.tenant import Tenant, TenantProject
+    from zuul.scheduler.images import image_formats
+
+    project = TenantProject('gerrit', 'org/images', trusted=True)
+    text = textwrap.dedent("""
+        - image:
+            name: debian
+            type: zuul
+            keep: 2
+        - flavor:
+            name: normal
+        - label:
+            name: debian-small
+            image: debian
+            flavor: normal
+        - section:
+            name: cloud
+            connection: cloud
+            images:
+              - name: debian
+                keep: 3
+                formats: [raw]
+            flavors:
+              - name: normal
+        - provider:
+            name: cloud-a
+            section: cloud
+            labels:
+              - name: debian-small
+        - image:
+            name: broken
+            type: zuul
+            keep: 0
+        """)
+    loader = LayoutLoader(default_registry(), connections={'gerrit': 'gerrit',
+                                                           'cloud': 'openstack'},
+                          canonical_hostnames={'gerrit': 'review.example.org'})
+    layout = loader.load(Tenant(name='t1', projects=[project]),
+                         [ConfigFile('zuul.yaml', text, project, 'master')])
+    reasons = [e.reason for e in layout.errors if e.severity == 'error']
+    assert len(reasons) == 1 and 'keep' in reasons[0], reasons
+    providers = layout.resolved_providers
+    assert ImageLifecycle(None, providers=lambda: providers).keep(IMAGE, providers) == 3
+    assert image_formats([layout], IMAGE, {'cloud': 'openstack'}) == ['raw']

@@ -45,6 +45,9 @@ IMAGE_ATTRIBUTES = {
     'import-timeout': int, 'image-name': str, 'image-id': str, 'image-filters': dict,
     'volume-size': int, 'volume-type': str, 'architecture': str, 'branch': str,
     'host-key-checking': bool,
+    # Zuul-built images (``type: zuul``): the builds to keep in service and
+    # the formats the build job should produce for this provider.
+    'keep': vs.All(int, vs.Range(min=1)), 'formats': [str],
 }
 # Flavor attributes: a ``flavor`` stanza, a ``flavors`` entry, ``flavor-defaults``.
 FLAVOR_ATTRIBUTES = {

@@ -556,10 +556,12 @@ def test_retired_upload_stays_while_a_node_runs_on_it(system, tmp_path):
     assert [u.external_id for u in store.in_service(image, provider)] == [u2.external_id]
     # The provider refuses to delete an image a node runs on: the upload
     # and the build record stay until the node is gone.
-    wait(system, lambda: 'in use by' in system.launcher_log(), timeout=60,
-         what='the launcher trying to delete the first upload')
+    wait(system, lambda: 'in use by' in (
+        store.get_upload(image, b1.build_id, provider).error or ''), timeout=60,
+        what='the launcher trying to delete the first upload')
     assert os.path.isdir(u1.external_id)
-    assert store.get_upload(image, b1.build_id, provider) is not None
+    assert store.get_upload(image, b1.build_id, provider).state == zi.DELETING
+    assert system.launcher_log().count('refused (image') == 1
     assert not finished(system, 'image-delete', 'delete-netns-root')
 
     hold.unlink()

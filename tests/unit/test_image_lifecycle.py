@@ -218,6 +218,41 @@ def test_keep_setting_and_deleting_waits_for_other_launchers_provider(zk_client,
     assert len(b.deleted) == 1
 
 
+def test_a_refused_delete_is_retried_and_said_once(zk_client, tmp_path, caplog):
+    """A provider refusing to delete an upload (a node runs on it) keeps
+    the upload and the build; the refusal is logged once (no traceback)
+    and recorded on the upload; once it is allowed, both go."""
+    store = zi.ImageStore(zk_client)
+
+    class Refusing(MemoryAdapter):
+        refuse = True
+
+        def delete_image(self, external_id):
+            if self.refuse:
+                raise ProviderError(f'image {external_id} is in use by node-1')
+            super().delete_image(external_id)
+
+    a = Refusing(P1)
+    life = ImageLifecycle(zk_client, providers=_p1_only)
+    build = _build(store, tmp_path, 1, providers=[P1])
+    life.run_once({P1: a})
+    build = store.find_build(build.uuid)
+    build.state = zi.DELETING
+    store.update_build(build)
+    caplog.set_level('DEBUG', logger='zuul.launcher.images')
+    for _ in range(3):
+        life.run_once({P1: a})
+    upload = store.get_upload(IMAGE, build.build_id, P1)
+    assert upload.state == zi.DELETING and 'in use by node-1' in upload.error
+    refusals = [r for r in caplog.records if 'refused' in r.getMessage()]
+    assert len(refusals) == 1 and refusals[0].exc_info is None
+    assert store.get_build(IMAGE, build.build_id) is not None and store.events() == []
+    a.refuse = False
+    life.run_once({P1: a})
+    assert store.builds(IMAGE) == [] and a.images == {}
+    assert [e.type for e in store.events()] == ['image-delete']
+
+
 def test_operator_delete_of_a_build(zk_client, tmp_path):
     store = zi.ImageStore(zk_client)
     a = MemoryAdapter(P1)

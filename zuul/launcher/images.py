@@ -34,7 +34,7 @@ import tempfile
 import urllib.parse
 import urllib.request
 
-from nodepool.driver import UploadSpec
+from nodepool.driver import ProviderError, UploadSpec
 from zuul.zk import images as zi
 from zuul.zk.launcher_config import read_all
 
@@ -98,6 +98,9 @@ class ImageLifecycle:
         self.download_dir = download_dir
         self.identifier = identifier or f'{socket.gethostname()}-{os.getpid()}'
         self.lock_timeout = lock_timeout
+        #: (image, build id, provider) -> why the provider last refused
+        #: to delete that upload (logged once per reason).
+        self._delete_refused: dict[tuple, str] = {}
 
     # -- the cycle ----------------------------------------------------------
 
@@ -322,14 +325,28 @@ class ImageLifecycle:
             if fresh is None:
                 return
             if fresh.external_id:
-                fresh.state = zi.DELETING
-                self.store.update_upload(fresh)
+                key = (fresh.image, fresh.build_id, fresh.provider)
+                if fresh.state != zi.DELETING:
+                    fresh.state = zi.DELETING
+                    self.store.update_upload(fresh)
                 try:
                     adapter.delete_image(fresh.external_id)
+                except ProviderError as e:
+                    # Refused (e.g. a node still runs on it): expected, and
+                    # retried every cycle, so said once per reason.
+                    if self._delete_refused.get(key) != str(e):
+                        self._delete_refused[key] = str(e)
+                        log.warning('Deleting image %s from %s refused (%s); retrying '
+                                    'until it succeeds', fresh.external_id,
+                                    fresh.provider, e)
+                        fresh.error = str(e)[:500]
+                        self.store.update_upload(fresh)
+                    return
                 except Exception:
                     log.exception('Deleting image %s from %s failed; retrying later',
                                   fresh.external_id, fresh.provider)
                     return
+                self._delete_refused.pop(key, None)
             log.info('Image %s build %s removed from %s', fresh.image, fresh.build_id,
                      fresh.provider)
         finally:

@@ -59,6 +59,8 @@ def test_configuration_examples_load():
         ['image', 'image-delete', 'image-validate']
     canonical = f'{HOST}/org/images/debian-unstable'
     assert image_formats([layout], canonical, {'cloud-east': 'openstack'}) == ['qcow2']
+    (provider,) = layout.resolved_providers.values()
+    assert provider.images[canonical].settings['keep'] == 2
     [task] = [t for t in yaml.safe_load(playbook)[0]['tasks'] if 'zuul_return' in t]
     [artifact] = task['zuul_return']['data']['zuul']['artifacts']
     assert artifact['metadata']['type'] == 'zuul_image'

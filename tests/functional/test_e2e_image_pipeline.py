@@ -209,6 +209,12 @@ VALIDATE_PLAYBOOK = ON_IMAGE_PLAYBOOK + """
         path: "{{ image_dir }}/hold-validation"
         state: absent
         timeout: 120
+    - stat:
+        path: "{{ image_dir }}/fail-validation"
+      register: fail_validation
+    - fail:
+        msg: The test asked this validation to fail
+      when: fail_validation.stat.exists
 """
 
 DELETE_PLAYBOOK = """
@@ -573,3 +579,57 @@ def test_retired_upload_stays_while_a_node_runs_on_it(system, tmp_path):
     wait(system, lambda: finished(system, 'image-delete', 'delete-netns-root'), timeout=60,
          what='the image-delete job')
     assert not os.path.exists(b1.artifacts['tar'][len('file://'):])
+
+
+@needs_netns
+@needs_launcher
+def test_a_build_that_fails_validation_never_serves_and_is_superseded(system, tmp_path):
+    """The validation job fails: the upload stays unvalidated, the build
+    never goes into service and serves no node; once a newer build is in
+    service the failed one is deleted (upload, records, image-delete)."""
+    image_dir = tmp_path / 'images'
+    image_dir.mkdir()
+    (image_dir / 'fail-validation').write_text('fail\n')
+    system.create_projects(app_config=APP, pipelines=BASE_PIPELINES + IMAGE_PIPELINES)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/nodes.yaml': textwrap.dedent(NODE_OBJECTS),
+        'zuul.d/images.yaml': textwrap.dedent(JOBS).format(image_dir=image_dir,
+                                                           script=ROOTFS_IMAGE),
+        'playbooks/build-image.yaml': textwrap.dedent(BUILD_PLAYBOOK),
+        'playbooks/on-image.yaml': textwrap.dedent(ON_IMAGE_PLAYBOOK),
+        'playbooks/validate-image.yaml': textwrap.dedent(VALIDATE_PLAYBOOK),
+        'playbooks/delete-image.yaml': textwrap.dedent(DELETE_PLAYBOOK)},
+        'An image built by Zuul, and its pipelines')
+    system.start()
+    store = zi.ImageStore(system.service.zk.client)
+    layout = system.scheduler.tenants['example'].layout
+    image = layout.images['netns-root'].canonical_name
+    provider = next(name for name in layout.resolved_providers
+                    if name.endswith('/' + ZL_PROVIDER))
+    system.start_zuul_launcher()
+
+    # The startup build is uploaded; its validation fails.
+    wait(system, lambda: finished(system, 'image-validate', 'validate-netns-root'),
+         timeout=150, what='the first validation job')
+    (v1,) = finished(system, 'image-validate', 'validate-netns-root')
+    assert v1.result == 'FAILURE'
+    system.settle()
+    (b1,) = store.builds(image)
+    u1 = store.get_upload(image, b1.build_id, provider)
+    assert b1.state == zi.BUILDING and u1.external_id and not u1.validated
+    assert store.in_service(image, provider) == []
+
+    # A newer build passes: it goes into service and the failed one goes.
+    (image_dir / 'fail-validation').unlink()
+    zuul_cli(system, 'image-build', '--tenant', 'example', '--image', 'netns-root')
+    wait(system, lambda: [b for b in store.builds(image)
+                          if b.build_id > b1.build_id and b.state == zi.READY],
+         timeout=150, what='the second build in service')
+    wait(system, lambda: b1.build_id not in [b.build_id for b in store.builds(image)],
+         timeout=60, what='the failed build deleted')
+    assert not os.path.exists(u1.external_id)
+    wait(system, lambda: finished(system, 'image-delete', 'delete-netns-root'), timeout=60,
+         what='the image-delete job')
+    assert not os.path.exists(b1.artifacts['tar'][len('file://'):])
+    (b2,) = store.builds(image)
+    assert [u.build_id for u in store.in_service(image, provider)] == [b2.build_id]

@@ -166,7 +166,8 @@ class RequestAssigner:
     # -- one pass ------------------------------------------------------------------
 
     def _read(self) -> tuple[list[Node], list[NodeRequest]]:
-        snapshot = self.launcher.snapshot()
+        # run_once has just checked (or taken) the lock: a round trip.
+        snapshot = self.launcher.snapshot(round_trip_done=True)
         if snapshot is not None:
             self.cached_passes += 1
             return snapshot

@@ -122,17 +122,24 @@ class FencedCache(RecordCache):
         return True
 
 
-def fence(client, caches: list[FencedCache | None], timeout: float = 10.0) -> bool:
+def fence(client, caches: list[FencedCache | None], timeout: float = 10.0,
+          round_trip_done: bool = False) -> bool:
     """Make ``caches`` (all over ``client``) reflect every change
-    committed before this call; False if that cannot be done now."""
+    committed before this call; False if that cannot be done now.
+
+    ``round_trip_done``: the caller has just had the answer to a request
+    of its own over ``client`` (a loop that has just checked its lock),
+    which gives step 1's guarantee as of that request: the ``sync`` is
+    left out."""
     if not caches or any(c is None or not c.synced.is_set() or c._stopped for c in caches):
         return False
     deadline = time.monotonic() + timeout
-    try:
-        client.sync(caches[0].root)
-    except KazooException as e:
-        log.debug('Fence: sync failed: %s', e)
-        return False
+    if not round_trip_done:
+        try:
+            client.sync(caches[0].root)
+        except KazooException as e:
+            log.debug('Fence: sync failed: %s', e)
+            return False
     marks: dict[int, int] = {}
     done = threading.Event()
 

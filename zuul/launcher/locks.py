@@ -44,7 +44,9 @@ class LoopLock:
         self._next_try = 0.0
 
     def acquire(self) -> bool:
-        """True if this launcher holds the lock for the next pass."""
+        """True if this launcher holds the lock for the next pass (found
+        out with at least one ZooKeeper round trip made now, which the
+        loops' cache fences rely on, see zuul.launcher.cache)."""
         now = time.monotonic()
         if self.held:
             ours = self._still_ours()

@@ -158,7 +158,8 @@ class ProviderLoop:
     # -- one pass ------------------------------------------------------------------
 
     def _pass(self) -> None:
-        snapshot = self.launcher.snapshot(self.name)
+        # run_once has just checked (or taken) the lock: a round trip.
+        snapshot = self.launcher.snapshot(self.name, round_trip_done=True)
         if snapshot is not None:
             nodes, requests = snapshot
             request_ids = {r.id for r in requests}

@@ -222,14 +222,16 @@ class ZuulLauncher:
         with self._lock:
             return {name: loop.adapter for name, loop in self.loops.items()}
 
-    def snapshot(self, provider: str | None = None) -> tuple[list[Node], list[NodeRequest]] | None:
+    def snapshot(self, provider: str | None = None, round_trip_done: bool = False
+                 ) -> tuple[list[Node], list[NodeRequest]] | None:
         """Copies of the cached nodes (of ``provider``, or all) and open
         requests, at least as fresh as a read made now (see
         zuul.launcher.cache); None if the caches cannot say (read
         ZooKeeper instead).  Nodes are taken before requests, so a node
         seen gone never hides a decline written before it went."""
         nodes_cache, requests_cache = self.node_cache, self.request_cache
-        if not fence(self.client, [nodes_cache, requests_cache, self.state_cache]):
+        if not fence(self.client, [nodes_cache, requests_cache, self.state_cache],
+                     round_trip_done=round_trip_done):
             return None
         nodes = [copy.copy(n) for n in nodes_cache.values()
                  if provider is None or n.provider == provider]

@@ -564,7 +564,9 @@ class UnservableProviderLoop:
         if not self.lock.acquire():
             return False
         try:
-            for node in self.zk.get_nodes():
+            snapshot = self.launcher.snapshot(self.name, round_trip_done=True)
+            nodes = snapshot[0] if snapshot is not None else self.zk.get_nodes()
+            for node in nodes:
                 if node.provider != self.name or node.state != BUILDING:
                     continue
                 try:

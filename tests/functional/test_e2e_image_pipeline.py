@@ -275,6 +275,7 @@ def validations(system) -> int:
                 if launch['pipeline'] == 'image-validate'])
 
 
+@pytest.mark.slow
 @needs_netns
 @needs_launcher
 def test_image_build_pipeline_end_to_end(system, tmp_path, caplog):

@@ -275,6 +275,8 @@ class ZuulSystem:
         log.close()
         self.launcher_procs.append(proc)
         client = self.service.zk.client if getattr(self.service, 'zk', None) else None
+        if client is not None and not client.connected:
+            client = None           # the scheduler is stopped (restart_scheduler)
         if client is not None:
             before = set(client.get_children(ZUUL_LAUNCHER.launcher_root))
 
@@ -340,6 +342,19 @@ class ZuulSystem:
             self.builds.append(build)
             return real(tenant, pipeline, item, job, nodeset, build)
         adapter.execute = execute
+
+    def restart_scheduler(self, down=None) -> None:
+        """Stop the scheduler daemon's service, call ``down()`` (if given)
+        while none runs, and start a new one on the same zuul.conf (its
+        launch records start afresh)."""
+        self.service.stop()
+        if down is not None:
+            down()
+        self.service = SchedulerService(self.conf)
+        self.service.start()
+        gerrit = self.service.connections.get('gerrit')
+        assert gerrit.stream.connected.wait(30)
+        self._record_launches()
 
     def stop(self) -> None:
         self.statsd.close()

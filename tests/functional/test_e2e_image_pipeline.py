@@ -47,6 +47,7 @@ from tests.functional.test_e2e_zuul_launcher import (
     record_routes,
     wait,
 )
+from tests.harness.waiting import wait_for
 from zuul.zk import images as zi
 
 IMAGE_PIPELINES = """
@@ -634,3 +635,57 @@ def test_a_build_that_fails_validation_never_serves_and_is_superseded(system, tm
     assert not os.path.exists(b1.artifacts['tar'][len('file://'):])
     (b2,) = store.builds(image)
     assert [u.build_id for u in store.in_service(image, provider)] == [b2.build_id]
+
+
+@needs_netns
+@needs_launcher
+def test_image_events_wait_in_zookeeper_while_no_scheduler_runs(system, tmp_path):
+    """The startup build is recorded; the scheduler stops; zuul-launcher
+    uploads it and queues image-validate in /zuul/events/image, where it
+    waits; a new scheduler emits no image-build (the image has a build),
+    takes the event and the validation puts the build into service."""
+    from kazoo.client import KazooClient
+    image_dir = tmp_path / 'images'
+    image_dir.mkdir()
+    system.create_projects(app_config=APP, pipelines=BASE_PIPELINES + IMAGE_PIPELINES)
+    system.store.push_branch('org/project-config', 'master', {
+        'zuul.d/nodes.yaml': textwrap.dedent(NODE_OBJECTS),
+        'zuul.d/images.yaml': textwrap.dedent(JOBS).format(image_dir=image_dir,
+                                                           script=ROOTFS_IMAGE),
+        'playbooks/build-image.yaml': textwrap.dedent(BUILD_PLAYBOOK),
+        'playbooks/on-image.yaml': textwrap.dedent(ON_IMAGE_PLAYBOOK),
+        'playbooks/validate-image.yaml': textwrap.dedent(VALIDATE_PLAYBOOK),
+        'playbooks/delete-image.yaml': textwrap.dedent(DELETE_PLAYBOOK)},
+        'An image built by Zuul, and its pipelines')
+    system.start()
+    layout = system.scheduler.tenants['example'].layout
+    image = layout.images['netns-root'].canonical_name
+    provider = next(name for name in layout.resolved_providers
+                    if name.endswith('/' + ZL_PROVIDER))
+    client = KazooClient(hosts=system.conf.zookeeper.hosts)
+    client.start()
+    try:
+        store = zi.ImageStore(client)
+        wait(system, lambda: store.builds(image), timeout=120, what='the startup build')
+        system.settle()
+        (b1,) = store.builds(image)
+
+        def while_down():
+            system.start_zuul_launcher()
+            wait_for(lambda: [e for e in store.events() if e.type == 'image-validate'],
+                     timeout=60, what='image-validate queued in ZooKeeper')
+            (event,) = store.events()
+            assert (event.image, event.build_id) == (image, b1.build_id)
+            upload = store.get_upload(image, b1.build_id, provider)
+            assert upload.external_id and not upload.validated
+
+        system.restart_scheduler(down=while_down)
+        wait(system, lambda: store.get_build(image, b1.build_id).state == zi.READY,
+             timeout=120, what='the build in service after the restart')
+        assert store.events() == []
+        assert [(launch['pipeline'], launch['job']) for launch in system.launches] == [
+            ('image-validate', 'validate-netns-root')]
+        assert [b.build_id for b in store.builds(image)] == [b1.build_id]
+    finally:
+        client.stop()
+        client.close()

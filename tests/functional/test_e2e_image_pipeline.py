@@ -19,7 +19,14 @@ validation job on a node booted from that upload (node record and the
 node's own /etc/nodepool-image say so); the upload is validated and the
 build goes into service; a normal job gets a node from it; two more
 builds later the oldest is retired: its upload leaves the provider, an
-image-delete job removes its file, and its records are gone.
+image-delete job removes its file, and its records are gone; the
+commands list and delete builds.
+
+Also: with ``image-validated: true`` and ``keep: 1`` a retired upload a
+node still runs on stays (the provider refuses, the launcher says so
+once) until the node is gone; a build whose validation fails never
+serves and is deleted once a newer build is in service; image events
+wait in ZooKeeper while no scheduler runs.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from nodepool.driver import (
 )
 from nodepool.driver.sshutil import SSHCheckError, wait_for_ssh
 from nodepool.zk import api as zkapi
-from nodepool.zk.records import DELETING, READY, TESTING, Node
+from nodepool.zk.records import DELETING, READY, TESTING, Node, apply_instance
 
 log = logging.getLogger('nodepool.launcher.node')
 
@@ -42,20 +42,6 @@ BOOTING = 'booting'
 CHECKING = 'checking'
 DONE = 'done'
 FAILED = 'failed'
-
-
-def apply_instance(node: Node, inst: Instance) -> None:
-    """Copy what the provider reports onto the node record."""
-    for attr in ('interface_ip', 'public_ipv4', 'private_ipv4', 'public_ipv6', 'hostname',
-                 'region', 'az', 'cloud', 'host_id', 'connection_type'):
-        value = getattr(inst, attr)
-        if value is not None:
-            setattr(node, attr, value)
-    node.connection_port = inst.connection_port or node.connection_port
-    node.host_keys = list(inst.host_keys or node.host_keys)
-    node.username = node.username or inst.username
-    if not node.interface_ip:
-        node.interface_ip = inst.public_ipv4 or inst.public_ipv6 or inst.private_ipv4
 
 
 class NodeLaunchStateMachine:

@@ -273,6 +273,23 @@ class Node(_Record):
             self.private_ipv4
 
 
+def apply_instance(node: Node, inst) -> None:
+    """Copy what a provider reports about an instance
+    (``nodepool.driver.Instance``) onto its node record: addresses,
+    location, connection details and host keys.  Both launchers
+    (nodepool-launcher and zuul-launcher) use it."""
+    for attr in ('interface_ip', 'public_ipv4', 'private_ipv4', 'public_ipv6', 'hostname',
+                 'region', 'az', 'cloud', 'host_id', 'connection_type'):
+        value = getattr(inst, attr)
+        if value is not None:
+            setattr(node, attr, value)
+    node.connection_port = inst.connection_port or node.connection_port
+    node.host_keys = list(inst.host_keys or node.host_keys)
+    node.username = node.username or inst.username
+    node.interface_ip = node.interface_ip or inst.public_ipv4 or inst.public_ipv6 or \
+        inst.private_ipv4
+
+
 @dataclass
 class LauncherRecord(_Record):
     """``/nodepool/launchers/<hostname>-<pid>-<tid>`` (ephemeral): one

@@ -57,7 +57,7 @@ from nodepool.zk.records import (
     Node,
     NodeRequest,
 )
-from zuul.launcher.locks import LoopLock
+from zuul.launcher.locks import LockedLoop, LoopLock
 from zuul.launcher.providers import POOL
 from zuul.launcher.quota import QUEUED, ProviderQuota
 
@@ -139,7 +139,7 @@ class _Writes:
         self.creates, self.sets = [], []
 
 
-class RequestAssigner:
+class RequestAssigner(LockedLoop):
     """One launcher's side of the global request loop."""
 
     def __init__(self, launcher):
@@ -150,18 +150,6 @@ class RequestAssigner:
                              wake=launcher.wake_requests)
         self.passes = 0
         self.cached_passes = 0
-
-    def run_once(self) -> bool:
-        """One pass if this launcher holds (or gets) the global lock;
-        False if another launcher has it."""
-        if not self.lock.acquire():
-            return False
-        try:
-            self._pass()
-            self.passes += 1
-        finally:
-            self.lock.pass_done()
-        return True
 
     # -- one pass ------------------------------------------------------------------
 

@@ -132,3 +132,28 @@ class LoopLock:
         self._changed = True
         if self.wake is not None:
             self.wake()
+
+
+class LockedLoop:
+    """A loop whose passes run only while this launcher holds ``lock``
+    (the global request loop, each provider loop): subclasses set
+    ``lock`` and implement ``_pass``."""
+
+    lock: LoopLock
+    passes = 0
+
+    def run_once(self) -> bool:
+        """One pass if this launcher holds (or gets) the lock; False if
+        another launcher has it."""
+        if not self.lock.acquire():
+            return False
+        try:
+            self._pass()
+            self.passes += 1
+        finally:
+            self.lock.pass_done()
+        return True
+
+    def _pass(self) -> None:
+        raise NotImplementedError
+

@@ -37,7 +37,6 @@ import time
 
 from nodepool.driver import (
     ImageRef,
-    Instance,
     InstanceSpec,
     LaunchError,
     ProviderError,
@@ -46,7 +45,7 @@ from nodepool.driver import (
 )
 from nodepool.driver.sshutil import ssh_banner
 from nodepool.zk.api import RecordChangedError
-from nodepool.zk.records import READY, Node
+from nodepool.zk.records import READY, Node, apply_instance
 from zuul.launcher.quota import QUEUED
 
 log = logging.getLogger('zuul.launcher.node')
@@ -81,20 +80,6 @@ def failure_kind(error: BaseException) -> str:
 def node_tag(node: Node) -> str:
     """How log lines name a node (with its request's event id)."""
     return f'[e: {node.event_id}] node {node.id} ({node.type}, request {node.allocated_to})'
-
-
-def apply_instance(node: Node, inst: Instance) -> None:
-    """What the provider reports about a ready instance, on the record."""
-    for attr in ('interface_ip', 'public_ipv4', 'private_ipv4', 'public_ipv6', 'hostname',
-                 'region', 'az', 'cloud', 'host_id', 'connection_type'):
-        value = getattr(inst, attr)
-        if value is not None:
-            setattr(node, attr, value)
-    node.connection_port = inst.connection_port or node.connection_port
-    node.host_keys = list(inst.host_keys or node.host_keys)
-    node.username = node.username or inst.username
-    node.interface_ip = node.interface_ip or inst.public_ipv4 or inst.public_ipv6 or \
-        inst.private_ipv4
 
 
 class NodeLaunchSteps:

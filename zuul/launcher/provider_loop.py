@@ -60,7 +60,7 @@ from nodepool.zk.records import (
     read_many,
     request_sort_key,
 )
-from zuul.launcher.locks import LoopLock
+from zuul.launcher.locks import LockedLoop, LoopLock
 from zuul.launcher.node_machine import NodeLaunchSteps, decline, node_tag
 from zuul.launcher.providers import ServedProvider
 from zuul.launcher.quota import QUEUED, ProviderQuota
@@ -99,7 +99,7 @@ def _is_ipv4(name: str) -> bool:
         return False
 
 
-class ProviderLoop:
+class ProviderLoop(LockedLoop):
     """The loop of one provider in this launcher."""
 
     def __init__(self, launcher, served: ServedProvider):
@@ -126,16 +126,6 @@ class ProviderLoop:
         self._quota_error: list | None = None
         self._state_written: tuple | None = None
         self._state_lock = threading.Lock()
-
-    def run_once(self) -> bool:
-        if not self.lock.acquire():
-            return False
-        try:
-            self._pass()
-            self.passes += 1
-        finally:
-            self.lock.pass_done()
-        return True
 
     # -- reading -------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException
 
 from nodepool.driver import DriverRegistry, ImageRef, ProviderAdapter
 from nodepool.zk.api import NodepoolZooKeeper
@@ -61,6 +61,7 @@ from zuul.launcher.providers import ProviderTranslationError, ServedProvider, bu
 from zuul.launcher.providers import is_static as provider_is_static
 from zuul.launcher.quota import QUEUED
 from zuul.model.launcher import ResolvedProvider, quote_name
+from zuul.zk import launcher_config
 from zuul.zk.launcher_config import PROVIDER_ROOT
 
 log = logging.getLogger('zuul.launcher')
@@ -363,21 +364,8 @@ class ZuulLauncher:
         self.wake_requests()
 
     def _read_providers(self) -> dict[str, ResolvedProvider]:
-        import json
         self.client.ensure_path(PROVIDER_ROOT)
-        out = {}
-        for child in self.client.get_children(PROVIDER_ROOT, watch=self._provider_watch):
-            try:
-                raw, _ = self.client.get(f'{PROVIDER_ROOT}/{child}',
-                                         watch=self._provider_watch)
-                provider = ResolvedProvider.from_dict(json.loads(raw.decode('utf8')))
-            except NoNodeError:
-                continue
-            except (ValueError, TypeError, KeyError) as e:
-                log.error('Unreadable provider record %s: %s', child, e)
-                continue
-            out[provider.canonical_name] = provider
-        return out
+        return launcher_config.read_all(self.client, watch=self._provider_watch)
 
     def _serves(self, resolved: ResolvedProvider) -> bool:
         if self.only_connections is None:

@@ -73,17 +73,19 @@ def publish(client, providers: dict[str, ResolvedProvider]) -> None:
             log.info('Provider %s updated', provider.canonical_name)
 
 
-def read_all(client) -> dict[str, ResolvedProvider]:
+def read_all(client, watch=None) -> dict[str, ResolvedProvider]:
     """Every published provider; one that cannot be read is logged and
-    left out (a newer scheduler's schema, a torn write)."""
+    left out (a newer scheduler's schema, a torn write).  ``watch`` is
+    set on the tree and on every provider read (a launcher re-reads when
+    it fires)."""
     out: dict[str, ResolvedProvider] = {}
     try:
-        children = client.get_children(PROVIDER_ROOT)
+        children = client.get_children(PROVIDER_ROOT, watch=watch)
     except NoNodeError:
         return out
     for child in children:
         try:
-            raw, _ = client.get(f'{PROVIDER_ROOT}/{child}')
+            raw, _ = client.get(f'{PROVIDER_ROOT}/{child}', watch=watch)
             provider = ResolvedProvider.from_dict(json.loads(raw.decode('utf8')))
         except NoNodeError:
             continue

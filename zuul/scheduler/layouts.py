@@ -42,21 +42,31 @@ class ConfigFetchError(Exception):
 class MergerConfigFetcher:
     """Branches and config files of projects, read by mergers."""
 
-    def __init__(self, merge_client, timeout: float = 300.0):
+    def __init__(self, merge_client, timeout: float = 300.0, attempts: int = 3):
         self.client = merge_client
         self.timeout = timeout
+        self.attempts = max(1, attempts)
 
     def _wait(self, submit):
+        """Submit a read and wait for its answer.  Reads are idempotent, so
+        a request that got no answer within its share of ``timeout`` (a job
+        lost between Gearman and a merger) is submitted again, up to
+        ``attempts`` times in all."""
         done = threading.Event()
         box = {}
 
         def callback(result):
-            box['result'] = result
+            box.setdefault('result', result)
             done.set()
-        submit(callback)
-        if not done.wait(self.timeout):
-            raise ConfigFetchError('no merger answered in time')
-        return box['result']
+        for attempt in range(1, self.attempts + 1):
+            submit(callback)
+            if done.wait(self.timeout / self.attempts):
+                return box['result']
+            if attempt < self.attempts:
+                log.warning('No merger answered a configuration read in %.0f s; '
+                            'submitting it again (attempt %d of %d)',
+                            self.timeout / self.attempts, attempt + 1, self.attempts)
+        raise ConfigFetchError('no merger answered in time')
 
     def branches(self, connection: str, project: str) -> list[str]:
         from zuul.merger.protocol import MergeItem

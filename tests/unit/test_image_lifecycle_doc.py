@@ -5,11 +5,10 @@ the jobs and project, and the build playbook's artifacts."""
 from __future__ import annotations
 
 import os
-import re
-import textwrap
 
 import yaml
 
+from tests.harness import docs
 from zuul.configloader.layout import ConfigFile, LayoutLoader
 from zuul.driver.registry import default_registry
 from zuul.model.tenant import Tenant, TenantProject
@@ -22,18 +21,7 @@ IMAGES = TenantProject('gerrit', 'org/images', trusted=True)
 
 
 def code_blocks(language: str) -> list[str]:
-    lines = open(PAGE, encoding='utf-8').read().splitlines()
-    blocks = []
-    for i, line in enumerate(lines):
-        if not re.match(rf'^\s*\.\. code-block::\s*{language}\s*$', line):
-            continue
-        body = []
-        for following in lines[i + 1:]:
-            if following.strip() and not following[:1].isspace():
-                break
-            body.append(following)
-        blocks.append(textwrap.dedent('\n'.join(body)).strip() + '\n')
-    return blocks
+    return docs.code_blocks(PAGE, language)
 
 
 def test_configuration_examples_load():

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from tests.harness import docs
 from zuul.configloader.launcher_objects import resolve_providers
 from zuul.configloader.layout import ConfigFile, LayoutLoader
 from zuul.driver.registry import default_registry
@@ -716,19 +717,7 @@ DOC_PAGE = 'doc/source/reference/launcher-objects.rst'
 
 
 def doc_yaml_blocks() -> list[str]:
-    import pathlib
-    root = pathlib.Path(__file__).resolve().parents[2]
-    blocks, current = [], None
-    for line in (root / DOC_PAGE).read_text().splitlines():
-        if line.strip() == '.. code-block:: yaml':
-            current = []
-            blocks.append(current)
-        elif current is not None:
-            if line.strip() and not line.startswith('   '):
-                current = None
-            else:
-                current.append(line[3:])
-    return ['\n'.join(b) for b in blocks]
+    return docs.code_blocks(DOC_PAGE, 'yaml')
 
 
 def test_the_documentation_examples_load_and_resolve_as_documented():

@@ -6,11 +6,10 @@ label to zuul-launcher under its canonical name), and the tenant with
 from __future__ import annotations
 
 import os
-import re
-import textwrap
 
 import pytest
 
+from tests.harness import docs
 from zuul.configloader.layout import ConfigFile, LayoutLoader
 from zuul.configloader.tenant import load_tenant_config
 from zuul.configloader.zuulconf import load_zuul_conf
@@ -32,19 +31,7 @@ PIPELINES = """
 
 
 def code_blocks(language: str) -> list[str]:
-    """The bodies of every ``.. code-block:: <language>`` of the page."""
-    lines = open(PAGE, encoding='utf-8').read().splitlines()
-    blocks = []
-    for i, line in enumerate(lines):
-        if not re.match(rf'^\s*\.\. code-block::\s*{language}\s*$', line):
-            continue
-        body = []
-        for following in lines[i + 1:]:
-            if following.strip() and not following[:1].isspace():
-                break
-            body.append(following)
-        blocks.append(textwrap.dedent('\n'.join(body)).strip() + '\n')
-    return blocks
+    return docs.code_blocks(PAGE, language)
 
 
 def test_the_page_has_the_examples():

@@ -33,7 +33,9 @@ def test_check_disabled_after_two_failures_until_reconfigured(zuul_system):  # n
         bad = store.create_change('org/app', 'master', f'Bad {n}', {'FAIL': f'{n}\n'})
         wait_for(lambda: system.verified(bad) == -1, timeout=240, what=f'failure {n}')
     check = system.scheduler.tenants['example'].managers['check']
-    assert check.disabled
+    # The vote is visible in Gerrit a moment before the scheduler thread
+    # counts the failure: wait for the count, not just the vote.
+    wait_for(lambda: check.disabled, timeout=30, what='check disabled')
     good = store.create_change('org/app', 'master', 'Good', {'ok.txt': '1\n'})
     wait_for(lambda: any('Build succeeded' in m for m in system.messages(good)),
              timeout=240, what='the disabled report')

@@ -69,12 +69,13 @@ def main(argv=None) -> int:
         daemonize()
     setup_logging(config.get('executor', 'log_config', fallback=None), args.foreground)
     from zuul.lib.gearlib import GearTLS
+    zk, records = _build_records(config)
     server = ExecutorServer(settings, config.get('gearman', 'server', fallback='127.0.0.1'),
                             config.getint('gearman', 'port', fallback=4730),
                             build_merger(config, settings),
                             serve_merger=not config.getboolean('executor', 'disable_merger',
                                                                fallback=False),
-                            tls=GearTLS.from_config(config))
+                            tls=GearTLS.from_config(config), build_records=records)
     done = threading.Event()
 
     def graceful():
@@ -101,7 +102,31 @@ def main(argv=None) -> int:
         commands.start()
         done.wait()
         commands.stop()
+    if zk is not None:
+        zk.stop()
+        zk.close()
     return 0
+
+
+def _build_records(config):
+    """With ``[zookeeper] hosts``, build state and results also go to
+    ZooKeeper (zuul.zk.builds), so a restarted scheduler adopts running
+    builds instead of running them again."""
+    hosts = config.get('zookeeper', 'hosts', fallback=None)
+    if not hosts:
+        return None, None
+    from nodepool.zk.api import connect
+    from zuul.zk.builds import BuildRecords
+    client = connect(hosts, timeout=config.getfloat('zookeeper', 'session_timeout',
+                                                           fallback=10.0),
+                            tls=_zk_tls(config))
+    return client, BuildRecords(client)
+
+
+def _zk_tls(config):
+    keys = ('tls_cert', 'tls_key', 'tls_ca')
+    values = [config.get('zookeeper', k, fallback=None) for k in keys]
+    return dict(zip(('cert', 'key', 'ca'), values)) if all(values) else None
 
 
 if __name__ == '__main__':

@@ -21,6 +21,8 @@ from zuul.cmd import DEFAULT_CONFIG, PidFile, daemonize, install_signal_handlers
 
 log = logging.getLogger('zuul.scheduler.daemon')
 
+LEADER_LOCK = '/zuul/scheduler/leader'
+
 
 class SchedulerService:
     """Everything the scheduler daemon runs, built from zuul.conf; tests
@@ -33,6 +35,14 @@ class SchedulerService:
         self.zk_hosts = zk_hosts or conf.zookeeper.hosts
         self.gear_server = None
         self.parts: list = []
+        self.leader_lock = None
+        self.is_leader = False
+        # Set to stop waiting for leadership (a standby told to stop).
+        self.stopping = threading.Event()
+        # Called (from kazoo's thread) if this leader's ZooKeeper session
+        # is lost: another scheduler may be taking over, so this one must
+        # stop acting at once. The daemon exits (systemd restarts it).
+        self.on_leadership_lost = None
 
     def start_gearman(self) -> None:
         """Start the embedded Gearman server (``[gearman_server]
@@ -46,7 +56,9 @@ class SchedulerService:
                                           tls=GearTLS.of(conf.gearman_server))
             log.info('Embedded Gearman server on port %s', conf.gearman_server.port)
 
-    def start(self) -> None:
+    def start(self) -> bool:
+        """Start everything; as a standby, first wait to lead. False if
+        told to stop while standing by."""
         from nodepool.zk.api import NodepoolZooKeeper
         from nodepool.zk.requestor import NodeRequestClient
         from zuul.executor.client import ExecutorClient
@@ -84,6 +96,8 @@ class SchedulerService:
         self.zk = NodepoolZooKeeper.from_hosts(self.zk_hosts,
                                                timeout=conf.zookeeper.session_timeout,
                                                tls=conf.zookeeper.tls())
+        if not self._become_leader():
+            return False
         self.node_client = NodeRequestClient(self.zk, requestor='zuul-scheduler')
         self.node_client.start()
         # zuul-launcher's tree (seed 001), over the same session.
@@ -108,6 +122,11 @@ class SchedulerService:
                                                   self._merge_mode)
         self.scheduler.nodes = NodesAdapter(self.node_client, self.scheduler,
                                             launcher_client=self.launcher_node_client)
+        from zuul.zk.builds import BuildRecords
+        from zuul.zk.pipeline_state import PipelineStateStore, TriggerEventQueue
+        self.scheduler.state_store = PipelineStateStore(self.zk.client)
+        self.scheduler.event_queue = TriggerEventQueue(self.zk.client)
+        self.scheduler.executor.records = BuildRecords(self.zk.client)
         self.scheduler.provider_publisher = ProviderPublisher(self.zk.client)
         from zuul.scheduler.autohold import AutoholdStore
         self.scheduler.autoholds = AutoholdStore(self.zk.client)
@@ -125,7 +144,40 @@ class SchedulerService:
         self.scheduler.start()
         self.images.start()
         self.connections.start(self.scheduler.add_trigger_event)
-        log.info('Scheduler started with tenants %s', sorted(self.scheduler.tenants))
+        log.info('Scheduler started with tenants %s (%d items restored)',
+                 sorted(self.scheduler.tenants), self.scheduler.restored_items)
+        return True
+
+    def _become_leader(self) -> bool:
+        """Several schedulers may run; one leads (processes events, owns
+        the pipelines), the others wait as hot standbys on this lock and
+        take over from the saved state when the leader's session ends."""
+        import socket
+
+        from kazoo.protocol.states import KazooState
+        identifier = f'{socket.gethostname()}:{os.getpid()}'
+        self.leader_lock = self.zk.client.Lock(LEADER_LOCK, identifier=identifier)
+        waiting_logged = False
+        while not self.stopping.is_set():
+            if self.leader_lock.acquire(timeout=1):
+                break
+            if not waiting_logged:
+                waiting_logged = True
+                holders = self.leader_lock.contenders()
+                log.info('Standing by: scheduler %s leads', holders[0] if holders else '?')
+        else:
+            return False
+        self.is_leader = True
+        log.info('This scheduler (%s) leads', identifier)
+
+        def on_state(state):
+            if state == KazooState.LOST and self.is_leader:
+                self.is_leader = False
+                log.error('ZooKeeper session lost: no longer the leading scheduler')
+                if self.on_leadership_lost is not None:
+                    self.on_leadership_lost()
+        self.zk.client.add_listener(on_state)
+        return True
 
     def _merge_mode(self, item) -> str:
         change = getattr(item, 'change', item)
@@ -135,10 +187,23 @@ class SchedulerService:
         return 'merge-resolve'
 
     def reconfigure(self) -> None:
+        if not self.is_leader:
+            log.info('Full reconfiguration requested of a standby scheduler: nothing to do')
+            return
         log.info('Full reconfiguration requested')
         self.scheduler.management('reconfigure', timeout=600)
 
     def stop(self) -> None:
+        self.stopping.set()
+        if not self.is_leader and getattr(self, 'scheduler', None) is None:
+            for stop in (lambda: self.zk.close(), lambda: self.merge_client.stop(),
+                         lambda: self.gear_server and self.gear_server.shutdown()):
+                try:
+                    stop()
+                except Exception:
+                    log.exception('Error while stopping')
+            return
+        self.is_leader = False
         for stop in (lambda: self.timer.stop(),
                      lambda: self.connections.stop(), lambda: self.scheduler.stop(),
                      lambda: self.rpc.stop(), lambda: self.node_client.stop(),
@@ -212,12 +277,24 @@ def main(argv=None) -> int:
         daemonize()
     setup_logging(conf.scheduler.log_config, args.foreground)
     stopped = threading.Event()
+    exit_code = [0]
     with PidFile(conf.scheduler.pidfile):
         service = SchedulerService(conf)
-        service.start()
-        install_signal_handlers(on_term=stopped.set,
+
+        def lost():
+            exit_code[0] = 1
+            stopped.set()
+        service.on_leadership_lost = lost
+
+        def on_term():
+            service.stopping.set()
+            stopped.set()
+        install_signal_handlers(on_term=on_term,
                                 on_hup=lambda: threading.Thread(
                                     target=service.reconfigure, daemon=True).start())
+        if not service.start():
+            service.stop()
+            return 0
         from zuul.lib.commandsocket import CommandSocket
         commands = CommandSocket(_socket_path(conf), {
             'stop': stopped.set, 'full-reconfigure': service.reconfigure})
@@ -225,7 +302,7 @@ def main(argv=None) -> int:
         stopped.wait()
         commands.stop()
         service.stop()
-    return 0
+    return exit_code[0]
 
 
 if __name__ == '__main__':  # pragma: no cover

@@ -61,8 +61,11 @@ class ExecutorServer:
 
     def __init__(self, settings: ExecutorSettings, gearman_host: str, gearman_port: int,
                  merger, governor: CapacityGovernor | None = None,
-                 serve_merger: bool = False, tls=None):
+                 serve_merger: bool = False, tls=None, build_records=None):
         self.settings = settings
+        # zuul.zk.builds.BuildRecords: every build's state and result also
+        # in ZooKeeper, so a scheduler that restarted adopts it.
+        self.build_records = build_records
         self.tls = tls
         self.merger = merger
         # As released: an executor can also answer the merger:* functions
@@ -109,6 +112,8 @@ class ExecutorServer:
                                             self.settings.log_stream_port,
                                             self.settings.log_stream_public_host)
         self.log_streamer.start()
+        if self.build_records is not None:
+            self.build_records.register_executor(self.settings.hostname)
         self.worker = GearWorker(f'executor:{self.settings.hostname}')
         self.worker.addServer(*self.gearman, **tls_kwargs(self.tls))
         self.worker.waitForServer()
@@ -166,6 +171,8 @@ class ExecutorServer:
             self.log_streamer.stop()
         if self.agent is not None:
             self.agent.stop()
+        if self.build_records is not None:
+            self.build_records.unregister_executor()
 
     # -- registration and capacity --------------------------------------
     def _update_registration(self) -> None:
@@ -250,6 +257,9 @@ class ExecutorServer:
         self._update_registration()
         self.log_streamer.register(request.uuid, build.jobdir.job_output_txt,
                                    root=build.jobdir.root)
+        if self.build_records is not None:
+            self.build_records.started(request.uuid, self.settings.hostname,
+                                       self.log_streamer.url(request.uuid))
         self._send_progress(job, request, None)
         threading.Thread(target=self._run_build, args=(job, request, build),
                          name=f'build-{request.uuid[:8]}', daemon=True).start()
@@ -268,6 +278,9 @@ class ExecutorServer:
         finally:
             self.log_streamer.finish(request.uuid)
         try:
+            if self.build_records is not None:
+                self.build_records.completed(request.uuid, self.settings.hostname,
+                                             result.to_json())
             job.sendWorkComplete(result.to_json())
         finally:
             with self._idle:

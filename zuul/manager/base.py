@@ -427,6 +427,8 @@ class PipelineManager:
             jobs, errors = self.ctx.freeze_jobs(self.pipeline, item)
             bs.config_errors = list(errors or [])
             bs.jobs = jobs or []
+            if bs.builds:   # restored after a scheduler restart
+                bs.bind_builds_to_jobs()
             if bs.jobs and not item.reported_start and not item.quiet:
                 item.reported_start = True
                 if not self.disabled:  # a disabled pipeline makes no start reports

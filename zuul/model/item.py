@@ -112,6 +112,14 @@ class BuildSet:
                 return j
         return None
 
+    def bind_builds_to_jobs(self) -> None:
+        """Builds restored from saved state point at a placeholder job
+        until the jobs are frozen again; then at their frozen job."""
+        for name, build in self.builds.items():
+            job = self.job(name)
+            if job is not None and build.job is not job:
+                build.job = job
+
     def result_of(self, name: str) -> str | None:
         if name in self.skipped:
             return SKIPPED
@@ -133,6 +141,9 @@ class QueueItem:
     dequeue_time: float | None = None
     reported: bool = False
     reported_start: bool = False
+    # The report being sent (written to ZooKeeper before it is sent, so a
+    # scheduler restored from that state knows where it was).
+    reporting: str | None = None
     dequeued_needing_change: str | None = None
     dequeued_missing_requirements: bool = False
     id: str = field(default_factory=new_uuid)

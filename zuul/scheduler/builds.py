@@ -6,6 +6,7 @@ as result events (build-started, build-completed).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -116,6 +117,8 @@ class ExecutorAdapter:
         self.job_spec_for = job_spec_for
         self.merge_mode_for = merge_mode_for or (lambda item: 'merge-resolve')
         self.handles: dict[str, object] = {}
+        # zuul.zk.builds.BuildRecords (None: Gearman only, nothing adopted).
+        self.records = None
 
     def execute(self, tenant: str, pipeline, item: m.QueueItem, job: m.JobRef, nodeset,
                 build: m.Build) -> None:
@@ -159,25 +162,72 @@ class ExecutorAdapter:
     def _complete(self, build):
         def on_complete(handle, result):
             self.handles.pop(build.uuid, None)
-            if result is None or result.result is None:
-                outcome = m.RETRY  # the executor was lost: relaunch
-                data, detail, start, end = {}, getattr(result, 'error_detail', None), \
-                    None, time.time()
-            else:
-                outcome = result.result
-                if outcome == 'ERROR':
-                    outcome = m.FAILURE
-                data, detail = result.data, result.error_detail
-                start, end = result.start_time, result.end_time or time.time()
-            # zuul_return's log_url (logs uploaded elsewhere) over the copy
-            # the executor kept, over the live stream (gone once it ends).
-            log_url = ((result.returned_log_url or result.log_url) if result is not None
-                       else None) or handle.url
-            self.scheduler.add_result_event(
-                'build-completed', build=build, result=outcome, result_data=data,
-                error_detail=detail, end_time=end, start_time=start,
-                log_url=log_url)
+            if (result is None or result.result is None) and self.records is not None:
+                # The Gearman side lost it (server restart, WORK_FAIL): the
+                # executor may still be running it, or have finished it.
+                detail = getattr(result, 'error_detail', None)
+                self.follow(build, lost_detail=detail, url=handle.url)
+                return
+            self._completed(build, result, handle.url)
         return on_complete
+
+    def _completed(self, build, result, url) -> None:
+        if result is None or result.result is None:
+            outcome = m.RETRY  # the executor was lost: relaunch
+            data, detail, start, end = {}, getattr(result, 'error_detail', None), \
+                None, time.time()
+        else:
+            outcome = result.result
+            if outcome == 'ERROR':
+                outcome = m.FAILURE
+            data, detail = result.data, result.error_detail
+            start, end = result.start_time, result.end_time or time.time()
+        # zuul_return's log_url (logs uploaded elsewhere) over the copy
+        # the executor kept, over the live stream (gone once it ends).
+        log_url = ((result.returned_log_url or result.log_url) if result is not None
+                   else None) or url
+        self.scheduler.add_result_event(
+            'build-completed', build=build, result=outcome, result_data=data,
+            error_detail=detail, end_time=end, start_time=start,
+            log_url=log_url)
+
+    def follow(self, build: m.Build, lost_detail: str | None = None,
+               url: str | None = None) -> None:
+        """Take a build whose Gearman job is gone (or launched by a
+        scheduler that died) from its ZooKeeper record: its result if it
+        ended, its result when it ends if its executor lives, else RETRY."""
+        from zuul.executor.protocol import BuildResult
+        from zuul.zk.builds import COMPLETED
+
+        def on_done(record):
+            self.handles.pop(build.uuid, None)
+            if record is not None and record.get('state') == COMPLETED:
+                try:
+                    result = BuildResult.from_json(json.dumps(record['result']))
+                except (ValueError, KeyError, TypeError) as exc:
+                    result = BuildResult(result=None, error_detail=f'bad result: {exc}')
+                log.info('Build %s: result taken from its ZooKeeper record', build.uuid)
+            else:
+                log.info('Build %s was lost with its executor (%s): retrying it',
+                         build.uuid, lost_detail or 'no executor')
+                result = BuildResult(result=None,
+                                     error_detail=lost_detail or 'executor lost')
+            self._completed(build, result, url or build.url)
+        record = self.records.get(build.uuid) if self.records is not None else None
+        if record is None:
+            on_done(None)
+            return
+        self.handles[build.uuid] = _AdoptedHandle(build.uuid, record.get('executor'),
+                                                  record.get('url'))
+        if record.get('state') != COMPLETED:
+            log.info('Build %s still runs on %s: following it through ZooKeeper',
+                     build.uuid, record.get('executor'))
+        self.records.follow(build.uuid, on_done)
+
+    def forget(self, build: m.Build) -> None:
+        """The build's result is applied: its record is no longer needed."""
+        if self.records is not None:
+            self.records.delete(build.uuid)
 
     def cancel(self, build: m.Build) -> None:
         handle = self.handles.pop(build.uuid, None)
@@ -186,3 +236,12 @@ class ExecutorAdapter:
                 self.client.cancel(handle)
             except Exception:
                 log.exception('Unable to cancel build %s', build.uuid)
+
+
+class _AdoptedHandle:
+    """What ``cancel`` needs of a build followed through ZooKeeper."""
+
+    def __init__(self, uuid: str, worker_hostname: str | None, url: str | None):
+        self.uuid = uuid
+        self.worker_hostname = worker_hostname
+        self.url = url

@@ -220,6 +220,7 @@ class SchedulerContext:
         tenant = getattr(self.tenant.layout, 'tenant', None)
         build_page = build_page_base(tenant, getattr(self.scheduler, 'web_root', None))
         message = format_report(pipeline, item, action, build_page)
+        self._persist(pipeline, item, action)
         for reporter in reporters:
             try:
                 reporter.report(item, pipeline, action, message)
@@ -292,6 +293,29 @@ class SchedulerContext:
     def item_dequeued(self, pipeline, item):
         if self.scheduler.stats:
             self.scheduler.stats.item_dequeued(self.tenant.name, pipeline, item)
+        if getattr(item, 'reporting', None):
+            # Its final report is out: the state without it is saved now,
+            # not at the end of the batch, so no restart reports it again.
+            self._persist(pipeline, item, None)
+
+    def _persist(self, pipeline, item, action) -> None:
+        """Write-ahead of a report (``action``) or right after one
+        (None): the pipeline's state goes to ZooKeeper now."""
+        manager = self.tenant.managers.get(pipeline.name) \
+            if hasattr(self.tenant, 'managers') else None
+        if manager is None:
+            return
+        if action is None:
+            save = getattr(self.scheduler, 'save_state', None)
+            if save is not None and getattr(self.scheduler, 'state_store', None):
+                try:
+                    save(only=manager)
+                except Exception:
+                    log.exception('Unable to save the state after a report')
+            return
+        before = getattr(self.scheduler, 'before_report', None)
+        if before is not None:
+            before(manager, item, action)
 
     def item_reported(self, pipeline, item, action):
         if self.scheduler.history:

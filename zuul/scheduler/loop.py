@@ -126,6 +126,7 @@ class EventLoop:
                 more = bool(self.management or self.results or self.triggers)
             if not more or time.monotonic() - self._last_settle >= SETTLE_INTERVAL:
                 self._settle()
+                self._save()
                 self._last_settle = time.monotonic()
 
     def _dispatch(self, kind, event) -> None:
@@ -139,6 +140,17 @@ class EventLoop:
                     not getattr(event, '_done').is_set():
                 import sys
                 done(exception=sys.exc_info()[1])
+
+    def _save(self) -> None:
+        # Durable state: what the events and passes changed goes to
+        # ZooKeeper once per batch, then the events are acknowledged.
+        save = getattr(self.handlers, 'save_state', None)
+        if save is None:
+            return
+        try:
+            save()
+        except Exception:
+            log.exception('Error saving the pipeline state')
 
     def _settle(self) -> None:
         # Let managers act on what the events changed, until stable (bounded:

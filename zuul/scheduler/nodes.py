@@ -198,6 +198,27 @@ class RoutedRequest:
                 log.exception('Node request callback failed for %s', self.id)
 
 
+class RestoredNodes:
+    """The nodes of a build adopted after a scheduler restart, locked
+    again by this scheduler: ``release`` marks them used and unlocks."""
+
+    def __init__(self, taken: list, systems: list):
+        self.taken = taken
+        self.systems = systems
+        self.id = 'restored'
+
+    def release(self) -> None:
+        taken, self.taken = self.taken, []
+        for client, node in taken:
+            try:
+                client.release_nodes([node])
+            except Exception:
+                log.exception('Unable to return node %s', node.id)
+
+    def cancel(self) -> None:
+        self.release()
+
+
 class NodesAdapter:
     """What SchedulerContext.request_nodes/cancel_node_request/
     return_nodes call.  ``client`` serves Nodepool's tree;
@@ -294,6 +315,9 @@ class NodesAdapter:
         and unlock them: an autohold request claimed this failed build."""
         from nodepool.zk.records import HOLD
         routed = nodeset.handle
+        if not isinstance(routed, RoutedRequest):
+            routed.release()    # a restored build's nodes: returned, not held
+            return
         with routed.lock:
             if routed.outcome != ACCEPTED:
                 return
@@ -319,6 +343,52 @@ class NodesAdapter:
                 # The nodes are no longer this client's to release.
                 part.handle.outcome = RELEASED
         routed.done.set()
+
+    # -- saved state (zuul.scheduler.state) ----------------------------------
+
+    def nodeset_data(self, nodeset) -> dict | None:
+        """What a restarted scheduler needs to return a running build's
+        nodes: the nodes as the executor got them and each one's system."""
+        routed = getattr(nodeset, 'handle', None)
+        systems = [None] * len(nodeset.nodes)
+        if isinstance(routed, RoutedRequest):
+            for part in routed.parts:
+                for index in part.indices:
+                    systems[index] = part.system
+        elif isinstance(routed, RestoredNodes):
+            systems = list(routed.systems)
+        else:
+            return None
+        return {'nodes': [[list(names), node] for names, node in nodeset.nodes],
+                'systems': systems}
+
+    def restore_nodeset(self, data: dict) -> NodeSet | None:
+        """Lock a running build's nodes again (the old scheduler's locks
+        went with its session) so they are returned when it ends."""
+        from nodepool.zk.records import Node
+        taken = []
+        for (names, node), system in zip(data['nodes'], data['systems']):
+            client = self.clients.get(system)
+            if client is None:
+                continue
+            stub = Node(id=str(node.get('id')))
+            try:
+                if not client.zk.lock_node(stub, timeout=10,
+                                           identifier='zuul-scheduler'):
+                    log.warning('Node %s of a restored build is locked by someone else',
+                                stub.id)
+                    continue
+                record = client.zk.get_node(stub.id)
+            except Exception:
+                log.exception('Unable to lock node %s of a restored build', stub.id)
+                continue
+            if record is None:
+                client.zk.unlock_node(stub)
+                continue
+            record.lock = stub.lock
+            taken.append((client, record))
+        handle = RestoredNodes(taken, list(data['systems']))
+        return NodeSet(handle, [(tuple(names), node) for names, node in data['nodes']])
 
     def release(self, nodeset) -> None:
         if nodeset is None:

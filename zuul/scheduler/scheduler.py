@@ -66,6 +66,14 @@ class Scheduler:
         self.autoholds = AutoholdStore()
         # Semaphore holders per tenant; they outlive reconfigurations.
         self._semaphores: dict[str, SemaphoreHandler] = {}
+        # Durable state (zuul.zk.pipeline_state), when the daemon gives
+        # them: pipelines saved after every batch of events, trigger
+        # events kept until the state they produced is saved.
+        self.state_store = None
+        self.event_queue = None
+        self._acks: list[str] = []
+        self._forget: list = []
+        self.restored_items = 0
 
     def semaphore_handler(self, tenant_name: str) -> SemaphoreHandler:
         handler = self._semaphores.get(tenant_name)
@@ -77,12 +85,99 @@ class Scheduler:
 
     def start(self) -> None:
         self.reconfigure()
+        self.restore_state()
         self.loop.start()
 
+    # -- durable state ------------------------------------------------------
+
+    def restore_state(self) -> None:
+        """Put back what a previous scheduler saved: pipelines (items in
+        order, merges, builds to adopt), then the trigger events it had
+        not processed yet."""
+        from zuul.scheduler.state import Restorer, event_from_data
+        if self.state_store is not None:
+            restorers = []
+            for tenant in self.tenants.values():
+                for name, manager in tenant.managers.items():
+                    try:
+                        state = self.state_store.load(tenant.name, name)
+                    except Exception:
+                        log.exception('Unable to read the saved state of pipeline %s of '
+                                      'tenant %s', name, tenant.name)
+                        continue
+                    if not state:
+                        continue
+                    restorer = Restorer(manager, self.connections, self.executor, self.nodes)
+                    count = restorer.restore(state)
+                    self.restored_items += count
+                    restorers.append(restorer)
+                    if count:
+                        log.info('Restored %d items in pipeline %s of tenant %s', count,
+                                 name, tenant.name)
+            for restorer in restorers:
+                restorer.follow_builds()
+        if self.event_queue is not None:
+            for path, data in self.event_queue.pending():
+                event = event_from_data(data)
+                if event is None:
+                    self.event_queue.ack(path)
+                    continue
+                event._zk_path = path
+                log.info('[e: %s] Trigger event %s left by the previous scheduler',
+                         event.event_id, event.describe())
+                self.loop.add_trigger_event(event)
+
+    def save_state(self, only=None) -> int:
+        """Write every pipeline whose state changed (or just the manager
+        ``only``); then acknowledge the events and forget the build
+        records whose results are now saved. Returns pipelines written."""
+        if self.state_store is None:
+            return 0
+        from zuul.scheduler.state import snapshot
+        written = 0
+        for tenant in list(self.tenants.values()):
+            for name, manager in list(tenant.managers.items()):
+                if only is not None and manager is not only:
+                    continue
+                if self.state_store.save(tenant.name, name, snapshot(manager, self.nodes)):
+                    written += 1
+        if only is None:
+            acks, self._acks = self._acks, []
+            for path in acks:
+                self.event_queue.ack(path)
+            forget, self._forget = self._forget, []
+            for build in forget:
+                if hasattr(self.executor, 'forget'):
+                    self.executor.forget(build)
+        return written
+
+    def before_report(self, manager, item, action: str) -> None:
+        """Write-ahead: the pipeline is saved with the report marked as
+        being sent, so a scheduler restored from it knows."""
+        if self.state_store is None or action in ('start', 'enqueue'):
+            return
+        item.reporting = action
+        try:
+            self.save_state(only=manager)
+        except Exception:
+            log.exception('Unable to save the state before reporting')
+
     def stop(self) -> None:
+        """Finish the event being handled, stop, and save the state."""
         self.loop.stop()
+        try:
+            self.save_state()
+        except Exception:
+            log.exception('Unable to save the state while stopping')
 
     def add_trigger_event(self, event: TriggerEvent) -> None:
+        if self.event_queue is not None:
+            from zuul.scheduler.state import event_data
+            try:
+                event._zk_path = self.event_queue.put(event_data(event))
+            except Exception:
+                log.exception('[e: %s] Unable to store trigger event %s in ZooKeeper',
+                              event.event_id, event.describe())
         self.loop.add_trigger_event(event)
 
     def add_result_event(self, kind: str, **args) -> None:
@@ -197,6 +292,7 @@ class Scheduler:
                                     getattr(item.change, 'branch', None),
                                     build.job.name, args['result'], build.duration)
         manager.on_build_completed(build, args['result'])
+        self._forget.append(build)
         if self.stats is not None and tenant is not None and hasattr(manager, 'pipeline'):
             connection = self.connections.get(getattr(item.change, 'connection', None) or '')
             self.stats.build_completed(
@@ -204,6 +300,14 @@ class Scheduler:
                 hostname=getattr(connection, 'canonical_hostname', '') or '')
 
     def handle_trigger(self, event: TriggerEvent) -> None:
+        try:
+            self._handle_trigger(event)
+        finally:
+            path = getattr(event, '_zk_path', None)
+            if path:
+                self._acks.append(path)
+
+    def _handle_trigger(self, event: TriggerEvent) -> None:
         log.info('[e: %s] Processing trigger event %s', event.event_id, event.describe())
         for tenant in list(self.tenants.values()):
             ctx = self.ctx_by_tenant[tenant.name]

@@ -1,0 +1,269 @@
+"""Pipeline state as plain data, for ZooKeeper (zuul.zk.pipeline_state).
+
+``snapshot(manager, nodes)`` turns a pipeline manager's queues into JSON-able
+data; ``restore(manager, state, ...)`` puts them back into a fresh manager
+after a scheduler restart or takeover:
+
+- items come back in the same queues and order, with their ids, enqueue
+  times, events and report flags (so no second start/enqueue report);
+- changes are looked up again at their source (a change merged or closed
+  meanwhile is not restored: its final report was already made);
+- a finished speculative merge comes back as it was (same commits, so
+  builds already run stay valid); one that was in flight is requested
+  again;
+- finished builds keep their results; running builds are followed
+  through their ZooKeeper records (zuul.zk.builds): adopted if their
+  executor lives, retried (counted as an attempt) if not;
+- node requests in flight were ephemeral and went with the old session:
+  the jobs ask again. Nodes of running builds are locked again and
+  returned when the build ends.
+
+Jobs are frozen again from the same layout when the item is next
+processed; restored builds are bound to the frozen jobs then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+
+from zuul.model import item as m
+from zuul.model.change import Branch, Change, Ref
+from zuul.model.events import TriggerEvent
+
+log = logging.getLogger('zuul.scheduler.state')
+
+VERSION = 1
+
+
+# -- snapshot ----------------------------------------------------------------
+
+def _change_data(change) -> dict:
+    if isinstance(change, Change):
+        return {'kind': 'change', 'connection': change.connection,
+                'project': change.project, 'number': change.number,
+                'patchset': change.patchset}
+    if type(change) in (Ref, Branch):
+        return {'kind': type(change).__name__.lower(),
+                **{f.name: getattr(change, f.name) for f in dataclasses.fields(change)}}
+    cls = type(change)
+    return {'kind': 'object', 'class': f'{cls.__module__}:{cls.__qualname__}',
+            'fields': {f.name: getattr(change, f.name) for f in dataclasses.fields(change)}}
+
+
+def _event_data(event) -> dict | None:
+    if not dataclasses.is_dataclass(event):
+        return None
+    data = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+    data.pop('data', None)     # the raw payload: logs only, and large
+    return data
+
+
+def event_data(event) -> dict | None:
+    """A trigger event as JSON-able data (with its raw payload)."""
+    if not dataclasses.is_dataclass(event):
+        return None
+    return {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+
+
+def event_from_data(data: dict | None):
+    if not data:
+        return None
+    names = {f.name for f in dataclasses.fields(TriggerEvent)}
+    return TriggerEvent(**{k: v for k, v in data.items() if k in names})
+
+
+def _build_data(build: m.Build) -> dict:
+    return {'uuid': build.uuid, 'result': build.result, 'url': build.url,
+            'log_url': build.log_url, 'start_time': build.start_time,
+            'end_time': build.end_time, 'executor': build.executor,
+            'result_data': build.result_data, 'error_detail': build.error_detail,
+            'canceled': build.canceled}
+
+
+def _buildset_data(bs: m.BuildSet, nodes) -> dict:
+    merged = bs.merge_state == m.MERGE_COMPLETE
+    data = {
+        'uuid': bs.uuid,
+        'merge_state': m.MERGE_COMPLETE if merged else m.MERGE_NEW,
+        'dependent_items': [i.id for i in bs.dependent_items],
+        'tries': dict(bs.tries), 'skipped': dict(bs.skipped),
+        'builds': {name: _build_data(b) for name, b in bs.builds.items()},
+        'nodesets': {},
+    }
+    if merged:
+        data.update(repo_state=bs.repo_state, commit=bs.commit, files=bs.files,
+                    unable_to_merge=bs.unable_to_merge, merge_error=bs.merge_error,
+                    read_files=[dataclasses.asdict(pf) if dataclasses.is_dataclass(pf)
+                                else pf for pf in bs.read_files or ()]
+                    if bs.read_files is not None else None)
+    for name, nodeset in bs.nodesets.items():
+        build = bs.builds.get(name)
+        if build is not None and not build.finished and nodes is not None:
+            saved = nodes.nodeset_data(nodeset)
+            if saved is not None:
+                data['nodesets'][name] = saved
+    return data
+
+
+def _item_data(item: m.QueueItem, nodes) -> dict:
+    return {'id': item.id, 'change': _change_data(item.change),
+            'event': _event_data(item.event), 'live': item.live, 'quiet': item.quiet,
+            'enqueue_time': item.enqueue_time, 'reported': item.reported,
+            'reported_start': item.reported_start,
+            'reporting': getattr(item, 'reporting', None),
+            'ahead': item.item_ahead.id if item.item_ahead is not None else None,
+            'buildset': _buildset_data(item.current_build_set, nodes)}
+
+
+def snapshot(manager, nodes=None) -> dict:
+    return {
+        'version': VERSION,
+        'disabled': manager.disabled,
+        'consecutive_failures': manager.consecutive_failures,
+        'queues': [{'name': q.name, 'projects': list(q.projects), 'branch': q.branch,
+                    'window': q.window, 'dynamic': q.dynamic,
+                    'items': [_item_data(i, nodes) for i in q.queue]}
+                   for q in manager.queues],
+    }
+
+
+# -- restore -----------------------------------------------------------------
+
+def _change_from_data(data: dict, connections):
+    kind = data.get('kind')
+    if kind == 'change':
+        connection = connections.get(data['connection'])
+        if connection is None:
+            raise LookupError(f'unknown connection {data["connection"]}')
+        return connection.lookup_change(data['project'],
+                                        f'{data["number"]},{data["patchset"]}')
+    if kind == 'ref':
+        return Ref(**{k: v for k, v in data.items() if k != 'kind'})
+    if kind == 'branch':
+        return Branch(**{k: v for k, v in data.items() if k != 'kind'})
+    module, _, name = data['class'].partition(':')
+    cls = getattr(importlib.import_module(module), name)
+    return cls(**data['fields'])
+
+
+def _find_queue(manager, data: dict, change):
+    for queue in manager.queues:
+        if queue.name == data['name'] and queue.branch == data.get('branch') and \
+                (data['name'] or queue.projects == data['projects']):
+            return queue
+    return manager.get_queue(change)
+
+
+class Restorer:
+    """Puts one pipeline's saved state back into its (new) manager."""
+
+    def __init__(self, manager, connections, executor=None, nodes=None):
+        self.manager = manager
+        self.connections = connections
+        self.executor = executor
+        self.nodes = nodes
+        self.followed: list[m.Build] = []
+
+    def restore(self, state: dict) -> int:
+        if state.get('version') != VERSION:
+            raise ValueError(f'pipeline state version {state.get("version")} is not {VERSION}')
+        manager = self.manager
+        manager.disabled = bool(state.get('disabled'))
+        manager.consecutive_failures = int(state.get('consecutive_failures') or 0)
+        by_id: dict[str, m.QueueItem] = {}
+        saved: list[tuple[m.QueueItem, dict]] = []
+        for qdata in state.get('queues', ()):
+            for idata in qdata.get('items', ()):
+                item = self._item(manager, qdata, idata)
+                if item is not None:
+                    by_id[item.id] = item
+                    saved.append((item, idata))
+            for queue in manager.queues:
+                if qdata.get('window') and queue.name == qdata['name'] and queue.window:
+                    queue.window = qdata['window']
+        for item, idata in saved:
+            ahead = by_id.get(idata.get('ahead'))
+            if item.queue is not None and ahead is not None and ahead.queue is item.queue:
+                item.queue.move_item(item, ahead)
+            self._buildset(item, idata['buildset'], by_id)
+        return len(saved)
+
+    def _item(self, manager, qdata: dict, idata: dict) -> m.QueueItem | None:
+        try:
+            change = _change_from_data(idata['change'], self.connections)
+        except Exception as exc:
+            log.warning('Not restoring item %s of %s: its change is gone (%s)',
+                        idata.get('id'), manager.name, exc)
+            return None
+        if isinstance(change, Change) and (change.is_merged or not change.is_open):
+            log.info('Not restoring %s in %s: it is %s now', change.describe(),
+                     manager.name, change.status.lower())
+            return None
+        queue = _find_queue(manager, qdata, change)
+        if queue is None:
+            log.warning('Not restoring %s: pipeline %s has no queue for it now',
+                        change.describe(), manager.name)
+            return None
+        if queue not in manager.queues:
+            manager.queues.append(queue)
+        item = m.QueueItem(change=change, event=event_from_data(idata.get('event')),
+                           live=idata.get('live', True), quiet=idata.get('quiet', False),
+                           enqueue_time=idata.get('enqueue_time'), id=idata['id'])
+        item.reported = idata.get('reported', False)
+        item.reported_start = idata.get('reported_start', False)
+        item.reporting = idata.get('reporting')
+        queue.enqueue_item(item)
+        log.info('[e: %s] Restored %s in %s queue %s', item.event_id, change.describe(),
+                 manager.name, queue.name or '<independent>')
+        return item
+
+    def _buildset(self, item: m.QueueItem, data: dict, by_id: dict) -> None:
+        bs = item.current_build_set
+        bs.uuid = data.get('uuid') or bs.uuid
+        bs.dependent_items = tuple(by_id[i] for i in data.get('dependent_items', ())
+                                   if i in by_id)
+        if len(bs.dependent_items) != len(data.get('dependent_items', ())):
+            return      # built on an item that is gone: test it afresh
+        if data.get('merge_state') != m.MERGE_COMPLETE:
+            return      # the merge is requested again
+        bs.merge_state = m.MERGE_COMPLETE
+        bs.repo_state = data.get('repo_state') or {}
+        bs.commit = data.get('commit')
+        bs.files = data.get('files')
+        bs.unable_to_merge = bool(data.get('unable_to_merge'))
+        bs.merge_error = data.get('merge_error')
+        if data.get('read_files') is not None:
+            from zuul.merger.protocol import ProjectFiles
+            bs.read_files = [ProjectFiles(**pf) if isinstance(pf, dict) else pf
+                             for pf in data['read_files']]
+        bs.tries = {k: int(v) for k, v in (data.get('tries') or {}).items()}
+        bs.skipped = dict(data.get('skipped') or {})
+        for name, bdata in (data.get('builds') or {}).items():
+            build = m.Build(m.JobRef(name), bs, uuid=bdata['uuid'], result=bdata.get('result'),
+                            url=bdata.get('url'), log_url=bdata.get('log_url'),
+                            start_time=bdata.get('start_time'),
+                            end_time=bdata.get('end_time'), executor=bdata.get('executor'),
+                            result_data=bdata.get('result_data') or {},
+                            error_detail=bdata.get('error_detail'),
+                            canceled=bool(bdata.get('canceled')))
+            bs.builds[name] = build
+            if build.finished:
+                continue
+            saved_nodes = (data.get('nodesets') or {}).get(name)
+            if saved_nodes is not None and self.nodes is not None:
+                nodeset = self.nodes.restore_nodeset(saved_nodes)
+                if nodeset is not None:
+                    bs.nodesets[name] = nodeset
+            self.followed.append(build)
+
+    def follow_builds(self) -> None:
+        """After the restored state is in place: running builds are
+        adopted through their records (or retried when lost)."""
+        follow = getattr(self.executor, 'follow', None)
+        for build in self.followed:
+            if follow is not None:
+                follow(build, lost_detail='lost while no scheduler ran')
+        self.followed = []
+

@@ -1,0 +1,181 @@
+"""Pipeline state and trigger events in ZooKeeper.
+
+Pipeline state (``/zuul/tenant/<tenant>/pipeline/<pipeline>``): the
+pipeline's snapshot (zuul.scheduler.state) as JSON, zlib-compressed and
+cut into shards of at most ``SHARD_SIZE`` bytes (ZooKeeper's znode limit
+is 1 MiB). The pipeline znode holds a small header
+``{"version": 1, "generation": G, "shards": N, "digest": ...}``; shards are
+children ``G-0000`` ... so a writer never overwrites what a reader might be
+reading: it writes the new generation's shards, switches the header, then
+deletes the old generation. A reader that finds shards missing (a writer
+switched meanwhile) reads again.
+
+Trigger events (``/zuul/events/trigger/event-<seq>``): one persistent
+sequential znode per event, JSON; deleted once the event was processed
+and the state it produced was saved. Events left over from a scheduler
+that died are read back, in order, by the next one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import urllib.parse
+import zlib
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+log = logging.getLogger('zuul.zk.pipeline_state')
+
+STATE_ROOT = '/zuul/tenant'
+EVENT_ROOT = '/zuul/events/trigger'
+FORMAT_VERSION = 1
+SHARD_SIZE = 900 * 1024
+
+
+def _quote(name: str) -> str:
+    return urllib.parse.quote(name, safe='')
+
+
+class PipelineStateStore:
+    def __init__(self, client):
+        self.client = client
+        # path -> digest of what this process last wrote (or read): an
+        # unchanged pipeline costs no ZooKeeper write.
+        self._written: dict[str, str] = {}
+        self.writes = 0
+
+    def path(self, tenant: str, pipeline: str) -> str:
+        return f'{STATE_ROOT}/{_quote(tenant)}/pipeline/{_quote(pipeline)}'
+
+    def save(self, tenant: str, pipeline: str, state: dict) -> bool:
+        """Write ``state`` if it differs from the last write; True if written."""
+        raw = json.dumps(state, sort_keys=True, separators=(',', ':')).encode('utf8')
+        digest = hashlib.sha256(raw).hexdigest()
+        path = self.path(tenant, pipeline)
+        if self._written.get(path) == digest:
+            return False
+        data = zlib.compress(raw, 3)
+        shards = [data[i:i + SHARD_SIZE] for i in range(0, len(data), SHARD_SIZE)] or [b'']
+        header, old_generation = self._header(path)
+        generation = (old_generation or 0) + 1
+        tx = self.client.transaction()
+        for index, shard in enumerate(shards):
+            tx.create(f'{path}/{generation}-{index:04d}', shard)
+        new_header = json.dumps({'version': FORMAT_VERSION, 'generation': generation,
+                                 'shards': len(shards), 'digest': digest}).encode('utf8')
+        if header is None:
+            self.client.ensure_path(path)
+        tx.set_data(path, new_header)
+        results = tx.commit()
+        failed = [r for r in results if isinstance(r, Exception)]
+        if failed:
+            # Leftover shards of a generation that never became current
+            # (a writer that died between creating and switching).
+            self._delete_generation(path, generation)
+            raise failed[0]
+        if old_generation:
+            self._delete_generation(path, old_generation)
+        self._written[path] = digest
+        self.writes += 1
+        return True
+
+    def _header(self, path: str):
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            return None, None
+        try:
+            header = json.loads(data.decode('utf8')) if data else {}
+        except ValueError:
+            header = {}
+        return header, header.get('generation')
+
+    def _delete_generation(self, path: str, generation: int) -> None:
+        try:
+            children = self.client.get_children(path)
+        except NoNodeError:
+            return
+        for child in children:
+            if child.split('-', 1)[0] == str(generation):
+                try:
+                    self.client.delete(f'{path}/{child}')
+                except NoNodeError:
+                    pass
+
+    def load(self, tenant: str, pipeline: str) -> dict | None:
+        path = self.path(tenant, pipeline)
+        for _ in range(5):
+            header, generation = self._header(path)
+            if not header or not generation:
+                return None
+            if header.get('version') != FORMAT_VERSION:
+                raise ValueError(f'{path}: pipeline state format version '
+                                 f'{header.get("version")} is not {FORMAT_VERSION}; '
+                                 'upgrade this scheduler')
+            try:
+                data = b''.join(self.client.get(f'{path}/{generation}-{i:04d}')[0]
+                                for i in range(header['shards']))
+            except NoNodeError:
+                continue    # a writer switched generations meanwhile
+            state = json.loads(zlib.decompress(data).decode('utf8'))
+            self._written[path] = header.get('digest')
+            return state
+        raise RuntimeError(f'{path}: the pipeline state kept changing while being read')
+
+    def delete(self, tenant: str, pipeline: str) -> None:
+        path = self.path(tenant, pipeline)
+        self._written.pop(path, None)
+        try:
+            self.client.delete(path, recursive=True)
+        except NoNodeError:
+            pass
+
+    def pipelines(self, tenant: str) -> list[str]:
+        try:
+            return [urllib.parse.unquote(p) for p in
+                    self.client.get_children(f'{STATE_ROOT}/{_quote(tenant)}/pipeline')]
+        except NoNodeError:
+            return []
+
+
+class TriggerEventQueue:
+    """Trigger events, durable until processed."""
+
+    def __init__(self, client):
+        self.client = client
+        try:
+            self.client.ensure_path(EVENT_ROOT)
+        except NodeExistsError:
+            pass
+
+    def put(self, event: dict) -> str:
+        data = json.dumps(event, default=str).encode('utf8')
+        return self.client.create(f'{EVENT_ROOT}/event-', data, sequence=True,
+                                  makepath=True)
+
+    def pending(self) -> list[tuple[str, dict]]:
+        """Every stored event, oldest first, as (path, event)."""
+        try:
+            children = sorted(self.client.get_children(EVENT_ROOT))
+        except NoNodeError:
+            return []
+        out = []
+        for child in children:
+            path = f'{EVENT_ROOT}/{child}'
+            try:
+                data, _ = self.client.get(path)
+                out.append((path, json.loads(data.decode('utf8'))))
+            except NoNodeError:
+                continue
+            except ValueError:
+                log.error('Dropping unreadable trigger event %s', path)
+                self.ack(path)
+        return out
+
+    def ack(self, path: str) -> None:
+        try:
+            self.client.delete(path)
+        except NoNodeError:
+            pass

@@ -1,7 +1,15 @@
 """A whole Zuul for end-to-end tests: the development Gerrit (over SSH),
 a real ZooKeeper chroot, a real Gearman server, zuul-merger,
 zuul-executor and the scheduler daemon's service, all in this process
-but talking over their real protocols."""
+but talking over their real protocols.
+
+For fault tests any of the three also runs as a real OS process of its
+console-script module (``system.start_daemon('executor', name='ex2')``,
+``start(executor=False)`` to leave the in-process one out): see
+:class:`DaemonProcess`. With the scheduler as a process, observe results
+through Gerrit (``verified``, ``messages``), the RPC (``status``, ``rpc``)
+and the build history database (``build_history``), never through
+in-process objects."""
 
 from __future__ import annotations
 
@@ -160,11 +168,223 @@ APP_CONFIG = """
 """
 
 
+def gear_admin(port: int, command: str, host: str = '127.0.0.1') -> list[str]:
+    """One Gearman administrative command (``status``, ``workers``) and
+    its answer lines (without the closing ``.``)."""
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(command.encode() + b'\n')
+        data = b''
+        while not (data == b'.\n' or data.endswith(b'\n.\n')):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data.decode().splitlines()[:-1]
+
+
+def gear_workers(port: int) -> dict[str, set[str]]:
+    """The connected Gearman workers: client id -> registered functions."""
+    workers: dict[str, set[str]] = {}
+    for line in gear_admin(port, 'workers'):
+        head, _, functions = line.partition(' : ')
+        client_id = head.split(' ', 2)[2] if head.count(' ') >= 2 else '-'
+        workers.setdefault(client_id, set()).update(functions.split())
+    return workers
+
+
+def gear_jobs(port: int) -> dict[str, tuple[int, int]]:
+    """Per Gearman function: (jobs queued or running, of which running)."""
+    jobs = {}
+    for line in gear_admin(port, 'status'):
+        fields = line.split('\t')
+        if len(fields) >= 3:
+            jobs[fields[0]] = (int(fields[1]), int(fields[2]))
+    return jobs
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process under ``pid`` (children first-level and below),
+    from /proc: ansible-playbook runs in a session of its own, so the
+    daemon's process group does not hold it."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f'/proc/{entry}/stat') as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(')', 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+class DaemonProcess:
+    """One Zuul daemon as a real OS process: ``python -m zuul.cmd.<kind>
+    -c <conf> -d`` in a session of its own, output appended to
+    ``<root>/<name>.log``.
+
+    ``kill()`` is what a host or OOM killer does: SIGKILL to the daemon's
+    process group and to every process below it (ansible-playbook, ssh,
+    ssh-agent: as systemd kills a unit's cgroup). ``terminate()`` is a
+    normal stop (SIGTERM). ``start()`` starts it again on the same
+    configuration, ``restart(kill=...)`` does both. ``start`` waits until
+    the daemon serves: an executor or merger has registered its Gearman
+    functions, a scheduler has loaded its tenants and listens to Gerrit's
+    event stream.
+    """
+
+    def __init__(self, system: ZuulSystem, kind: str, name: str, conf_path: str,
+                 hostname: str | None = None):
+        self.system = system
+        self.kind = kind
+        self.name = name
+        self.conf_path = conf_path
+        self.hostname = hostname
+        self.log_path = os.path.join(system.root, f'{name}.log')
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def __repr__(self) -> str:
+        return f'<DaemonProcess {self.name} ({self.kind}) pid={self.pid}>'
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, wait: bool = True, timeout: float = 60.0) -> DaemonProcess:
+        if self.running:
+            raise RuntimeError(f'{self.name} is already running')
+        offset = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        with open(self.log_path, 'ab') as log:
+            log.write(f'--- start {self.starts + 1} of {self.name}\n'.encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                [sys.executable, '-m', f'zuul.cmd.{self.kind}', '-c', self.conf_path, '-d'],
+                stdout=log, stderr=subprocess.STDOUT, cwd=self.system.root,
+                start_new_session=True)
+        self.starts += 1
+        if wait:
+            wait_for(lambda: self._ready(offset), timeout=timeout,
+                     what=f'{self.name} ({self.kind}) serving')
+        return self
+
+    def _ready(self, offset: int) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f'{self.name} exited with {self.proc.returncode}:\n'
+                                 + self.log()[-4000:])
+        port = self.system.gear_port
+        if self.kind == 'executor':
+            return 'executor:execute' in gear_workers(port).get(
+                f'executor:{self.hostname}', ())
+        if self.kind == 'merger':
+            return 'merger:merge' in gear_workers(port).get(
+                f'zuul-merger:{self.hostname}:0', ())
+        # scheduler: tenants loaded (logged after the event stream was
+        # started) and Gerrit serving that stream.
+        return ('Scheduler started with tenants' in self.log()[offset:]
+                and self.system.gerrit.server.stream_count() >= 1)
+
+    def kill(self) -> None:
+        """SIGKILL the daemon and everything it started; returns once the
+        daemon is reaped (and, for a scheduler, Gerrit has dropped its
+        event stream, so a new one can be told apart)."""
+        if self.proc is None:
+            return
+        below = _descendants(self.proc.pid)
+        for kill in (lambda: os.killpg(self.proc.pid, signal.SIGKILL),
+                     *(lambda p=p: os.kill(p, signal.SIGKILL) for p in below)):
+            try:
+                kill()
+            except OSError:
+                pass    # already gone
+        self.proc.wait(30)
+        if self.kind == 'scheduler':
+            wait_for(lambda: self.system.gerrit.server.stream_count() == 0, timeout=30,
+                     what='the killed scheduler\'s event stream closed')
+
+    def terminate(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM (a normal stop); SIGKILL after ``timeout`` seconds.
+        Returns the exit status."""
+        if not self.running:
+            return self.proc.returncode if self.proc is not None else None
+        os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.returncode
+        finally:
+            # leftovers of a daemon that stopped without waiting for them
+            for pid in _descendants(self.proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the daemon (e.g. SIGSTOP/SIGCONT to freeze it)."""
+        os.kill(self.proc.pid, signum)
+
+    def restart(self, kill: bool = False, wait: bool = True) -> DaemonProcess:
+        """Stop (SIGKILL with ``kill``, else SIGTERM) and start again on
+        the same configuration."""
+        if kill:
+            self.kill()
+        else:
+            self.terminate()
+        return self.start(wait=wait)
+
+    def log(self) -> str:
+        """Everything the daemon wrote so far, over all its starts."""
+        if not os.path.exists(self.log_path):
+            return ''
+        with open(self.log_path, errors='replace') as f:
+            return f.read()
+
+    def command(self, command: str) -> str:
+        """One command on the daemon's command socket (``pause``,
+        ``resume``, ``stop``...); returns its answer."""
+        from zuul.lib.commandsocket import send_command
+        return send_command(self.socket_path, command)
+
+    @property
+    def socket_path(self) -> str:
+        return os.path.join(self.system.root, self.name, f'{self.kind}.socket') \
+            if self.kind != 'scheduler' else os.path.join(self.system.root, 'state',
+                                                          'scheduler.socket')
+
+    # executors
+    @property
+    def job_dir(self) -> str:
+        return os.path.join(self.system.root, self.name, 'b')
+
+    def build_dirs(self) -> set[str]:
+        """An executor's build directories (one per build it holds)."""
+        if not os.path.isdir(self.job_dir):
+            return set()
+        return set(os.listdir(self.job_dir))
+
+
 class ZuulSystem:
     def __init__(self, root: str, gerrit, zk_hosts: str, gear_port: int, key_path: str):
         self.root = root
         self.gerrit = gerrit
         self.store = gerrit.store
+        self.gear_port = gear_port
+        self.key_path = key_path
+        self.daemons: dict[str, DaemonProcess] = {}     # by name
+        self.in_process: set[str] = set()   # 'scheduler', 'executor', 'merger' started here
         options = {'server': '127.0.0.1', 'port': str(gerrit.server.port), 'user': 'zuul',
                    'sshkey': gerrit.key_path, 'known_hosts': gerrit.known_hosts}
         with open(os.path.join(root, 'main.yaml'), 'w') as f:
@@ -196,6 +416,7 @@ class ZuulSystem:
                 [scheduler]
                 tenant_config = {root}/main.yaml
                 state_dir = {root}/state
+                pidfile = {root}/scheduler.pid
 
                 [database]
                 dburi = sqlite:///{root}/history.sqlite
@@ -307,23 +528,146 @@ class ZuulSystem:
         self.launcher_procs = []
 
     def create_projects(self, app_config: str = APP_CONFIG,
-                        pipelines: str = PIPELINES) -> None:
+                        pipelines: str = PIPELINES, config_files: dict | None = None) -> None:
+        """org/project-config (``pipelines`` and the playbooks, plus
+        ``config_files``: path -> text), org/app (``app_config`` as its
+        .zuul.yaml) and org/lib."""
         self.store.create_project('org/project-config', {
             'zuul.d/pipelines.yaml': textwrap.dedent(pipelines),
             'playbooks/check-marker.yaml': textwrap.dedent(CHECK_MARKER),
-            'playbooks/noop.yaml': textwrap.dedent(NOOP)})
+            'playbooks/noop.yaml': textwrap.dedent(NOOP),
+            **{path: textwrap.dedent(text) for path, text in (config_files or {}).items()}})
         self.store.create_project('org/app', {'.zuul.yaml': textwrap.dedent(app_config),
                                               'README': 'app\n'})
         self.store.create_project('org/lib', {'README': 'lib\n'})
 
-    def start(self) -> None:
-        self.merge_server.start()
-        self.executor.start()
-        self.service.start()
-        gerrit = self.service.connections.get('gerrit')
-        assert gerrit.stream.connected.wait(30)
-        wait_for(lambda: self.gerrit.server.stream_count() >= 1, what='event stream')
-        self._record_launches()
+    def start(self, scheduler: bool = True, executor: bool = True,
+              merger: bool = True) -> None:
+        """Start the in-process merger, executor and scheduler service;
+        ``False`` leaves that one out (run it as a process with
+        start_daemon, before or after).  The scheduler loads its tenants
+        through a merger (or an executor's merger functions): start one
+        first."""
+        if merger:
+            self.merge_server.start()
+            self.in_process.add('merger')
+        if executor:
+            self.executor.start()
+            self.in_process.add('executor')
+        if scheduler:
+            if self._scheduler_daemon() is not None:
+                raise RuntimeError('a scheduler process runs already')
+            self.service.start()
+            self.in_process.add('scheduler')
+            gerrit = self.service.connections.get('gerrit')
+            assert gerrit.stream.connected.wait(30)
+            wait_for(lambda: self.gerrit.server.stream_count() >= 1, what='event stream')
+            self._record_launches()
+
+    # -- daemons as processes --------------------------------------------
+    def start_daemon(self, kind: str, name: str | None = None, wait: bool = True,
+                     sections: dict | None = None, **options) -> DaemonProcess:
+        """Start ``zuul-<kind>`` (``scheduler``, ``executor``, ``merger``)
+        as a real process and return its :class:`DaemonProcess`.
+
+        Executors and mergers get a zuul.conf of their own
+        (``<root>/<name>/zuul.conf``: this system's, plus their section
+        with their own hostname ``<name>.example.org``, directories and
+        command socket, and ``options`` as extra keys of that section,
+        e.g. ``disable_merger='true'`` or ``keep_jobdir='true'``; and
+        ``sections``: section -> {key: value} set on top, such as
+        ``{'connection gerrit': {'port': ...}}``).  The
+        scheduler runs on this system's zuul.conf itself (the Gearman
+        server stays the fixture's) and excludes the in-process service.
+        """
+        if kind not in ('scheduler', 'executor', 'merger'):
+            raise ValueError(f'unknown daemon kind {kind!r}')
+        if kind == 'scheduler':
+            if 'scheduler' in self.in_process or self._scheduler_daemon() is not None:
+                raise RuntimeError('a scheduler runs already')
+            name = name or 'scheduler'
+        else:
+            name = name or f'{kind}{1 + sum(d.kind == kind for d in self.daemons.values())}'
+        if name in self.daemons:
+            raise ValueError(f'there is a daemon named {name} already')
+        if kind == 'scheduler':
+            daemon = DaemonProcess(self, kind, name, self.conf_path)
+        else:
+            hostname = f'{name}.example.org'
+            conf = self._daemon_conf(kind, name, hostname, options, sections or {})
+            daemon = DaemonProcess(self, kind, name, conf, hostname=hostname)
+        self.daemons[name] = daemon
+        return daemon.start(wait=wait)
+
+    def _daemon_conf(self, kind: str, name: str, hostname: str, options: dict,
+                     sections: dict) -> str:
+        """The zuul.conf of one executor or merger process."""
+        import configparser
+        home = os.path.join(self.root, name)
+        os.makedirs(home, exist_ok=True)
+        config = configparser.RawConfigParser()
+        config.read(self.conf_path)
+        section = {'hostname': hostname, 'git_dir': f'{home}/git',
+                   'command_socket': f'{home}/{kind}.socket'}
+        if kind == 'executor':
+            # as the in-process ExecutorServer of __init__ is set up
+            section.update({
+                'job_dir': f'{home}/b', 'state_dir': f'{home}/state',
+                'private_key_file': self.key_path, 'load_multiplier': '0',
+                'min_avail_mem': '0', 'log_stream_port': '0',
+                'log_stream_host': '127.0.0.1',
+                'keep_jobdir': 'true' if os.environ.get('ZUUL_KEEP_JOBDIR') else 'false'})
+        # git_user_* of [merger] are the executor's too
+        config[kind] = {}
+        if kind == 'executor':
+            config['merger'] = {}
+        config['merger'].update({'git_user_email': 'zuul@example.org',
+                                 'git_user_name': 'Zuul'})
+        config[kind].update(section)
+        config[kind].update({k: str(v) for k, v in options.items()})
+        for section, values in sections.items():
+            if not config.has_section(section):
+                config[section] = {}
+            config[section].update({k: str(v) for k, v in values.items()})
+        path = os.path.join(home, 'zuul.conf')
+        with open(path, 'w') as f:
+            config.write(f)
+        return path
+
+    def _scheduler_daemon(self) -> DaemonProcess | None:
+        return next((d for d in self.daemons.values()
+                     if d.kind == 'scheduler' and d.running), None)
+
+    def daemon(self, name: str) -> DaemonProcess:
+        return self.daemons[name]
+
+    def executor_of(self, build_uuid: str) -> DaemonProcess | None:
+        """The executor process holding ``build_uuid``'s build dir."""
+        return next((d for d in self.daemons.values()
+                     if d.kind == 'executor' and build_uuid in d.build_dirs()), None)
+
+    # -- observing a system whose scheduler may be a process -------------
+    def rpc(self, function: str, timeout: float = 60.0, **request):
+        """One ``zuul:*`` RPC call to whichever scheduler runs (e.g.
+        ``system.rpc('zuul:enqueue', tenant=..., pipeline=..., ...)``)."""
+        from zuul.scheduler.rpc import RPCClient
+        from zuul.scheduler.rpc_protocol import RPCRequest
+        client = RPCClient('127.0.0.1', self.gear_port, timeout=timeout)
+        try:
+            return client.call(function, RPCRequest(**request))
+        finally:
+            client.shutdown()
+
+    def status(self, tenant: str = 'example') -> dict:
+        """The tenant's status (as the web status page gets it)."""
+        from zuul.scheduler.rpc_protocol import STATUS_GET
+        return self.rpc(STATUS_GET, tenant=tenant)
+
+    def build_history(self, tenant: str = 'example', **filters) -> list[dict]:
+        """Finished builds from the build database (``[database]``),
+        newest first, as the web API lists them."""
+        from zuul.driver.sql.history import BuildHistory
+        return BuildHistory(self.conf.database.dburi).get_builds(tenant, **filters)
 
     def _record_launches(self) -> None:
         """Observe (not replace) the scheduler's executor adapter: every
@@ -358,8 +702,18 @@ class ZuulSystem:
 
     def stop(self) -> None:
         self.statsd.close()
-        for stop in (self.stop_zuul_launchers, self.service.stop, self.executor.stop,
-                     self.merge_server.stop):
+        stops = [self.stop_zuul_launchers]
+        stops += [lambda d=d: d.terminate(timeout=15) for d in self.daemons.values()
+                  if d.kind == 'scheduler']
+        if 'scheduler' in self.in_process:
+            stops.append(self.service.stop)
+        stops += [lambda d=d: d.terminate(timeout=15) for d in self.daemons.values()
+                  if d.kind != 'scheduler']
+        if 'executor' in self.in_process:
+            stops.append(self.executor.stop)
+        if 'merger' in self.in_process:
+            stops.append(self.merge_server.stop)
+        for stop in stops:
             try:
                 stop()
             except Exception:  # pragma: no cover - best effort teardown
@@ -377,6 +731,10 @@ class ZuulSystem:
 
     @property
     def scheduler(self):
+        """The in-process scheduler (not there when it runs as a process)."""
+        if 'scheduler' not in self.in_process:
+            raise AttributeError('the scheduler is not in this process: observe it through '
+                                 'Gerrit, status(), rpc() or build_history()')
         return self.service.scheduler
 
     def settle(self, timeout: float = 180.0) -> None:

@@ -1,0 +1,197 @@
+"""Nothing is lost when a daemon dies (issue 16): faults injected into
+real ``zuul-executor`` and ``zuul-merger`` processes (SIGKILL of the
+whole process tree, as a host or OOM kill does), with the scheduler,
+the development Gerrit, ZooKeeper and Gearman running as usual.
+
+- A build whose executor is killed is retried on another executor, as a
+  new attempt; with ``attempts: 1`` the job ends RETRY_LIMIT.
+- A merge whose merger is killed while it runs is done by another merger.
+
+Every assertion is on what Gerrit ends up with: each change reported
+exactly once (one vote, one message per pipeline run), merged where it
+should be, and no build or Gearman job left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from tests.functional.system_support import (  # noqa: F401 - fixture
+    BASE_PIPELINES,
+    gear_jobs,
+    zuul_system,
+)
+from tests.harness.waiting import wait_for
+
+# A trusted playbook (config project) that says when it runs and then
+# holds its build until the test creates the release file.
+HOLD_PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Tell the test this build runs
+      file:
+        path: "{{ marker_dir }}/started-{{ zuul.build }}"
+        state: touch
+    - name: Run until the test says so
+      wait_for:
+        path: "{{ marker_dir }}/release"
+        timeout: 120
+"""
+
+HOLD_JOBS = """
+- job:
+    name: hold
+    run: playbooks/hold.yaml
+    vars:
+      marker_dir: {markers}
+- job:
+    name: hold-once
+    parent: hold
+    attempts: 1
+"""
+
+
+def _project(job: str) -> str:
+    return f"""
+- project:
+    queue: integrated
+    check:
+      jobs:
+        - {job}
+    gate:
+      jobs:
+        - {job}
+"""
+
+
+def _setup(system, job: str) -> str:
+    """Projects whose org/app runs ``job`` in check and gate; returns
+    the marker directory the hold playbook talks through."""
+    markers = os.path.join(system.root, 'markers')
+    os.makedirs(markers)
+    system.create_projects(app_config=_project(job),
+                           pipelines=BASE_PIPELINES + HOLD_JOBS.format(markers=markers),
+                           config_files={'playbooks/hold.yaml': HOLD_PLAYBOOK})
+    return markers
+
+
+def _started(markers: str) -> list[str]:
+    """Uuids of the builds whose hold playbook runs (or ran)."""
+    return sorted(name[len('started-'):] for name in os.listdir(markers)
+                  if name.startswith('started-'))
+
+
+def _wait_value(get, timeout: float, what: str):
+    """wait_for, returning the first true value of ``get()``."""
+    found = []
+    wait_for(lambda: found.append(get()) or found[-1], timeout=timeout, what=what)
+    return found[-1]
+
+
+def _no_jobs_left(system) -> bool:
+    """No build or merge queued or running in Gearman."""
+    return not any(total for total, _ in gear_jobs(system.gear_port).values())
+
+
+def _executors(system, n: int):
+    # Merges go to the in-process merger only: executors take builds.
+    return [system.start_daemon('executor', name=f'ex{i}', disable_merger='true')
+            for i in range(1, n + 1)]
+
+
+def test_build_of_a_killed_executor_is_retried_on_another(zuul_system):  # noqa: F811
+    system = zuul_system
+    markers = _setup(system, 'hold')
+    executors = _executors(system, 2)
+    system.start(executor=False)
+    change = system.store.create_change('org/app', 'master', 'Held', {'app.py': 'ok\n'})
+    first, = _wait_value(lambda: _started(markers), timeout=120, what='the build running')
+    victim = system.executor_of(first)
+    assert victim is not None, 'no executor holds the running build'
+    victim.kill()
+    survivor, = [e for e in executors if e is not victim]
+    # the retry is a new build, on the executor that is left
+    retry = _wait_value(lambda: [u for u in _started(markers) if u != first], timeout=120,
+                     what='the retried build running')[0]
+    assert retry in survivor.build_dirs()
+    open(os.path.join(markers, 'release'), 'w').close()
+    wait_for(lambda: system.verified(change), timeout=120, what='the check vote')
+    wait_for(lambda: _no_jobs_left(system), timeout=30, what='Gearman idle')
+    system.settle()
+    assert system.verified(change) == 1
+    (report,) = system.messages(change)
+    assert 'Build succeeded' in report and '- hold ' in report and 'SUCCESS' in report
+    # two attempts of one job, the second on the survivor, and nothing held
+    assert [(x['pipeline'], x['job']) for x in system.launches] == [('check', 'hold')] * 2
+    assert survivor.build_dirs() == set()
+    builds = system.build_history(project='org/app')
+    assert [b['result'] for b in builds if b['job_name'] == 'hold'] == ['SUCCESS']
+
+
+def test_a_killed_build_with_no_attempts_left_is_retry_limit(zuul_system):  # noqa: F811
+    system = zuul_system
+    markers = _setup(system, 'hold-once')
+    open(os.path.join(markers, 'release'), 'w').close()     # nothing waits
+    executors = _executors(system, 2)
+    system.start(executor=False)
+    change = system.store.create_change('org/app', 'master', 'Once', {'app.py': 'ok\n'})
+    # find the executor as soon as it took the build (before ansible runs)
+    victim = _wait_value(lambda: next((e for e in executors if e.build_dirs()), None),
+                      timeout=120, what='an executor taking the build')
+    victim.kill()
+    wait_for(lambda: system.verified(change), timeout=120, what='the check vote')
+    wait_for(lambda: _no_jobs_left(system), timeout=30, what='Gearman idle')
+    system.settle()
+    assert system.verified(change) == -1
+    (report,) = system.messages(change)
+    assert 'Build failed' in report and '- hold-once ' in report and 'RETRY_LIMIT' in report
+    assert len(system.launches) == 1
+    assert all(not e.build_dirs() for e in executors if e is not victim)
+
+
+def test_merge_of_a_killed_merger_is_done_by_another(zuul_system):  # noqa: F811
+    system = zuul_system
+    store = system.store
+    system.create_projects(pipelines=BASE_PIPELINES)
+    # Merger processes only (the in-process executor takes no merges).
+    m1 = system.start_daemon('merger', name='m1')
+    system.start(merger=False)
+    change = store.create_change('org/app', 'master', 'Gated', {'gated.txt': 'yes\n'})
+    wait_for(lambda: system.verified(change) == 1, timeout=120, what='the check vote')
+    # A second merger whose Gerrit never answers (a TCP listener that
+    # accepts and says nothing): the merge it takes hangs in git fetch
+    # until it is killed.  m1 takes nothing meanwhile.
+    blackhole = socket.socket()
+    blackhole.bind(('127.0.0.1', 0))
+    blackhole.listen(16)
+    try:
+        assert m1.command('pause') == 'ok'
+        m2 = system.start_daemon('merger', name='m2', sections={
+            'connection gerrit': {'port': blackhole.getsockname()[1]}})
+        store.approve(change, 'Workflow', 1, who='core')
+        wait_for(lambda: gear_jobs(system.gear_port).get('merger:merge') == (1, 1),
+                 timeout=60, what='m2 running the gate merge')
+        m2.kill()
+        # the merge is not lost: it waits in Gearman for a merger...
+        wait_for(lambda: gear_jobs(system.gear_port).get('merger:merge') == (1, 0),
+                 timeout=30, what='the merge job submitted again')
+        # ...and m1, killed while paused and started again, does it
+        m1.restart(kill=True)
+        wait_for(lambda: store.get_change(change.number).status == 'MERGED', timeout=120,
+                 what='the change merged')
+    finally:
+        blackhole.close()
+    wait_for(lambda: _no_jobs_left(system), timeout=30, what='Gearman idle')
+    system.settle()
+    assert system.verified(change) == 2
+    check, start, gate = system.messages(change)
+    assert 'Build succeeded' in check and 'gate' not in check
+    assert start == 'Starting gate jobs.'
+    assert 'Build succeeded (gate pipeline)' in gate
+    head = store.branch_head('org/app', 'master')
+    log = store.repos.git('org/app', 'log', '--format=%s', head).splitlines()
+    assert log.count('Gated') == 1
+    assert [(x['pipeline'], x['job']) for x in system.launches] == [
+        ('check', 'check-marker'), ('gate', 'check-marker')]

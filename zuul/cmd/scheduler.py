@@ -157,15 +157,17 @@ class SchedulerService:
         from kazoo.protocol.states import KazooState
         identifier = f'{socket.gethostname()}:{os.getpid()}'
         self.leader_lock = self.zk.client.Lock(LEADER_LOCK, identifier=identifier)
-        waiting_logged = False
-        while not self.stopping.is_set():
-            if self.leader_lock.acquire(timeout=1):
-                break
-            if not waiting_logged:
-                waiting_logged = True
-                holders = self.leader_lock.contenders()
-                log.info('Standing by: scheduler %s leads', holders[0] if holders else '?')
-        else:
+        from kazoo.exceptions import CancelledError
+        holders = self.leader_lock.contenders()
+        if holders:
+            log.info('Standing by: scheduler %s leads', holders[0])
+        try:
+            if self.stopping.is_set() or not self.leader_lock.acquire():
+                return False
+        except CancelledError:
+            return False
+        if self.stopping.is_set():
+            self.leader_lock.release()
             return False
         self.is_leader = True
         log.info('This scheduler (%s) leads', identifier)
@@ -195,6 +197,8 @@ class SchedulerService:
 
     def stop(self) -> None:
         self.stopping.set()
+        if self.leader_lock is not None and not self.is_leader:
+            self.leader_lock.cancel()
         if not self.is_leader and getattr(self, 'scheduler', None) is None:
             for stop in (lambda: self.zk.close(), lambda: self.merge_client.stop(),
                          lambda: self.gear_server and self.gear_server.shutdown()):
@@ -288,6 +292,8 @@ def main(argv=None) -> int:
 
         def on_term():
             service.stopping.set()
+            if service.leader_lock is not None and not service.is_leader:
+                service.leader_lock.cancel()
             stopped.set()
         install_signal_handlers(on_term=on_term,
                                 on_hup=lambda: threading.Thread(

@@ -204,3 +204,32 @@ def test_standby_scheduler_takes_over_a_gate_run(zuul_system, zk_chroot):  # noq
     finally:
         if system.service is not standby:
             standby.stop()
+
+
+def test_events_while_no_scheduler_ran_are_caught_up(zuul_system):  # noqa: F811
+    """Gerrit events that nobody listened to (no scheduler was running)
+    are synthesized from Gerrit's timestamps by the next scheduler."""
+    system = zuul_system
+    release = os.path.join(system.root, 'release')
+    with open(release, 'w') as f:
+        f.write('go\n')
+    _projects(system, release)
+    system.start()
+    store = system.store
+    first = store.create_change('org/app', 'master', 'Checked before', {'a.txt': 'x\n'})
+    wait_for(lambda: system.verified(first) == 1, timeout=240, what='check vote')
+    system.settle()
+    new = []
+
+    def while_down():
+        store.approve(first, 'Workflow', 1, who='core')
+        new.append(store.create_change('org/app', 'master', 'Proposed while down',
+                                       {'b.txt': 'x\n'}))
+    system.restart_scheduler(down=while_down)
+    wait_for(lambda: store.get_change(first.number).status == 'MERGED', timeout=240,
+             what='the approval given while down gated the change')
+    wait_for(lambda: system.verified(new[0]) == 1, timeout=240,
+             what='the change proposed while down was checked')
+    system.settle()
+    assert len([m for m in system.messages(first) if 'gate pipeline' in m]) == 1
+    assert len([m for m in system.messages(new[0]) if 'Build succeeded' in m]) == 1

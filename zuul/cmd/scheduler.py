@@ -22,6 +22,8 @@ from zuul.cmd import DEFAULT_CONFIG, PidFile, daemonize, install_signal_handlers
 log = logging.getLogger('zuul.scheduler.daemon')
 
 LEADER_LOCK = '/zuul/scheduler/leader'
+# Catch-up starts this long before the last save (events in flight then).
+CATCH_UP_SLACK = 5.0
 
 
 class SchedulerService:
@@ -141,12 +143,31 @@ class SchedulerService:
                                                     self.keystore), name='zuul-scheduler',
                                tls=tls)
         self.rpc.start()
+        from zuul.zk.pipeline_state import last_saved
+        since = last_saved(self.zk.client)
         self.scheduler.start()
         self.images.start()
         self.connections.start(self.scheduler.add_trigger_event)
+        if since is not None:
+            self._catch_up(since)
         log.info('Scheduler started with tenants %s (%d items restored)',
                  sorted(self.scheduler.tenants), self.scheduler.restored_items)
         return True
+
+    def _catch_up(self, since: float) -> None:
+        """Events that happened while no scheduler listened (a restart,
+        a takeover): each connection that can synthesizes them."""
+        for connection in self.connections.all():
+            catch_up = getattr(connection, 'catch_up_since', None)
+            if catch_up is None:
+                continue
+
+            def run(connection=connection, catch_up=catch_up):
+                count = catch_up(since - CATCH_UP_SLACK)
+                log.info('Connection %s: %d events caught up from while no scheduler ran',
+                         connection.name, count)
+            threading.Thread(target=run, name=f'catch-up-{connection.name}',
+                             daemon=True).start()
 
     def _become_leader(self) -> bool:
         """Several schedulers may run; one leads (processes events, owns

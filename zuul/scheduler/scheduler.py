@@ -27,6 +27,10 @@ log = logging.getLogger('zuul.scheduler')
 
 # Event types whose change matters even when no pipeline is triggered:
 # they dequeue superseded or closed changes, or may change the config.
+# How often the leader notes in ZooKeeper that it is up to date (a
+# successor catches up on events since then).
+MARK_INTERVAL = 2.0
+
 _CHANGE_NEEDED = frozenset({'patchset-created', 'change-abandoned', 'change-merged',
                             'ref-updated'})
 
@@ -73,6 +77,7 @@ class Scheduler:
         self.event_queue = None
         self._acks: list[str] = []
         self._forget: list = []
+        self._marked = 0.0
         self.restored_items = 0
 
     def semaphore_handler(self, tenant_name: str) -> SemaphoreHandler:
@@ -142,6 +147,11 @@ class Scheduler:
                 if self.state_store.save(tenant.name, name, snapshot(manager, self.nodes)):
                     written += 1
         if only is None:
+            now = time.time()
+            if now - self._marked >= MARK_INTERVAL:
+                from zuul.zk.pipeline_state import mark_saved
+                mark_saved(self.state_store.client, now)
+                self._marked = now
             acks, self._acks = self._acks, []
             for path in acks:
                 self.event_queue.ack(path)

@@ -140,6 +140,27 @@ class PipelineStateStore:
             return []
 
 
+ALIVE_PATH = '/zuul/scheduler/last-saved'
+
+
+def mark_saved(client, when: float) -> None:
+    """When the leading scheduler last saved its state: a successor
+    asks its connections for what happened since."""
+    data = json.dumps({'time': when}).encode('utf8')
+    try:
+        client.set(ALIVE_PATH, data)
+    except NoNodeError:
+        client.create(ALIVE_PATH, data, makepath=True)
+
+
+def last_saved(client) -> float | None:
+    try:
+        data, _ = client.get(ALIVE_PATH)
+        return float(json.loads(data.decode('utf8'))['time'])
+    except (NoNodeError, ValueError, KeyError, TypeError):
+        return None
+
+
 class TriggerEventQueue:
     """Trigger events, durable until processed."""
 

@@ -257,6 +257,52 @@ class GerritConnection:
                 self._remember(event)
                 self._deliver(event)
 
+    def catch_up_since(self, since: float) -> int:
+        """After a scheduler restart or takeover: synthesize the events of
+        everything that happened since ``since`` (when the previous
+        scheduler last saved its state) from Gerrit's own timestamps --
+        the previous process's view of each change is gone. Returns how
+        many events were delivered."""
+        age = int(time.time() - since) + CATCH_UP_MARGIN
+        try:
+            rows = self.ssh.query(f'-age:{age}s')
+        except Exception:
+            log.exception('Catch-up query on %s failed', self.name)
+            return 0
+        count = 0
+        for row in sorted(rows, key=lambda r: r.get('lastUpdated', 0)):
+            for event in self._events_since(row, since):
+                self._remember(event)
+                self._deliver(event)
+                count += 1
+        return count
+
+    def _events_since(self, row: dict, since: float) -> list[TriggerEvent]:
+        change = change_from_query(row, self.name, baseurl=self.baseurl)
+        base = dict(connection=self.name, project=change.project, branch=change.branch,
+                    change_number=change.number, patchset=change.patchset,
+                    ref=change.ref, newrev=change.newrev, change_url=change.url)
+        events = []
+        current = row.get('currentPatchSet') or {}
+        if float(current.get('createdOn') or 0) >= since:
+            events.append(TriggerEvent(type='patchset-created', **base))
+        fresh = [a for a in change.approvals if float(a.get('grantedOn') or 0) >= since]
+        if fresh:
+            approvals = [{'type': a.get('type'), 'description': a.get('description') or
+                          a.get('type'), 'value': str(a.get('value')),
+                          'username': a.get('username')} for a in fresh]
+            events.append(TriggerEvent(type='comment-added', approvals=approvals,
+                                       comment='', **base))
+        if change.last_updated >= since:
+            kind = {'MERGED': 'change-merged', 'ABANDONED': 'change-abandoned'}.get(
+                change.status)
+            if kind:
+                events.append(TriggerEvent(type=kind, **base))
+        for e in events:
+            log.info('[e: %s] Synthesized %s for %s,%s: it happened while no scheduler '
+                     'ran', e.event_id, e.type, change.number, change.patchset)
+        return events
+
     def _missed_events(self, row: dict) -> list[TriggerEvent]:
         change = change_from_query(row, self.name, baseurl=self.baseurl)
         with self._lock:

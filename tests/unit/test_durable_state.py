@@ -1,0 +1,228 @@
+"""Durable scheduler state: the ZooKeeper store (real ZooKeeper), build
+records, and snapshot/restore of pipeline managers (driven through the
+deterministic collaborators of test_pipeline_managers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import pytest
+
+from tests.unit.test_pipeline_managers import MergeResult, _change, _pipeline, _setup
+from zuul.manager import manager_for
+from zuul.model import item as m
+from zuul.scheduler.state import Restorer, event_data, event_from_data, snapshot
+from zuul.zk import pipeline_state as ps
+from zuul.zk.builds import BuildRecords
+
+# -- the store -----------------------------------------------------------------
+
+
+def test_state_round_trips_and_unchanged_state_is_not_written(zk_chroot):
+    store = ps.PipelineStateStore(zk_chroot.client())
+    state = {'version': 1, 'queues': [{'name': 'q', 'items': [{'id': 'a'}]}]}
+    assert store.save('tenant one', 'gate', state)
+    assert not store.save('tenant one', 'gate', state)       # same digest: no write
+    assert store.writes == 1
+    other = ps.PipelineStateStore(zk_chroot.client())
+    assert other.load('tenant one', 'gate') == state
+    assert other.load('tenant one', 'check') is None
+    assert other.pipelines('tenant one') == ['gate']
+
+
+def test_large_state_is_sharded_and_old_generations_removed(zk_chroot, monkeypatch):
+    monkeypatch.setattr(ps, 'SHARD_SIZE', 1024)
+    client = zk_chroot.client()
+    store = ps.PipelineStateStore(client)
+    blob = os.urandom(6000).hex()        # incompressible: several shards
+    store.save('t', 'p', {'blob': blob, 'n': 1})
+    store.save('t', 'p', {'blob': blob, 'n': 2})
+    path = store.path('t', 'p')
+    header = json.loads(client.get(path)[0])
+    assert header['generation'] == 2 and header['shards'] > 3
+    children = client.get_children(path)
+    assert children and all(c.startswith('2-') for c in children)
+    assert ps.PipelineStateStore(client).load('t', 'p') == {'blob': blob, 'n': 2}
+
+
+def test_state_of_another_format_version_is_refused(zk_chroot):
+    client = zk_chroot.client()
+    store = ps.PipelineStateStore(client)
+    store.save('t', 'p', {'x': 1})
+    path = store.path('t', 'p')
+    header = json.loads(client.get(path)[0])
+    header['version'] = 99
+    client.set(path, json.dumps(header).encode())
+    with pytest.raises(ValueError, match='format version 99'):
+        ps.PipelineStateStore(client).load('t', 'p')
+
+
+def test_trigger_events_are_kept_in_order_until_acknowledged(zk_chroot):
+    from zuul.model.events import TriggerEvent
+    queue = ps.TriggerEventQueue(zk_chroot.client())
+    events = [TriggerEvent(type='patchset-created', connection='gerrit', project='p',
+                           change_number=n, patchset=1) for n in (3, 1, 2)]
+    for event in events:
+        queue.put(event_data(event))
+    pending = queue.pending()
+    assert [event_from_data(d).change_number for _, d in pending] == [3, 1, 2]
+    assert event_from_data(pending[0][1]).event_id == events[0].event_id
+    queue.ack(pending[0][0])
+    assert [d['change_number'] for _, d in queue.pending()] == [1, 2]
+
+
+def test_last_saved_mark(zk_chroot):
+    client = zk_chroot.client()
+    assert ps.last_saved(client) is None
+    ps.mark_saved(client, 1234.5)
+    assert ps.last_saved(client) == 1234.5
+
+
+# -- build records ----------------------------------------------------------------
+
+
+def _follow(records, uuid):
+    got, done = [], threading.Event()
+
+    def on_done(record):
+        got.append(record)
+        done.set()
+    records.follow(uuid, on_done)
+    return got, done
+
+
+def test_followed_build_reports_its_result_when_it_ends(zk_chroot):
+    executor = BuildRecords(zk_chroot.client())
+    executor.register_executor('ex1')
+    scheduler = BuildRecords(zk_chroot.client())
+    executor.started('b1', 'ex1', 'finger://ex1/b1')
+    got, done = _follow(scheduler, 'b1')
+    assert not done.wait(0.5)                        # still running on a live executor
+    executor.completed('b1', 'ex1', json.dumps({'result': 'SUCCESS'}))
+    assert done.wait(10)
+    assert got[0]['state'] == 'completed' and got[0]['result']['result'] == 'SUCCESS'
+    assert len(got) == 1
+
+
+def test_followed_build_is_lost_when_its_executor_goes(zk_chroot):
+    executor_client = zk_chroot.client()
+    executor = BuildRecords(executor_client)
+    executor.register_executor('ex2')
+    executor.started('b2', 'ex2', None)
+    scheduler = BuildRecords(zk_chroot.client())
+    got, done = _follow(scheduler, 'b2')
+    assert not done.wait(0.3)
+    zk_chroot.expire_session(executor_client)        # the executor died
+    assert done.wait(10)
+    assert got == [None]
+
+
+def test_build_without_a_record_is_lost_at_once(zk_chroot):
+    got, done = _follow(BuildRecords(zk_chroot.client()), 'never-started')
+    assert done.wait(1) and got == [None]
+
+
+# -- snapshot and restore ---------------------------------------------------------
+
+
+class _Connections:
+    def __init__(self, changes):
+        self.changes = changes
+
+    def get(self, name):
+        return self
+
+    def lookup_change(self, project, spec):
+        number = int(spec.split(',')[0])
+        return self.changes[number]
+
+
+class _Executor:
+    def __init__(self):
+        self.followed = []
+
+    def follow(self, build, lost_detail=None):
+        self.followed.append(build.uuid)
+
+
+def _gate_mid_run():
+    """A gate of three with merges done and builds running."""
+    ctx, mgr = _setup(_pipeline(), jobs=('job1', 'job2'))
+    changes = [_change(ctx, n) for n in (1, 2, 3)]
+    for change in changes:
+        mgr.add_change(change)
+    for _ in range(20):       # merges complete, builds start, none finishes
+        mgr.process_queues()
+        if ctx.pending_merges:
+            bs, numbers = ctx.pending_merges.pop(0)
+            mgr.on_merge_completed(bs, MergeResult(True, {'changes': numbers}, commit='c'))
+    return ctx, mgr, changes
+
+
+def test_restored_gate_keeps_order_merges_and_running_builds():
+    ctx, mgr, changes = _gate_mid_run()
+    assert len(ctx.running) == 6
+    first = next(iter(mgr.all_items()))
+    first.current_build_set.builds['job1'].result = m.SUCCESS      # one already ended
+    saved = json.loads(json.dumps(snapshot(mgr)))                  # through JSON, as stored
+    new_mgr = manager_for(mgr.pipeline, ctx)
+    ctx.manager = new_mgr
+    executor = _Executor()
+    restorer = Restorer(new_mgr, _Connections({c.number: c for c in changes}), executor)
+    assert restorer.restore(saved) == 3
+    restorer.follow_builds()
+    items = list(new_mgr.all_items())
+    assert [i.change.number for i in items] == [1, 2, 3]
+    assert [i.id for i in items] == [i.id for i in mgr.all_items()]
+    assert all(i.reported_start for i in items)
+    assert [i.item_ahead for i in items] == [None, items[0], items[1]]
+    assert items[2].current_build_set.dependent_items == (items[0], items[1])
+    bs = items[0].current_build_set
+    assert bs.merge_state == m.MERGE_COMPLETE and bs.commit == 'c'
+    assert bs.builds['job1'].result == m.SUCCESS
+    assert len(executor.followed) == 5               # the unfinished ones are followed
+    assert bs.jobs is None                           # frozen again on the next pass
+    new_mgr.process_queues()
+    assert bs.builds['job1'].job is bs.job('job1')   # bound to the frozen job
+    assert not ctx.merges[3:]                        # no merge requested again
+
+
+def test_restore_drops_items_whose_change_merged_meanwhile():
+    ctx, mgr, changes = _gate_mid_run()
+    saved = snapshot(mgr)
+    changes[0].status = 'MERGED'
+    new_mgr = manager_for(mgr.pipeline, ctx)
+    restorer = Restorer(new_mgr, _Connections({c.number: c for c in changes}), _Executor())
+    assert restorer.restore(saved) == 2
+    items = list(new_mgr.all_items())
+    assert [i.change.number for i in items] == [2, 3]
+    # Built on a change that is no longer ahead: tested afresh.
+    assert items[1].current_build_set.merge_state == m.MERGE_NEW
+
+
+def test_restored_pipeline_finishes_with_one_report_per_change():
+    ctx, mgr, changes = _gate_mid_run()
+    saved = snapshot(mgr)
+    reports_before = list(ctx.reports)
+    new_mgr = manager_for(mgr.pipeline, ctx)
+    ctx.manager = new_mgr
+    ctx.running.clear()             # the old process's builds: results come through records
+    executor = _Executor()
+    restorer = Restorer(new_mgr, _Connections({c.number: c for c in changes}), executor)
+    restorer.restore(saved)
+    for item in new_mgr.all_items():
+        for build in item.current_build_set.builds.values():
+            new_mgr.on_build_completed(build, m.SUCCESS)
+    ctx.run()
+    assert ctx.reports[len(reports_before):] == [(1, 'success'), (2, 'success'),
+                                                 (3, 'success')]
+    assert not ctx.running                          # nothing was launched again
+    assert [n for n, a in ctx.notices if a == 'start'] == [1, 2, 3]   # before the restart only
+
+
+def test_state_of_an_unknown_version_is_not_restored():
+    ctx, mgr, _ = _gate_mid_run()
+    with pytest.raises(ValueError):
+        Restorer(manager_for(mgr.pipeline, ctx), _Connections({})).restore({'version': 0})

@@ -247,7 +247,7 @@ class CleanupWorker(threading.Thread):
     def _request_exists(self, request_id: str) -> bool:
         if self.launcher.request_cache.get(request_id) is not None:
             return True
-        return self.zk.client.exists(paths.request_path(request_id)) is not None
+        return self.zk.exists(paths.request_path(request_id)) is not None
 
     # -- instances ----------------------------------------------------------------
 
@@ -311,5 +311,5 @@ class CleanupWorker(threading.Thread):
         for request_id in self.zk.get_request_lock_ids():
             if request_id in existing:
                 continue
-            if self.zk.client.exists(paths.request_path(request_id)) is None:
+            if self.zk.exists(paths.request_path(request_id)) is None:
                 self.zk.delete_request_lock_dir(request_id)

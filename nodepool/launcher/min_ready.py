@@ -72,4 +72,4 @@ class MinReadyKeeper:
             return False
         if cached is not None:
             return True
-        return self.zk.client.exists(paths.request_path(request_id)) is not None
+        return self.zk.exists(paths.request_path(request_id)) is not None

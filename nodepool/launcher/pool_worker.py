@@ -31,7 +31,7 @@ from nodepool.driver import Quota
 from nodepool.launcher.handler import FINISHED, RequestHandler
 from nodepool.launcher.state_machine import NodeLaunchStateMachine
 from nodepool.zk import paths
-from nodepool.zk.api import RecordChangedError, RecordGoneError
+from nodepool.zk.api import ZOOKEEPER_DOWN, RecordChangedError, RecordGoneError
 from nodepool.zk.records import (
     BUILDING,
     FAILED,
@@ -93,6 +93,10 @@ class PoolWorker(threading.Thread):
         while self._running:
             try:
                 self._cycle()
+            except ZOOKEEPER_DOWN as e:
+                # The next cycle (woken when the session is back) carries on.
+                log.warning('Pool %s/%s: cycle interrupted, ZooKeeper unavailable (%s)',
+                            self.provider.name, self.pool.name, e.__class__.__name__)
             except Exception:
                 log.exception('Pool %s/%s: cycle failed', self.provider.name, self.pool.name)
             self.launcher.notify_changed()
@@ -144,6 +148,12 @@ class PoolWorker(threading.Thread):
 
     def _ensure_registered(self) -> None:
         session = self.zk.session_id
+        if session is None and self.registered.is_set():
+            # Disconnected, not necessarily expired (a ZooKeeper member
+            # went, or quorum): our locks may well still be ours.  The
+            # calls of this cycle wait for the connection; a new session
+            # is noticed by the next one.
+            return
         if session == self._session and self.registered.is_set():
             return
         if self._session is not None and session != self._session:
@@ -582,7 +592,7 @@ class PoolWorker(threading.Thread):
     def request_exists(self, request_id: str) -> bool:
         if self.launcher.request_cache.get(request_id) is not None:
             return True
-        return self.zk.client.exists(paths.request_path(request_id)) is not None
+        return self.zk.exists(paths.request_path(request_id)) is not None
 
 
 def _describe(quota: Quota, limit: Quota) -> str:

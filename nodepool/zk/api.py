@@ -15,11 +15,14 @@ import time
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionLoss,
     KazooException,
     LockTimeout,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    OperationTimeoutError,
+    SessionExpiredError,
 )
 from kazoo.recipe.lock import Lock
 
@@ -42,14 +45,43 @@ class RecordChangedError(ZooKeeperError):
     """The znode changed since it was read (a versioned write failed)."""
 
 
+#: A call failed because the connection to its server went: it may or
+#: may not have been applied.  The session (and our locks) live on.
+CONNECTION_LOST = (ConnectionLoss, OperationTimeoutError)
+#: What a loop meeting ZooKeeper trouble logs briefly and tries again
+#: after: a lost connection, or a session that ended (its owner starts
+#: over in a new one).
+ZOOKEEPER_DOWN = (*CONNECTION_LOST, SessionExpiredError)
+
+
+def retry_policy(timeout: float) -> dict:
+    """How a client retries connecting (and kazoo's recipes their calls).
+
+    kazoo's own default backs off up to an hour between rounds over the
+    servers; after an ensemble lost and regained quorum that would keep
+    a client away long after its session had expired.  Retry at least
+    every ``timeout / 3`` seconds (at most every 5 s), so a client is
+    back within its session timeout once a majority serves again.
+    """
+    return {'max_tries': -1, 'delay': 0.1, 'backoff': 2,
+            'max_delay': max(0.5, min(timeout / 3.0, 5.0))}
+
+
 def connect(hosts: str, timeout: float = 10.0, tls: dict | None = None,
-            read_only: bool = False, start_timeout: float = 30.0) -> KazooClient:
-    """A started KazooClient.  ``tls``: {'cert', 'key', 'ca'} file paths."""
+            read_only: bool = False, start_timeout: float = 30.0,
+            randomize_hosts: bool = True) -> KazooClient:
+    """A started KazooClient.  ``hosts`` lists every member of the
+    ensemble (``h1:2181,h2:2181,h3:2181[/chroot]``); the client moves to
+    another when its server goes.  ``tls``: {'cert', 'key', 'ca'} file
+    paths."""
     kw = {}
     if tls:
         kw.update(use_ssl=True, certfile=tls.get('cert'), keyfile=tls.get('key'),
                   ca=tls.get('ca'))
-    client = KazooClient(hosts, timeout=timeout, read_only=read_only, **kw)
+    client = KazooClient(hosts, timeout=timeout, read_only=read_only,
+                         randomize_hosts=randomize_hosts,
+                         connection_retry=retry_policy(timeout),
+                         command_retry=retry_policy(timeout), **kw)
     try:
         client.start(timeout=start_timeout)
     except Exception:
@@ -114,6 +146,8 @@ class NodepoolZooKeeper:
 
     @property
     def session_id(self) -> int | None:
+        """The session's id; None while disconnected (the session may
+        well live on: kazoo tells only once it is connected again)."""
         cid = self.client.client_id
         return cid[0] if cid else None
 
@@ -129,15 +163,48 @@ class NodepoolZooKeeper:
         now = time.time()
         request.created_time = request.created_time or now
         request.state_time = now
-        path = self.client.create(f'{self.tree.request_root}/{int(priority):03d}-',
-                                  request.serialize(), ephemeral=ephemeral,
-                                  sequence=True, makepath=True)
+        path = self._create_sequential(self.tree.request_root, f'{int(priority):03d}-',
+                                       request.serialize(), ephemeral)
         request.id = path.rsplit('/', 1)[1]
         return request.id
 
+    def _create_sequential(self, root: str, prefix: str, data: bytes,
+                           ephemeral: bool = False) -> str:
+        """Create ``root/prefix<seq>`` holding ``data``, exactly once: if
+        the connection goes before the answer comes, the server may have
+        created it anyway, so look for it before creating it again
+        (``data`` holds its creation time, which makes it unique)."""
+        while True:
+            try:
+                return self.client.create(f'{root}/{prefix}', data, ephemeral=ephemeral,
+                                          sequence=True, makepath=True)
+            except CONNECTION_LOST:
+                path = self._find_created(root, prefix, data, ephemeral)
+                if path is not None:
+                    return path
+                log.info('Connection lost while creating a record in %s; creating it '
+                         'again', root)
+
+    def _find_created(self, root: str, prefix: str, data: bytes,
+                      ephemeral: bool) -> str | None:
+        """A znode under ``root`` holding exactly ``data`` (ephemeral: of
+        this session)."""
+        for name in sorted(self._retry(self.client.get_children, root), reverse=True):
+            if not name.startswith(prefix):
+                continue
+            try:
+                raw, stat = self._retry(self.client.get, f'{root}/{name}')
+            except NoNodeError:
+                continue
+            # (Read after a call: the id is known while connected.)
+            if raw == data and (not ephemeral or stat.ephemeralOwner == self.session_id):
+                return f'{root}/{name}'
+        return None
+
     def get_request(self, request_id: str, watch=None) -> NodeRequest | None:
         try:
-            raw, stat = self.client.get(self.tree.request_path(request_id), watch=watch)
+            raw, stat = self._retry(self.client.get, self.tree.request_path(request_id),
+                                    watch=watch)
         except NoNodeError:
             return None
         if not raw:
@@ -146,7 +213,7 @@ class NodepoolZooKeeper:
 
     def get_request_ids(self) -> list[str]:
         try:
-            ids = self.client.get_children(self.tree.request_root)
+            ids = self._retry(self.client.get_children, self.tree.request_root)
         except NoNodeError:
             return []
         return sorted(ids, key=request_sort_key)
@@ -159,14 +226,33 @@ class NodepoolZooKeeper:
     def store_request(self, request: NodeRequest, expected_version: int = -1) -> None:
         """Write ``request`` back; RecordGoneError if it was deleted,
         RecordChangedError if ``expected_version`` is given and stale."""
-        try:
-            stat = self.client.set(self.tree.request_path(request.id), request.serialize(),
-                                   version=expected_version)
-        except NoNodeError:
-            raise RecordGoneError(f'request {request.id} no longer exists') from None
-        except BadVersionError:
-            raise RecordChangedError(f'request {request.id} changed meanwhile') from None
+        path, data = self.tree.request_path(request.id), request.serialize()
+        lost = False
+        while True:
+            try:
+                stat = self.client.set(path, data, version=expected_version)
+                break
+            except CONNECTION_LOST:
+                lost = True
+            except NoNodeError:
+                raise RecordGoneError(f'request {request.id} no longer exists') from None
+            except BadVersionError:
+                # After a lost connection: was it our own write that
+                # moved the version on?
+                stat = self._written(path, data) if lost else None
+                if stat is None:
+                    raise RecordChangedError(
+                        f'request {request.id} changed meanwhile') from None
+                break
         request.stat = stat
+
+    def _written(self, path: str, data: bytes):
+        """The stat of ``path`` if it holds exactly ``data``."""
+        try:
+            raw, stat = self._retry(self.client.get, path)
+        except NoNodeError:
+            return None
+        return stat if raw == data else None
 
     def fulfil_request(self, request: NodeRequest, nodes: list[Node]) -> None:
         """Write the (fulfilled) request and release the locks of its
@@ -178,10 +264,13 @@ class NodepoolZooKeeper:
                 if getattr(r, 'lock', None) is not None and r.lock.is_acquired]
         for lock in held:
             tx.delete(f'{lock.path}/{lock.node}')
-        results = tx.commit()
+        try:
+            results = tx.commit()
+        except CONNECTION_LOST:
+            results = self._fulfil_outcome(tx, request, held)
         failures = [r for r in results if isinstance(r, Exception)]
         if failures:
-            if self.client.exists(self.tree.request_path(request.id)) is None:
+            if self.exists(self.tree.request_path(request.id)) is None:
                 raise RecordGoneError(f'request {request.id} no longer exists')
             raise ZooKeeperError(f'fulfilling request {request.id} failed: {failures}')
         for lock in held:
@@ -190,10 +279,30 @@ class NodepoolZooKeeper:
         for record in (*nodes, request):
             record.lock = None
 
+    def _fulfil_outcome(self, tx, request: NodeRequest, held: list) -> list:
+        """The answer of a fulfilment transaction lost with the connection:
+        it was applied if (and only if) our request lock is gone, since
+        nobody else deletes a lock we hold; if not, commit it again."""
+        while True:
+            if not held:
+                return [None]
+            mine = held[-1]
+            if self._retry(self.client.exists, f'{mine.path}/{mine.node}') is None:
+                log.info('Request %s: the fulfilment went through before the '
+                         'connection was lost', request.id)
+                return [None]
+            again = self.client.transaction()
+            for op in tx.operations:
+                again.operations.append(op)
+            try:
+                return again.commit()
+            except CONNECTION_LOST:
+                continue
+
     def delete_request(self, request: NodeRequest | str) -> None:
         request_id = request if isinstance(request, str) else request.id
         try:
-            self.client.delete(self.tree.request_path(request_id))
+            self._retry(self.client.delete, self.tree.request_path(request_id))
         except NoNodeError:
             pass
         self.delete_request_lock_dir(request_id)
@@ -201,14 +310,14 @@ class NodepoolZooKeeper:
     def delete_request_lock_dir(self, request_id: str) -> bool:
         """Remove the (unused) lock directory of a finished request."""
         try:
-            self.client.delete(self.tree.request_lock_path(request_id))
+            self._retry(self.client.delete, self.tree.request_lock_path(request_id))
         except (NoNodeError, NotEmptyError):
             return False
         return True
 
     def get_request_lock_ids(self) -> list[str]:
         try:
-            return self.client.get_children(self.tree.request_lock_root)
+            return self._retry(self.client.get_children, self.tree.request_lock_root)
         except NoNodeError:
             return []
 
@@ -238,20 +347,22 @@ class NodepoolZooKeeper:
     def register_launcher(self, launcher: LauncherRecord) -> None:
         path = self.tree.launcher_path(launcher.id)
         try:
-            self.client.create(path, launcher.serialize(), ephemeral=True, makepath=True)
+            self._retry(self.client.create, path, launcher.serialize(), ephemeral=True,
+                        makepath=True)
         except NodeExistsError:
-            # Ours from this session (a re-registration): refresh it.
-            self.client.set(path, launcher.serialize())
+            # Ours from this session (a re-registration, or a create
+            # answered after the connection went): refresh it.
+            self._retry(self.client.set, path, launcher.serialize())
 
     def unregister_launcher(self, launcher_id: str) -> None:
         try:
-            self.client.delete(self.tree.launcher_path(launcher_id))
+            self._retry(self.client.delete, self.tree.launcher_path(launcher_id))
         except NoNodeError:
             pass
 
     def get_launcher_ids(self) -> list[str]:
         try:
-            return sorted(self.client.get_children(self.tree.launcher_root))
+            return sorted(self._retry(self.client.get_children, self.tree.launcher_root))
         except NoNodeError:
             return []
 
@@ -269,8 +380,7 @@ class NodepoolZooKeeper:
         node.created_time = node.created_time or now
         node.state_time = node.state_time or now
         node.updated_time = now
-        path = self.client.create(f'{self.tree.node_root}/', node.serialize(), sequence=True,
-                                  makepath=True)
+        path = self._create_sequential(self.tree.node_root, '', node.serialize())
         node.id = path.rsplit('/', 1)[1]
         lock = self._lock_new_dir(self.tree.node_lock_path(node.id), identifier)
         if lock is None:
@@ -285,25 +395,26 @@ class NodepoolZooKeeper:
         if node.id is None:
             node.created_time = node.created_time or now
             node.state_time = node.state_time or now
-            path = self.client.create(f'{self.tree.node_root}/', node.serialize(),
-                                      sequence=True, makepath=True)
+            path = self._create_sequential(self.tree.node_root, '', node.serialize())
             node.id = path.rsplit('/', 1)[1]
             # The lock directory exists from the start: lockers never
             # create it, so locking a deleted node cannot resurrect it.
             try:
-                self.client.create(self.tree.node_lock_path(node.id))
+                self._retry(self.client.create, self.tree.node_lock_path(node.id))
             except NodeExistsError:
                 pass
             return node.id
         try:
-            node.stat = self.client.set(self.tree.node_path(node.id), node.serialize())
+            node.stat = self._retry(self.client.set, self.tree.node_path(node.id),
+                                    node.serialize())
         except NoNodeError:
             raise RecordGoneError(f'node {node.id} no longer exists') from None
         return node.id
 
     def get_node(self, node_id: str, watch=None) -> Node | None:
         try:
-            raw, stat = self.client.get(self.tree.node_path(node_id), watch=watch)
+            raw, stat = self._retry(self.client.get, self.tree.node_path(node_id),
+                                    watch=watch)
         except NoNodeError:
             return None
         if not raw:
@@ -312,7 +423,7 @@ class NodepoolZooKeeper:
 
     def get_node_ids(self) -> list[str]:
         try:
-            return sorted(self.client.get_children(self.tree.node_root))
+            return sorted(self._retry(self.client.get_children, self.tree.node_root))
         except NoNodeError:
             return []
 
@@ -386,7 +497,7 @@ class NodepoolZooKeeper:
         transaction; False if a lock contender appeared meanwhile."""
         node_path, lock_path = self.tree.node_path(node_id), self.tree.node_lock_path(node_id)
         try:
-            contenders = self.client.get_children(lock_path)
+            contenders = self._retry(self.client.get_children, lock_path)
         except NoNodeError:
             contenders = None
         tx = self.client.transaction()
@@ -395,11 +506,15 @@ class NodepoolZooKeeper:
         if contenders is not None:
             tx.delete(lock_path)
         tx.delete(node_path)
-        results = tx.commit()
+        try:
+            results = tx.commit()
+        except CONNECTION_LOST:
+            # Applied or not, the loop in delete_node looks again.
+            return self._retry(self.client.exists, node_path) is None
         failures = [r for r in results if isinstance(r, Exception)]
         if not failures:
             return True
-        if self.client.exists(node_path) is None:
+        if self._retry(self.client.exists, node_path) is None:
             return True
         if any(isinstance(r, (NotEmptyError, NoNodeError)) for r in failures):
             return False
@@ -415,12 +530,32 @@ class NodepoolZooKeeper:
         tx = self.client.transaction()
         tx.create(path)
         tx.create(lock.create_path, lock.data, ephemeral=True, sequence=True)
-        results = tx.commit()
+        try:
+            results = tx.commit()
+        except CONNECTION_LOST:
+            return self._new_dir_lock_outcome(lock, path, identifier)
         if any(isinstance(r, Exception) for r in results):
             if isinstance(results[0], NoNodeError):
                 raise NoNodeError(path)
             return None
         lock.node = results[1][len(path) + 1:]
+        lock.is_acquired = True
+        lock.assured_path = True
+        return lock
+
+    def _new_dir_lock_outcome(self, lock: Lock, path: str, identifier: str) -> Lock | None:
+        """The answer of ``_lock_new_dir``'s transaction was lost with the
+        connection.  If it went through, our contender (named with the
+        lock's unique prefix) is there and holds the lock: keep it, or
+        nobody could ever take this lock while our session lives."""
+        try:
+            children = self._retry(self.client.get_children, path)
+        except NoNodeError:
+            return self._lock_new_dir(path, identifier)   # not applied: again
+        ours = [c for c in children if c.startswith(lock.prefix)]
+        if not ours:
+            return None
+        lock.node = ours[0]
         lock.is_acquired = True
         lock.assured_path = True
         return lock
@@ -445,11 +580,30 @@ class NodepoolZooKeeper:
 
     def _has_contenders(self, path: str, watch=None) -> bool:
         try:
-            return bool(self.client.get_children(path, watch=watch))
+            return bool(self._retry(self.client.get_children, path, watch=watch))
         except NoNodeError:
             return False
 
     def _get_many(self, ids, path_of, cls):
-        return read_many(self.client, [
+        return self._retry(read_many, self.client, [
             (path_of(i), lambda raw, stat, i=i: cls.deserialize(raw, id=i, stat=stat))
             for i in ids])
+
+    def exists(self, path: str):
+        """``client.exists``, repeated after a lost connection."""
+        return self._retry(self.client.exists, path)
+
+    def _retry(self, call, *args, **kw):
+        """``call`` (safe to repeat: a read, or a write whose repeat does
+        no harm), made again after a lost connection.  kazoo queues calls
+        while it reconnects, so the repeat waits for a server that
+        serves: with quorum lost, that pauses the caller until quorum
+        returns.  An expired session is not retried (our locks went with
+        it); nor is a closed client."""
+        while True:
+            try:
+                return call(*args, **kw)
+            except CONNECTION_LOST:
+                log.info('ZooKeeper connection lost during %s; repeating it once '
+                         'reconnected', getattr(call, '__name__', call))
+                time.sleep(0.05)

@@ -18,6 +18,8 @@ import threading
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import EventType, KazooState
 
+from nodepool.zk.api import ZOOKEEPER_DOWN
+
 log = logging.getLogger('nodepool.zk.cache')
 
 
@@ -85,6 +87,9 @@ class RecordCache:
     def _resync_quietly(self) -> None:
         try:
             self._resync()
+        except ZOOKEEPER_DOWN as e:
+            # Connected again later: another resync.
+            log.info('Resync of %s interrupted: %s', self.root, e.__class__.__name__)
         except Exception:
             log.exception('Resync of %s failed', self.root)
 
@@ -117,6 +122,10 @@ class RecordCache:
             children = result.get()
         except NoNodeError:
             children = []
+        except ZOOKEEPER_DOWN as e:
+            # The resync after reconnecting reads it again.
+            log.info('Reading children of %s failed: %s', self.root, e.__class__.__name__)
+            return
         except Exception:
             log.exception('Reading children of %s failed', self.root)
             return
@@ -144,6 +153,10 @@ class RecordCache:
             raw, stat = result.get()
         except NoNodeError:
             raw, stat = None, None
+        except ZOOKEEPER_DOWN as e:
+            # The resync after reconnecting reads it again.
+            log.info('Reading %s/%s failed: %s', self.root, name, e.__class__.__name__)
+            return
         except Exception:
             log.exception('Reading %s/%s failed', self.root, name)
             return

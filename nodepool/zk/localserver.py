@@ -94,6 +94,11 @@ class LocalZooKeeper:
     timeouts (the minimum session timeout is two ticks).
     """
 
+    #: JVM options; an ensemble member runs with a smaller heap.
+    heap = '-Xmx256m'
+    #: Further JVM system properties (``-Dname=value``).
+    jvm_properties: tuple[str, ...] = ()
+
     def __init__(self, base_dir: str | None = None, port: int | None = None,
                  address: str = '127.0.0.1', tick_ms: int = 250,
                  tls: tuple[str, str] | None = None):
@@ -130,11 +135,21 @@ class LocalZooKeeper:
             if self.tls:
                 f.write(_TLS_CFG.format(secure_port=self.secure_port, address=self.address,
                                         keystore=self.tls[0], truststore=self.tls[1]))
+            f.write(self._extra_config(data_dir))
         with open(os.path.join(conf_dir, 'log4j.properties'), 'w') as f:
             f.write(_LOG4J.format(log_file=os.path.join(self.base_dir, 'zookeeper.log')))
         return cfg
 
+    def _extra_config(self, data_dir: str) -> str:
+        return ''
+
     def start(self, timeout: float = 60.0) -> None:
+        self.spawn()
+        self._wait_ready(timeout)
+        log.info('ZooKeeper running at %s (pid %s)', self.hosts, self.proc.pid)
+
+    def spawn(self) -> None:
+        """Start the server process without waiting for it."""
         for jar in ZOOKEEPER_JARS:
             if not os.path.exists(jar):
                 raise ZooKeeperUnavailableError(
@@ -144,14 +159,13 @@ class LocalZooKeeper:
         if self.tls:
             jars += sorted(glob.glob(NETTY_JARS))
         classpath = ':'.join([os.path.join(self.base_dir, 'conf'), *jars])
-        cmd = [find_java(), '-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1',
-               '-Dzookeeper.jmx.log4j.disable=true', '-cp', classpath, MAIN_CLASS, cfg]
+        cmd = [find_java(), self.heap, '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1',
+               '-Dzookeeper.jmx.log4j.disable=true', *self.jvm_properties,
+               '-cp', classpath, MAIN_CLASS, cfg]
         out = open(os.path.join(self.base_dir, 'stdout.log'), 'wb')
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         out.close()
-        self._wait_ready(timeout)
-        log.info('ZooKeeper running at %s (pid %s)', self.hosts, self.proc.pid)
 
     def _wait_ready(self, timeout: float) -> None:
         # A server process gives no readiness signal but its port: ask it
@@ -181,6 +195,161 @@ class LocalZooKeeper:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        if self._own_dir:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class EnsembleMember(LocalZooKeeper):
+    """One server of a ``LocalZooKeeperEnsemble``: its data survives a
+    stop or a kill, so it rejoins with what it had."""
+
+    heap = '-Xmx128m'
+    # Election connections to a member that is down fail fast here (no
+    # five-second connect timeout per notification round).
+    jvm_properties = ('-Dzookeeper.cnxTimeout=1000',)
+
+    def __init__(self, ensemble: LocalZooKeeperEnsemble, myid: int, base_dir: str):
+        super().__init__(base_dir=base_dir, address=ensemble.address, tick_ms=ensemble.tick_ms)
+        self._own_dir = False
+        self.ensemble = ensemble
+        self.myid = myid
+        self.quorum_port = free_port(self.address)
+        self.election_port = free_port(self.address)
+
+    def _extra_config(self, data_dir: str) -> str:
+        with open(os.path.join(data_dir, 'myid'), 'w') as f:
+            f.write(f'{self.myid}\n')
+        return ''.join(f'server.{m.myid}={m.address}:{m.quorum_port}:{m.election_port}\n'
+                       for m in self.ensemble.members)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def mode(self) -> str | None:
+        """'leader', 'follower', or None (down, or not serving: no quorum)."""
+        if not self.running:
+            return None
+        try:
+            reply = four_letter_word(self.address, self.port, 'srvr')
+        except OSError:
+            return None
+        for line in reply.splitlines():
+            if line.startswith('Mode:'):
+                return line.split(':', 1)[1].strip()
+        return None
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye to clients or peers."""
+        if self.running:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+class LocalZooKeeperEnsemble:
+    """``size`` ZooKeeper servers on this machine forming one ensemble
+    (quorum: a majority), for tests and demonstrations of member loss.
+
+    ``hosts`` lists every member, as zuul.conf and nodepool.yaml would.
+    Members are numbered from 0 here (their ``myid`` is one more).
+    """
+
+    def __init__(self, base_dir: str | None = None, size: int = 3,
+                 address: str = '127.0.0.1', tick_ms: int = 200):
+        self.address = address
+        self.tick_ms = tick_ms
+        self._own_dir = base_dir is None
+        self.base_dir = base_dir or tempfile.mkdtemp(prefix='zookeeper-ensemble-')
+        self.members: list[EnsembleMember] = []
+        for i in range(size):
+            self.members.append(EnsembleMember(self, i + 1,
+                                               os.path.join(self.base_dir, f'zk{i + 1}')))
+
+    @property
+    def hosts(self) -> str:
+        return ','.join(m.hosts for m in self.members)
+
+    @property
+    def quorum(self) -> int:
+        return len(self.members) // 2 + 1
+
+    def start(self, timeout: float = 60.0) -> None:
+        # Every member's process first, then wait: a member alone never
+        # gets past leader election.
+        for member in self.members:
+            if not member.running:
+                member.spawn()
+        self.wait_for_quorum(timeout)
+        log.info('ZooKeeper ensemble running at %s', self.hosts)
+
+    def start_member(self, index: int, timeout: float = 60.0) -> None:
+        """Start member ``index`` again (its data kept); wait until it
+        serves, when a quorum can form."""
+        member = self.members[index]
+        if not member.running:
+            member.spawn()
+        running = sum(1 for m in self.members if m.running)
+        if running >= self.quorum:
+            self._wait(lambda: member.mode() is not None, timeout,
+                       f'member {index} to serve')
+
+    def stop_member(self, index: int) -> None:
+        """SIGTERM member ``index`` (a clean shutdown)."""
+        member = self.members[index]
+        if member.running:
+            member.proc.terminate()
+            try:
+                member.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                member.proc.kill()
+                member.proc.wait()
+        member.proc = None
+
+    def kill_member(self, index: int) -> None:
+        """SIGKILL member ``index``."""
+        self.members[index].kill()
+
+    def modes(self) -> list[str | None]:
+        return [m.mode() for m in self.members]
+
+    def leader(self) -> int | None:
+        """The index of the member leading now, if any."""
+        modes = self.modes()
+        return modes.index('leader') if 'leader' in modes else None
+
+    def followers(self) -> list[int]:
+        return [i for i, mode in enumerate(self.modes()) if mode == 'follower']
+
+    def wait_for_quorum(self, timeout: float = 60.0) -> None:
+        """Until every running member serves (one leads, the rest follow)."""
+        def formed():
+            modes = [m.mode() for m in self.members if m.running]
+            return len(modes) >= self.quorum and None not in modes and \
+                modes.count('leader') == 1
+        self._wait(formed, timeout, 'a quorum')
+
+    def _wait(self, predicate, timeout: float, what: str) -> None:
+        # Only the members' ports tell their state: ask on a backoff.
+        deadline = time.monotonic() + timeout
+        delay = 0.05
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise ZooKeeperUnavailableError(
+                    f'timed out waiting for {what}; modes {self.modes()}; see {self.base_dir}')
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+
+    def stop(self) -> None:
+        for index in range(len(self.members)):
+            self.stop_member(index)
         if self._own_dir:
             shutil.rmtree(self.base_dir, ignore_errors=True)
 

@@ -28,7 +28,7 @@ from typing import Callable
 
 from kazoo.protocol.states import KazooState
 
-from nodepool.zk.api import NodepoolZooKeeper, RecordGoneError
+from nodepool.zk.api import ZOOKEEPER_DOWN, NodepoolZooKeeper, RecordGoneError
 from nodepool.zk.records import FAILED, FULFILLED, IN_USE, USED, Node, NodeRequest
 
 log = logging.getLogger('nodepool.zk.requestor')
@@ -199,6 +199,10 @@ class NodeRequestClient:
                 continue
             try:
                 self._check(handle)
+            except ZOOKEEPER_DOWN as e:
+                # Every outstanding request is checked again on reconnect.
+                log.warning('Checking node request %s interrupted: %s', handle.id,
+                            e.__class__.__name__)
             except Exception:
                 log.exception('Checking node request %s failed', handle.id)
 

@@ -10,6 +10,22 @@ zuul.conf's ``[gearman]`` (clients and workers: their certificate, and
 the CA that signed the server's) or ``[gearman_server]`` (the embedded
 server: its certificate, and the CA its clients' certificates must come
 from).  gear then speaks TLS with mutual certificate checks.
+
+Restarts: gear reconnects a lost connection by itself (every two seconds)
+and a worker then sends its functions again.  What this module adds:
+
+- TCP keepalive on every client and worker connection, so a server whose
+  host vanished without closing its sockets is noticed within minutes;
+- a submit waiting for JOB_CREATED on a connection that is lost is woken
+  at once (gear waits out its whole timeout otherwise);
+- a worker job answers only over the connection it was assigned on.  A
+  restarted server numbers its job handles from 1 again, so an answer to
+  a job of the old server sent over the new connection could complete
+  some other client's job.  Such answers (and any that fail to send) are
+  dropped and logged, never raised into the worker's job loop: the client
+  saw the connection go and submits its job again.  The embedded server
+  likewise passes on work packets only from the worker it assigned the
+  job to.
 """
 
 from __future__ import annotations
@@ -68,18 +84,107 @@ def _nodelay(sock) -> None:
         pass
 
 
-class _NoDelayMixin:
+# TCP keepalive on client and worker connections: a dead server host is
+# noticed after about KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_COUNT s.
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
+
+log = logging.getLogger('zuul.gearlib')
+
+
+class _ConnectionMixin:
+    def addServer(self, host, port=4730, ssl_key=None, ssl_cert=None,  # noqa: N802 - gear API
+                  ssl_ca=None, keepalive=True, tcp_keepidle=KEEPALIVE_IDLE,
+                  tcp_keepintvl=KEEPALIVE_INTERVAL, tcp_keepcnt=KEEPALIVE_COUNT):
+        super().addServer(host, port, ssl_key=ssl_key, ssl_cert=ssl_cert, ssl_ca=ssl_ca,
+                          keepalive=keepalive, tcp_keepidle=tcp_keepidle,
+                          tcp_keepintvl=tcp_keepintvl, tcp_keepcnt=tcp_keepcnt)
+
     def _onConnect(self, conn):  # noqa: N802 - gear API
         _nodelay(conn.conn)
         super()._onConnect(conn)
 
+    def _lostConnection(self, conn):  # noqa: N802 - gear API
+        # Requests still waiting for the server's reply on this connection
+        # will never get one: wake them now (a submit then moves on).
+        waiting = list(conn.pending_tasks)
+        super()._lostConnection(conn)
+        for task in waiting:
+            job = getattr(task, 'job', None)
+            if job is not None:
+                job.submit_connection_lost = True
+            task.setComplete()
 
-class GearClient(_NoDelayMixin, gear.Client):
-    """A gear.Client whose connections have TCP_NODELAY set."""
+
+class GearClient(_ConnectionMixin, gear.Client):
+    """A gear.Client with TCP_NODELAY and keepalive on its connections."""
+
+    def submitJob(self, job, *args, **kw):  # noqa: N802 - gear API
+        """gear's submitJob; a submit cut short by a lost connection raises
+        NoConnectedServersError, as it does when none is connected."""
+        job.submit_connection_lost = False
+        try:
+            return super().submitJob(job, *args, **kw)
+        except gear.GearmanError:
+            if job.submit_connection_lost:
+                raise gear.NoConnectedServersError(
+                    'lost the connection to the Gearman server while submitting') from None
+            raise
 
 
-class GearWorker(_NoDelayMixin, gear.Worker):
-    """A gear.Worker whose connections have TCP_NODELAY set."""
+class _AnswerChannel:
+    """What a worker job sends its answers through: the connection it was
+    assigned on, as long as that is still the same socket.  Answers after
+    a reconnect, and answers that fail to send, are dropped (``lost``)."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.sock = conn.conn
+        self.lost = False
+
+    def sendPacket(self, packet):  # noqa: N802 - gear API
+        if self.sock is None or self.conn.conn is not self.sock:
+            self._drop(packet, 'the connection it came on is gone')
+            return
+        try:
+            self.conn.sendPacket(packet)
+        except Exception as exc:  # the server went away
+            self._drop(packet, f'sending failed: {exc}')
+
+    def _drop(self, packet, why: str) -> None:
+        self.lost = True
+        log.warning('Dropping %s for job %s: %s', gear.constants.types.get(packet.ptype),
+                    packet.getArgument(0), why)
+
+    def __getattr__(self, name):
+        return getattr(self.conn, name)
+
+
+class GuardedWorkerJob(gear.WorkerJob):
+    """A WorkerJob whose answers go through an :class:`_AnswerChannel`;
+    ``answer_lost`` is true once one of them was dropped."""
+
+    @property
+    def connection(self):
+        return self._channel
+
+    @connection.setter
+    def connection(self, conn):
+        self._channel = None if conn is None else _AnswerChannel(conn)
+
+    @property
+    def answer_lost(self) -> bool:
+        return self._channel is not None and self._channel.lost
+
+
+class GearWorker(_ConnectionMixin, gear.Worker):
+    """A gear.Worker with TCP_NODELAY and keepalive on its connections.
+    Its jobs (:class:`GuardedWorkerJob`) answer only over the connection
+    they came on and never raise when the server is gone; gear sends the
+    registered functions again after every reconnect."""
+
+    job_class = GuardedWorkerJob
 
 
 # How long a connecting client has to complete the TLS handshake.
@@ -154,3 +259,15 @@ class GearServer(gear.Server):
     def _registerConnection(self, conn):  # noqa: N802 - gear API
         _nodelay(conn.conn)
         super()._registerConnection(conn)
+
+    def handlePassthrough(self, packet, finished=False):  # noqa: N802 - gear API
+        # WORK_* packets count only from the worker the job was assigned to:
+        # a worker still answering a job of a previous server process may
+        # use a handle this process has since given to another job.
+        job = self.jobs.get(packet.getArgument(0))
+        if job is not None and job.worker_connection is not packet.connection:
+            self.log.warning('Ignoring %s for job %s from %s, which is not running it',
+                             gear.constants.types.get(packet.ptype), job.handle,
+                             packet.connection)
+            return
+        super().handlePassthrough(packet, finished)

@@ -2,21 +2,34 @@
 
 ``MergeClient`` submits merges, cats, ref-state and files-changes
 requests and returns a :class:`MergeJobHandle` for each.  The callback
-runs on gear's thread with the result dataclass (zuul.merger.protocol)
-when the merger answers.  A WORK_FAIL (the merger refused the job, or
-died running it: the Gearman server fails the jobs of a worker that
-disconnects) is retried on another merger, up to ``MAX_ATTEMPTS`` in
-all; after that, and on a lost connection or an undecodable answer, the
-callback gets the same result type with ``error`` set (and
-``merged``/``updated`` false), so callers handle one shape.  A canceled
-handle never calls back.  ``handle.wait()`` blocks until the result is in
-(tests and command-line tools).
+runs with the result dataclass (zuul.merger.protocol) when the merger
+answers, exactly once per handle: a second answer (a late duplicate) is
+logged and ignored.
+
+Nothing submitted is lost to Gearman trouble:
+
+- a WORK_FAIL (the merger refused the job, or died running it: the
+  Gearman server fails the jobs of a worker that disconnects) is retried
+  on another merger, up to ``MAX_ATTEMPTS`` in all;
+- a job whose connection to the Gearman server was lost (the server died
+  or restarted, with the job queued or running), or that could not be
+  submitted because no server was connected, is submitted again as soon
+  as a server is back, for up to ``reconnect_timeout`` seconds.  Requests
+  are reads or speculative merges, so running one twice is harmless.
+
+After that, and on an undecodable answer, the callback gets the same
+result type with ``error`` set (and ``merged``/``updated`` false), so
+callers handle one shape.  A canceled handle never calls back.
+``handle.wait()`` blocks until the result is in (tests and command-line
+tools).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
+import time
 import uuid
 
 import gear
@@ -44,6 +57,11 @@ log = logging.getLogger('zuul.merger.client')
 SUBMIT_TIMEOUT = 30
 # Tries of one request when mergers fail it (WORK_FAIL) or die with it.
 MAX_ATTEMPTS = 3
+# How long a request lost with its Gearman connection waits for a server
+# to come back before it ends as an error.
+RECONNECT_TIMEOUT = 300.0
+# Pause between submissions that fail while a server is connected.
+RESUBMIT_BACKOFF = 0.5
 
 
 def merge_item_for(queue_item, merge_mode: str = DEFAULT_MERGE_MODE) -> MergeItem:
@@ -75,7 +93,11 @@ class MergeJobHandle:
         self._error_result = error_result
         self._callback = callback
         self._done = threading.Event()
+        self._finish_lock = threading.Lock()
+        # Submissions after WORK_FAIL count as attempts; those after a lost
+        # connection do not (``resubmissions`` counts them).
         self.attempts = 0
+        self.resubmissions = 0
 
     @property
     def event_id(self) -> str | None:
@@ -105,8 +127,13 @@ class MergeJobHandle:
         self._finish(self._error_result(why))
 
     def _finish(self, result) -> None:
-        self.result = result
-        self._done.set()
+        with self._finish_lock:
+            if self._done.is_set():
+                log.info('[e: %s] Ignoring a second answer to %s job %s', self.event_id,
+                         self.function, self.uuid)
+                return
+            self.result = result
+            self._done.set()
         if self.canceled or self._callback is None:
             return
         try:
@@ -138,7 +165,7 @@ class _MergerGearClient(GearClient):
 
     def handleDisconnect(self, job):  # noqa: N802 - gear API
         job = super().handleDisconnect(job)
-        self.owner._on_failed(job, 'lost connection to the gearman server')
+        self.owner._on_lost(job, 'lost connection to the gearman server')
         return job
 
 
@@ -147,16 +174,28 @@ class MergeClient:
     item's project merge mode (default merge-resolve)."""
 
     def __init__(self, host: str, port: int, merge_mode_for=None,
-                 name: str = 'zuul-merge-client', tls=None):
+                 name: str = 'zuul-merge-client', tls=None,
+                 reconnect_timeout: float = RECONNECT_TIMEOUT):
         self.merge_mode_for = merge_mode_for or (lambda item: DEFAULT_MERGE_MODE)
+        self.reconnect_timeout = reconnect_timeout
+        self._handles: dict[str, MergeJobHandle] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        # (handle, deadline, why, counts_as_attempt); None stops the thread.
+        self._resubmits: queue.Queue = queue.Queue()
+        self._resubmitter = threading.Thread(target=self._resubmit_loop, daemon=True,
+                                             name='merge-resubmit')
         self.gearman = _MergerGearClient(self, name)
         self.gearman.addServer(host, port, **tls_kwargs(tls))
         self.gearman.waitForServer()
-        self._handles: dict[str, MergeJobHandle] = {}
-        self._lock = threading.Lock()
+        self._resubmitter.start()
 
     def stop(self) -> None:
+        """Disconnect.  Outstanding requests end without a callback."""
+        self._stopping.set()
+        self._resubmits.put(None)
         self.gearman.shutdown()
+        self._resubmitter.join(SUBMIT_TIMEOUT)
 
     @property
     def outstanding(self) -> int:
@@ -211,22 +250,32 @@ class MergeClient:
     # -- gear ----------------------------------------------------------------
     def _submit(self, function, request, result_cls, error_result, callback) -> MergeJobHandle:
         handle = MergeJobHandle(function, request, result_cls, error_result, callback)
-        self._send(handle)
+        try:
+            self._submit_job(handle, attempt=True)
+        except Exception as exc:  # no server connected: submit once one is
+            self._resubmit_later(handle, f'unable to submit {function}: {exc}')
         return handle
 
-    def _send(self, handle: MergeJobHandle) -> None:
-        handle.attempts += 1
+    def _submit_job(self, handle: MergeJobHandle, attempt: bool) -> None:
+        """Submit ``handle``'s request; raises when no server took it."""
         request, function = handle.request, handle.function
         job = gear.TextJob(function, request.to_json().decode('utf8'), unique=handle.uuid)
         with self._lock:
             self._handles[handle.uuid] = handle
+        if attempt:
+            handle.attempts += 1
+        else:
+            handle.resubmissions += 1
         try:
             self.gearman.submitJob(job, timeout=SUBMIT_TIMEOUT)
-        except Exception as exc:  # no server reachable: answer now, as a failure
-            log.error('[e: %s] Unable to submit %s: %s', request.event_id, function, exc)
+        except Exception:
             with self._lock:
                 self._handles.pop(handle.uuid, None)
-            handle._fail(f'unable to submit {function}: {exc}')
+            if attempt:
+                handle.attempts -= 1
+            else:
+                handle.resubmissions -= 1
+            raise
 
     def _pop(self, job) -> MergeJobHandle | None:
         unique = job.unique.decode('utf8') if isinstance(job.unique, bytes) else job.unique
@@ -246,9 +295,52 @@ class MergeClient:
             log.warning('[e: %s] %s job %s: %s; trying again (attempt %d of %d)',
                         handle.event_id, handle.function, handle.uuid, why,
                         handle.attempts + 1, MAX_ATTEMPTS)
-            # Not on gear's thread: submitting waits for that thread.
-            threading.Thread(target=self._send, args=(handle,), daemon=True,
-                             name=f'merge-retry-{handle.uuid[:8]}').start()
+            self._resubmit_later(handle, why, attempt=True)
             return
         log.warning('[e: %s] %s job %s: %s', handle.event_id, handle.function, handle.uuid, why)
         handle._fail(why)
+
+    def _on_lost(self, job, why: str) -> None:
+        handle = self._pop(job)
+        if handle is None:
+            return
+        if handle.canceled:
+            handle._fail(why)
+            return
+        log.warning('[e: %s] %s job %s: %s; submitting it again once a server is back',
+                    handle.event_id, handle.function, handle.uuid, why)
+        self._resubmit_later(handle, why)
+
+    def _resubmit_later(self, handle: MergeJobHandle, why: str, attempt: bool = False) -> None:
+        # Not on gear's threads: submitting waits for them.
+        deadline = time.monotonic() + self.reconnect_timeout
+        self._resubmits.put((handle, deadline, why, attempt))
+
+    def _resubmit_loop(self) -> None:
+        while True:
+            entry = self._resubmits.get()
+            if entry is None or self._stopping.is_set():
+                return
+            self._resubmit(*entry)
+
+    def _resubmit(self, handle: MergeJobHandle, deadline: float, why: str,
+                  attempt: bool) -> None:
+        while not self._stopping.is_set():
+            if handle.canceled:
+                handle._fail(why)
+                return
+            try:
+                self.gearman.waitForServer(timeout=max(0.0, deadline - time.monotonic()))
+                self._submit_job(handle, attempt)
+                log.info('[e: %s] %s job %s submitted again', handle.event_id,
+                         handle.function, handle.uuid)
+                return
+            except Exception as exc:
+                if time.monotonic() >= deadline:
+                    log.error('[e: %s] %s job %s: %s; no Gearman server took it again '
+                              'within %.0f s: %s', handle.event_id, handle.function,
+                              handle.uuid, why, self.reconnect_timeout, exc)
+                    handle._fail(f'{why}; no Gearman server took it again within '
+                                 f'{self.reconnect_timeout:.0f} s')
+                    return
+                self._stopping.wait(RESUBMIT_BACKOFF)

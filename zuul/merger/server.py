@@ -6,6 +6,11 @@ merger can explain -- a conflict, an unknown project, a crash while
 merging -- are in its ``error``/``conflict`` fields), or WORK_FAIL when
 the request cannot be decoded (logged).  ``stop()`` is graceful: no new
 jobs are taken and the running ones finish first.
+
+When the Gearman server goes away, the workers reconnect by themselves
+and register the functions again (zuul.lib.gearlib); an answer to a job
+of the lost connection is dropped (``lost_answers`` counts them) because
+the scheduler submits that job again.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class MergeServer:
         self.active_jobs = 0
         self.jobs_done = 0
         self.failed_jobs = 0
+        self.lost_answers = 0
         self._handlers = {
             FUNCTION_MERGE: (MergeRequest, self._merge, self._merge_error),
             FUNCTION_CAT: (CatRequest, self._cat, lambda r, e: CatResult(
@@ -133,10 +139,14 @@ class MergeServer:
                 self.active_jobs += 1
             try:
                 self.handle(job)
+            except Exception:  # keep serving whatever happened to this job
+                log.exception('Error handling %s job %s', job.name, job.unique)
             finally:
                 with self.idle:
                     self.active_jobs -= 1
                     self.jobs_done += 1
+                    if getattr(job, 'answer_lost', False):
+                        self.lost_answers += 1
                     self.idle.notify_all()
 
     def handle(self, job) -> None:

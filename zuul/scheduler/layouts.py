@@ -51,22 +51,30 @@ class MergerConfigFetcher:
         """Submit a read and wait for its answer.  Reads are idempotent, so
         a request that got no answer within its share of ``timeout`` (a job
         lost between Gearman and a merger) is submitted again, up to
-        ``attempts`` times in all."""
+        ``attempts`` times in all.  The first answer of any submission wins;
+        the others are canceled.  (A read lost with a Gearman server that
+        restarted is submitted again by the merge client itself, at once.)"""
         done = threading.Event()
         box = {}
+        handles = []
 
         def callback(result):
             box.setdefault('result', result)
             done.set()
-        for attempt in range(1, self.attempts + 1):
-            submit(callback)
-            if done.wait(self.timeout / self.attempts):
-                return box['result']
-            if attempt < self.attempts:
-                log.warning('No merger answered a configuration read in %.0f s; '
-                            'submitting it again (attempt %d of %d)',
-                            self.timeout / self.attempts, attempt + 1, self.attempts)
-        raise ConfigFetchError('no merger answered in time')
+        try:
+            for attempt in range(1, self.attempts + 1):
+                handles.append(submit(callback))
+                if done.wait(self.timeout / self.attempts):
+                    return box['result']
+                if attempt < self.attempts:
+                    log.warning('No merger answered a configuration read in %.0f s; '
+                                'submitting it again (attempt %d of %d)',
+                                self.timeout / self.attempts, attempt + 1, self.attempts)
+            raise ConfigFetchError('no merger answered in time')
+        finally:
+            for handle in handles:
+                if handle is not None and not getattr(handle, 'done', True):
+                    handle.cancel()
 
     def branches(self, connection: str, project: str) -> list[str]:
         from zuul.merger.protocol import MergeItem

@@ -49,7 +49,10 @@ class RPCListener:
                 if self._running:
                     log.exception('RPC listener error')
                 continue
-            self._handle(job)
+            try:
+                self._handle(job)
+            except Exception:  # keep listening whatever happened to this call
+                log.exception('RPC %s failed', job.name)
 
     def _handle(self, job) -> None:
         try:
@@ -91,6 +94,7 @@ class _SignalingClient(GearClient):
 
     def handleDisconnect(self, job):  # noqa: N802 - gear API
         job = super().handleDisconnect(job)
+        job.disconnected = True
         _signal(job)
         return job
 
@@ -102,24 +106,41 @@ def _signal(job):
 
 
 class RPCClient:
-    """Blocking calls to the scheduler over Gearman."""
+    """Blocking calls to the scheduler over Gearman.
+
+    A call waits (up to ``connect_timeout``) for a Gearman server when the
+    connection is down (gear reconnects by itself, e.g. after a server
+    restart).  A call whose connection is lost before the answer is not
+    repeated (it may have been carried out): it raises RPCError."""
 
     def __init__(self, host: str, port: int, timeout: float = 300.0, name: str = 'zuul-client',
-                 tls=None):
+                 tls=None, connect_timeout: float = 30.0):
         self.client = _SignalingClient(name)
         self.client.addServer(host, port, **tls_kwargs(tls))
-        self.client.waitForServer(timeout=30)
+        self.client.waitForServer(timeout=connect_timeout)
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
 
     def call(self, function: str, request: p.RPCRequest | None = None):
         request = request or p.RPCRequest()
         job = gear.TextJob(function, request.to_json())
         done = threading.Event()
         job.done_event = done
-        self.client.submitJob(job, timeout=30)
+        try:
+            self.client.waitForServer(timeout=self.connect_timeout)
+            self.client.submitJob(job, timeout=30)
+        except gear.TimeoutError:
+            raise p.RPCError(f'{function}: no Gearman server connected within '
+                             f'{self.connect_timeout:.0f}s') from None
+        except (gear.GearmanError, gear.NoConnectedServersError) as e:
+            raise p.RPCError(f'{function}: unable to submit to Gearman: {e}') from None
         if not done.wait(self.timeout):
             raise TimeoutError(f'{function}: no answer from the scheduler within '
                                f'{self.timeout}s')
+        if getattr(job, 'disconnected', False):
+            raise p.RPCError(f'{function}: lost the connection to the Gearman server before '
+                             'the scheduler answered (the request may have been carried '
+                             'out)')
         if job.failure or not job.data:
             raise p.RPCError(f'{function}: the scheduler did not complete the request '
                              '(is zuul-scheduler running?)')

@@ -226,3 +226,24 @@ def test_state_of_an_unknown_version_is_not_restored():
     ctx, mgr, _ = _gate_mid_run()
     with pytest.raises(ValueError):
         Restorer(manager_for(mgr.pipeline, ctx), _Connections({})).restore({'version': 0})
+
+
+def test_independent_items_come_back_in_queues_of_their_own():
+    ctx, mgr = _setup(_pipeline('check', 'independent'), needs={2: [1]})
+    changes = {n: _change(ctx, n) for n in (1, 2, 3)}
+    mgr.add_change(changes[2])            # tested on top of 1 (not live)
+    mgr.add_change(changes[3])
+    saved = json.loads(json.dumps(snapshot(mgr)))
+    new_mgr = manager_for(mgr.pipeline, ctx)
+    Restorer(new_mgr, _Connections(changes)).restore(saved)
+    assert [[(i.change.number, i.live) for i in q.queue] for q in new_mgr.queues] == \
+        [[(1, False), (2, True)], [(3, True)]]
+
+
+def test_item_being_dequeued_is_not_restored():
+    ctx, mgr, changes = _gate_mid_run()
+    items = list(mgr.all_items())
+    items[1].reporting = 'dequeue'
+    new_mgr = manager_for(mgr.pipeline, ctx)
+    Restorer(new_mgr, _Connections({c.number: c for c in changes})).restore(snapshot(mgr))
+    assert [i.change.number for i in new_mgr.all_items()] == [1, 3]

@@ -103,6 +103,11 @@ class Scheduler:
         if self.state_store is not None:
             restorers = []
             for tenant in self.tenants.values():
+                for name in self.state_store.pipelines(tenant.name):
+                    if name not in tenant.managers:
+                        log.info('Pipeline %s of tenant %s is gone: dropping its saved '
+                                 'state', name, tenant.name)
+                        self.state_store.delete(tenant.name, name)
                 for name, manager in tenant.managers.items():
                     try:
                         state = self.state_store.load(tenant.name, name)

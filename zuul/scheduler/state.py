@@ -148,14 +148,6 @@ def _change_from_data(data: dict, connections):
     return cls(**data['fields'])
 
 
-def _find_queue(manager, data: dict, change):
-    for queue in manager.queues:
-        if queue.name == data['name'] and queue.branch == data.get('branch') and \
-                (data['name'] or queue.projects == data['projects']):
-            return queue
-    return manager.get_queue(change)
-
-
 class Restorer:
     """Puts one pipeline's saved state back into its (new) manager."""
 
@@ -175,8 +167,12 @@ class Restorer:
         by_id: dict[str, m.QueueItem] = {}
         saved: list[tuple[m.QueueItem, dict]] = []
         for qdata in state.get('queues', ()):
+            # One saved queue comes back as one queue: the first item's
+            # (an independent pipeline makes a new one per change tested;
+            # a dependent one finds its shared queue).
+            holder: list = []
             for idata in qdata.get('items', ()):
-                item = self._item(manager, qdata, idata)
+                item = self._item(manager, holder, idata)
                 if item is not None:
                     by_id[item.id] = item
                     saved.append((item, idata))
@@ -190,7 +186,11 @@ class Restorer:
             self._buildset(item, idata['buildset'], by_id)
         return len(saved)
 
-    def _item(self, manager, qdata: dict, idata: dict) -> m.QueueItem | None:
+    def _item(self, manager, holder: list, idata: dict) -> m.QueueItem | None:
+        if idata.get('reporting') == 'dequeue':
+            log.info('Not restoring item %s of %s: it was being dequeued',
+                     idata.get('id'), manager.name)
+            return None
         try:
             change = _change_from_data(idata['change'], self.connections)
         except Exception as exc:
@@ -201,13 +201,14 @@ class Restorer:
             log.info('Not restoring %s in %s: it is %s now', change.describe(),
                      manager.name, change.status.lower())
             return None
-        queue = _find_queue(manager, qdata, change)
-        if queue is None:
-            log.warning('Not restoring %s: pipeline %s has no queue for it now',
-                        change.describe(), manager.name)
-            return None
-        if queue not in manager.queues:
-            manager.queues.append(queue)
+        if not holder:
+            queue = manager.get_queue(change)
+            if queue is None:
+                log.warning('Not restoring %s: pipeline %s has no queue for it now',
+                            change.describe(), manager.name)
+                return None
+            holder.append(queue)
+        queue = holder[0]
         item = m.QueueItem(change=change, event=event_from_data(idata.get('event')),
                            live=idata.get('live', True), quiet=idata.get('quiet', False),
                            enqueue_time=idata.get('enqueue_time'), id=idata['id'])

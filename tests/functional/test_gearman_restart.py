@@ -8,7 +8,9 @@ an ExecutorServer running ansible-playbook over SSH, and a whole Zuul."""
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 
 import gear
 import pytest
@@ -176,6 +178,48 @@ def test_a_config_read_survives_a_restart(merger, gearman_server):
     assert out['files'] == {'zuul.yaml': '- job: {name: j}\n'}
     wait_idle(server, 2)
     assert gate.calls == 2 and server.lost_answers == 1
+
+
+def test_a_request_ends_as_an_error_when_no_server_comes_back(gearman_server, project):
+    client = MergeClient('127.0.0.1', gearman_server.port, reconnect_timeout=1)
+    results = Results()
+    try:
+        handle = client.merge_items([merge_item(1)], results)
+        gearman_server.stop()
+        result = results.wait()
+        assert not result.merged and 'lost connection' in result.error
+        assert 'no Gearman server took it again within 1 s' in result.error
+        assert handle.resubmissions == 0 and len(results.items) == 1
+    finally:
+        client.stop()
+
+
+def test_a_submit_cut_short_by_a_lost_connection_fails_at_once():
+    """gear would wait out the whole submit timeout for a JOB_CREATED that
+    cannot come; the caller (who then submits again) hears at once."""
+    listener = socket.create_server(('127.0.0.1', 0))
+    port = listener.getsockname()[1]
+
+    def hang_up_after_a_packet():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(1024)     # the SUBMIT_JOB; no JOB_CREATED ever
+    threading.Thread(target=hang_up_after_a_packet, daemon=True).start()
+    client = GearClient('cut-short')
+    try:
+        client.addServer('127.0.0.1', port)
+        client.waitForServer(10)
+        started = time.monotonic()
+        with pytest.raises(gear.NoConnectedServersError, match='lost the connection'):
+            client.submitJob(gear.TextJob('f', 'x'), timeout=30)
+        assert time.monotonic() - started < 10
+    finally:
+        client.shutdown()
+        listener.close()
 
 
 def _stale_answer_setup(gearman_server, worker_cls):

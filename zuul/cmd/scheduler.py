@@ -319,16 +319,18 @@ def main(argv=None) -> int:
         install_signal_handlers(on_term=on_term,
                                 on_hup=lambda: threading.Thread(
                                     target=service.reconfigure, daemon=True).start())
-        if not service.start():
-            service.stop()
-            return 0
+        # Listening already while standing by: `zuul-scheduler stop` stops
+        # a standby too.
         from zuul.lib.commandsocket import CommandSocket
         commands = CommandSocket(_socket_path(conf), {
-            'stop': stopped.set, 'full-reconfigure': service.reconfigure})
+            'stop': on_term, 'full-reconfigure': service.reconfigure})
         commands.start()
-        stopped.wait()
-        commands.stop()
-        service.stop()
+        try:
+            if service.start():
+                stopped.wait()
+        finally:
+            commands.stop()
+            service.stop()
     return exit_code[0]
 
 

@@ -202,6 +202,12 @@ def gear_jobs(port: int) -> dict[str, tuple[int, int]]:
     return jobs
 
 
+def _status_items(status: dict) -> list[tuple[str, str]]:
+    return [(pipeline['name'], item['id']) for pipeline in status['pipelines']
+            for queue in pipeline['change_queues'] for chain in queue['heads']
+            for item in chain]
+
+
 def _descendants(pid: int) -> list[int]:
     """Every live process under ``pid`` (children first-level and below),
     from /proc: ansible-playbook runs in a session of its own, so the
@@ -374,6 +380,12 @@ class DaemonProcess:
         if not os.path.isdir(self.job_dir):
             return set()
         return set(os.listdir(self.job_dir))
+
+
+# The ZooKeeper session timeout of daemon processes (seconds): what a
+# killed daemon leaves there (a scheduler's leader lock, an executor's
+# registration under its build records) goes this long after the kill.
+DAEMON_ZK_SESSION_TIMEOUT = 4
 
 
 class ZuulSystem:
@@ -570,15 +582,16 @@ class ZuulSystem:
         """Start ``zuul-<kind>`` (``scheduler``, ``executor``, ``merger``)
         as a real process and return its :class:`DaemonProcess`.
 
-        Executors and mergers get a zuul.conf of their own
-        (``<root>/<name>/zuul.conf``: this system's, plus their section
-        with their own hostname ``<name>.example.org``, directories and
-        command socket, and ``options`` as extra keys of that section,
-        e.g. ``disable_merger='true'`` or ``keep_jobdir='true'``; and
-        ``sections``: section -> {key: value} set on top, such as
-        ``{'connection gerrit': {'port': ...}}``).  The
-        scheduler runs on this system's zuul.conf itself (the Gearman
-        server stays the fixture's) and excludes the in-process service.
+        Each runs on a zuul.conf of its own, ``<root>/<name>/zuul.conf``,
+        written once: this system's zuul.conf (same Gearman server, the
+        fixture's; same ZooKeeper, connections, tenants, database) with
+        ``[zookeeper] session_timeout`` at DAEMON_ZK_SESSION_TIMEOUT, plus,
+        for an executor or merger, its section with its own hostname
+        ``<name>.example.org``, directories and command socket.
+        ``options`` are extra keys of the daemon's own section (e.g.
+        ``disable_merger='true'``), ``sections`` maps other sections to
+        keys set on top (``{'connection gerrit': {'port': ...}}``).  A
+        scheduler process excludes the in-process service.
         """
         if kind not in ('scheduler', 'executor', 'merger'):
             raise ValueError(f'unknown daemon kind {kind!r}')
@@ -590,25 +603,31 @@ class ZuulSystem:
             name = name or f'{kind}{1 + sum(d.kind == kind for d in self.daemons.values())}'
         if name in self.daemons:
             raise ValueError(f'there is a daemon named {name} already')
-        if kind == 'scheduler':
-            daemon = DaemonProcess(self, kind, name, self.conf_path)
-        else:
-            hostname = f'{name}.example.org'
-            conf = self._daemon_conf(kind, name, hostname, options, sections or {})
-            daemon = DaemonProcess(self, kind, name, conf, hostname=hostname)
+        hostname = f'{name}.example.org' if kind != 'scheduler' else None
+        conf = self._daemon_conf(kind, name, hostname, options, sections or {})
+        daemon = DaemonProcess(self, kind, name, conf, hostname=hostname)
         self.daemons[name] = daemon
         return daemon.start(wait=wait)
 
-    def _daemon_conf(self, kind: str, name: str, hostname: str, options: dict,
+    def _daemon_conf(self, kind: str, name: str, hostname: str | None, options: dict,
                      sections: dict) -> str:
-        """The zuul.conf of one executor or merger process."""
+        """Write the zuul.conf of one daemon process; returns its path."""
         import configparser
         home = os.path.join(self.root, name)
         os.makedirs(home, exist_ok=True)
         config = configparser.RawConfigParser()
         config.read(self.conf_path)
-        section = {'hostname': hostname, 'git_dir': f'{home}/git',
-                   'command_socket': f'{home}/{kind}.socket'}
+        config['zookeeper']['session_timeout'] = str(DAEMON_ZK_SESSION_TIMEOUT)
+        section = {}
+        if kind != 'scheduler':
+            section = {'hostname': hostname, 'git_dir': f'{home}/git',
+                       'command_socket': f'{home}/{kind}.socket'}
+            config[kind] = {}
+            if kind == 'executor':
+                config['merger'] = {}
+            # git_user_* of [merger] are the executor's too
+            config['merger'].update({'git_user_email': 'zuul@example.org',
+                                     'git_user_name': 'Zuul'})
         if kind == 'executor':
             # as the in-process ExecutorServer of __init__ is set up
             section.update({
@@ -617,18 +636,12 @@ class ZuulSystem:
                 'min_avail_mem': '0', 'log_stream_port': '0',
                 'log_stream_host': '127.0.0.1',
                 'keep_jobdir': 'true' if os.environ.get('ZUUL_KEEP_JOBDIR') else 'false'})
-        # git_user_* of [merger] are the executor's too
-        config[kind] = {}
-        if kind == 'executor':
-            config['merger'] = {}
-        config['merger'].update({'git_user_email': 'zuul@example.org',
-                                 'git_user_name': 'Zuul'})
         config[kind].update(section)
         config[kind].update({k: str(v) for k, v in options.items()})
-        for section, values in sections.items():
-            if not config.has_section(section):
-                config[section] = {}
-            config[section].update({k: str(v) for k, v in values.items()})
+        for section_name, values in sections.items():
+            if not config.has_section(section_name):
+                config[section_name] = {}
+            config[section_name].update({k: str(v) for k, v in values.items()})
         path = os.path.join(home, 'zuul.conf')
         with open(path, 'w') as f:
             config.write(f)
@@ -662,6 +675,23 @@ class ZuulSystem:
         """The tenant's status (as the web status page gets it)."""
         from zuul.scheduler.rpc_protocol import STATUS_GET
         return self.rpc(STATUS_GET, tenant=tenant)
+
+    def queued_items(self, tenant: str = 'example') -> list[tuple[str, str]]:
+        """(pipeline, change id) of every item the scheduler holds, from
+        its status."""
+        return _status_items(self.status(tenant))
+
+    def wait_idle(self, tenant: str = 'example', timeout: float = 120.0) -> None:
+        """Until the scheduler (in this process or not) holds no item and
+        no event, and Gearman no job: settle() seen from outside."""
+        def idle():
+            status = self.status(tenant)
+            return (not _status_items(status)
+                    and not any(status[q]['length'] for q in (
+                        'trigger_event_queue', 'management_event_queue',
+                        'result_event_queue'))
+                    and not any(total for total, _ in gear_jobs(self.gear_port).values()))
+        wait_for(idle, timeout=timeout, what='the system idle')
 
     def build_history(self, tenant: str = 'example', **filters) -> list[dict]:
         """Finished builds from the build database (``[database]``),

@@ -10,10 +10,13 @@ left over.
 
 from __future__ import annotations
 
+import configparser
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -26,6 +29,7 @@ from nodepool.driver.simulated.adapter import SimulatedAdapter
 from nodepool.zk.api import NodepoolZooKeeper, connect
 from nodepool.zk.records import BUILDING, IN_USE
 from nodepool.zk.requestor import NodeRequestClient
+from tests.functional.system_support import ZuulSystem
 from tests.functional.test_nodepool_failover import REPO
 from tests.harness import docs
 from tests.harness import zk_ensemble as ensemble_harness
@@ -49,6 +53,18 @@ providers:
         labels:
           - name: small
 """
+
+
+def documented_zuul_hosts(ensemble) -> str:
+    """The documented zuul.conf ``[zookeeper] hosts``, with this
+    machine's members in place of the example hosts."""
+    block = next(b for b in docs.code_blocks(DOC, 'ini') if '[zookeeper]' in b)
+    parser = configparser.ConfigParser()
+    parser.read_string(block)
+    documented = parser['zookeeper']['hosts'].split(',')
+    assert len(documented) == len(ensemble.members)
+    assert all(re.fullmatch(r'zk\d\.example\.org:2181', h) for h in documented)
+    return ','.join(m.hosts for m in ensemble.members)
 
 
 def nodepool_yaml(ensemble, state_dir) -> str:
@@ -268,3 +284,80 @@ def test_losing_quorum_pauses_work_and_it_resumes_on_its_own(setup):
     assert setup.launcher.alive()
     setup.release_all(requestor, handles)
     assert traceback_free(setup.launcher.log()), setup.launcher.log()
+
+
+@pytest.fixture
+def zuul_on_ensemble(zk_ensemble, dev_gerrit, gearman_server, ssh_keypair):
+    """The whole Zuul of system_support, its zuul.conf listing every
+    member of the ensemble."""
+    root = tempfile.mkdtemp(prefix='zs', dir='/tmp')
+    system = ZuulSystem(root, dev_gerrit, documented_zuul_hosts(zk_ensemble.ensemble),
+                        gearman_server.port,
+                        ssh_keypair.private_key_path)
+    try:
+        yield system
+    finally:
+        system.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_documented_member_config_is_what_the_ensemble_runs(zk_ensemble, tmp_path):
+    (zoo_cfg,) = [b for b in docs.code_blocks(DOC, 'ini') if 'server.1=' in b]
+    documented = dict(line.split('=', 1) for line in zoo_cfg.splitlines())
+    for index, member in enumerate(zk_ensemble.ensemble.members):
+        with open(f'{member.base_dir}/conf/zoo.cfg') as f:
+            running = dict(line.split('=', 1) for line in f.read().splitlines() if line)
+        assert set(documented) <= set(running)
+        for key, value in documented.items():
+            if key.startswith('server.'):
+                shape = r'[\w.]+:\d+:\d+'
+                assert re.fullmatch(shape, value) and re.fullmatch(shape, running[key])
+        # The documented myid command, for this member's data directory.
+        (command,) = docs.code_blocks(DOC, 'shell')
+        data_dir = tmp_path / f'zk{index + 1}'
+        data_dir.mkdir()
+        command = command.replace(documented['dataDir'], str(data_dir))
+        command = command.replace('echo 1', f'echo {index + 1}')
+        subprocess.run(['sh', '-c', command], check=True)
+        with open(f'{running["dataDir"]}/myid') as f:
+            assert f.read() == (data_dir / 'myid').read_text()
+
+
+def test_zuul_verifies_changes_through_member_loss_and_quorum_loss(zk_ensemble,
+                                                                   zuul_on_ensemble):
+    system = zuul_on_ensemble
+    ensemble = zk_ensemble.ensemble
+    assert system.conf.zookeeper.hosts == zk_ensemble.hosts
+    system.create_projects()
+    system.start()
+    client = system.service.zk.client
+    session = client.client_id
+    states = []
+    client.add_listener(states.append)
+
+    # The member the scheduler talks to dies as a change comes in.
+    member = zk_ensemble.member_of(client)
+    assert member is not None
+    first = system.store.create_change('org/app', 'master', 'First', {'a.txt': 'a\n'})
+    ensemble.kill_member(member)
+    wait_for(lambda: system.verified(first) == 1, timeout=120, what='the first vote')
+    assert 'Build succeeded' in system.messages(first)[-1]
+    assert client.client_id == session and KazooState.LOST not in states
+    assert zk_ensemble.member_of(client) not in (None, member)
+    ensemble.start_member(member)
+
+    # Quorum goes; a change proposed meanwhile waits for it.
+    leader, follower = ensemble.leader(), ensemble.followers()[0]
+    ensemble.kill_member(leader)
+    ensemble.stop_member(follower)
+    wait_for(lambda: KazooState.SUSPENDED in states, 30, what='the scheduler suspended')
+    second = system.store.create_change('org/app', 'master', 'Second', {'b.txt': 'b\n'})
+    time.sleep(3)
+    assert not system.verified(second) and not system.messages(second)
+    ensemble.start_member(leader)
+    ensemble.start_member(follower)
+    ensemble.wait_for_quorum()
+    wait_for(lambda: system.verified(second) == 1, timeout=120, what='the second vote')
+    assert client.client_id == session and KazooState.LOST not in states
+    assert len(system.messages(second)) == 1 and len(system.messages(first)) == 1
+    assert [launch['change'] for launch in system.launches] == [first.number, second.number]

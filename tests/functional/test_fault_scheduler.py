@@ -1,0 +1,87 @@
+"""Scheduler faults on real processes (issue 16): ``zuul-scheduler``
+processes, a ``zuul-executor`` process recording its builds in ZooKeeper,
+the development Gerrit, real ZooKeeper and Gearman. The leading scheduler
+is SIGKILLed in the middle of a gate run; the standby takes over from the
+saved state. What is asserted is what users see: Gerrit's final state and
+the build history."""
+
+from __future__ import annotations
+
+import configparser
+import os
+import time
+
+from tests.functional.system_support import DaemonProcess, zuul_system  # noqa: F401
+from tests.functional.test_scheduler_restart import _projects
+from tests.harness.waiting import wait_for
+
+
+def _session_timeout(system, seconds: int) -> None:
+    """A short ZooKeeper session: a killed leader's lock goes sooner."""
+    config = configparser.RawConfigParser()
+    config.read(system.conf_path)
+    config['zookeeper']['session_timeout'] = str(seconds)
+    with open(system.conf_path, 'w') as f:
+        config.write(f)
+
+
+def _standby(system, name: str) -> DaemonProcess:
+    """A second scheduler on its own host's zuul.conf (its own state dir and
+    command socket, as on another machine)."""
+    config = configparser.RawConfigParser()
+    config.read(system.conf_path)
+    home = os.path.join(system.root, name)
+    os.makedirs(home, exist_ok=True)
+    config['scheduler']['state_dir'] = os.path.join(home, 'state')
+    config['scheduler']['pidfile'] = os.path.join(home, 'scheduler.pid')
+    path = os.path.join(home, 'zuul.conf')
+    with open(path, 'w') as f:
+        config.write(f)
+    daemon = DaemonProcess(system, 'scheduler', name, path)
+    system.daemons[name] = daemon
+    return daemon.start(wait=False)
+
+
+def test_standby_takes_over_when_the_leader_is_killed_mid_gate(zuul_system):  # noqa: F811
+    system = zuul_system
+    release = os.path.join(system.root, 'release')
+    _projects(system, release)
+    _session_timeout(system, 4)
+    system.start(scheduler=False, executor=False)
+    system.start_daemon('executor')
+    leader = system.start_daemon('scheduler')
+    standby = _standby(system, 'scheduler-b')
+    wait_for(lambda: 'Standing by' in standby.log(), timeout=60, what='standby waiting')
+    store = system.store
+    changes = [store.create_change('org/app', 'master', f'Change {n}', {f'k{n}.txt': 'x\n'})
+               for n in range(2)]
+    wait_for(lambda: all(system.verified(c) == 1 for c in changes), timeout=240,
+             what='check votes')
+    for change in changes:
+        store.approve(change, 'Workflow', 1, who='core')
+    wait_for(lambda: len([j for j in system.queued_items() if j[0] == 'gate']) == 2 and
+             all(job.get('start_time') or job.get('url')
+                 for p in system.status()['pipelines'] if p['name'] == 'gate'
+                 for q in p['change_queues'] for h in q['heads'] for i in h
+                 for job in i['jobs']),
+             timeout=240, what='both gate builds running')
+    time.sleep(1.5)      # a batch save after the builds started
+    killed_at = time.monotonic()
+    leader.kill()
+    wait_for(lambda: 'Scheduler started with tenants' in standby.log(), timeout=60,
+             what='the standby leading')
+    takeover = time.monotonic() - killed_at
+    assert '2 items restored' in standby.log() or '(2 items' in standby.log(), \
+        standby.log()[-3000:]
+    with open(release, 'w') as f:
+        f.write('go\n')
+    wait_for(lambda: all(store.get_change(c.number).status == 'MERGED' for c in changes),
+             timeout=240, what='both merged after the takeover')
+    system.wait_idle()
+    for change in changes:
+        assert len([m for m in system.messages(change) if 'gate pipeline' in m]) == 1
+        assert system.verified(change) == 2
+        held = [b for b in system.build_history(job_name='held', change=change.number)]
+        assert len(held) == 1, held      # adopted, not run a second time
+        assert held[0]['result'] == 'SUCCESS'
+    print(f'takeover after SIGKILL: {takeover:.1f} s (session timeout 4 s)')

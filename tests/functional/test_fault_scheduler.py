@@ -11,6 +11,8 @@ import configparser
 import os
 import time
 
+import pytest
+
 from tests.functional.system_support import DaemonProcess, zuul_system  # noqa: F401
 from tests.functional.test_scheduler_restart import _projects
 from tests.harness.waiting import wait_for
@@ -85,3 +87,52 @@ def test_standby_takes_over_when_the_leader_is_killed_mid_gate(zuul_system):  # 
         assert len(held) == 1, held      # adopted, not run a second time
         assert held[0]['result'] == 'SUCCESS'
     print(f'takeover after SIGKILL: {takeover:.1f} s (session timeout 4 s)')
+
+
+@pytest.mark.parametrize('when', ['before-it-lands', 'after-it-lands'])
+def test_scheduler_killed_while_sending_a_gate_report(zuul_system, when):  # noqa: F811
+    """SIGKILL of the only scheduler while its gate report (vote and
+    submit) is being sent: before Gerrit applied it, or after Gerrit
+    applied it but before the scheduler heard back. After a restart every
+    change is merged and reported exactly once."""
+    import signal
+    import threading
+    system = zuul_system
+    release = os.path.join(system.root, 'release')
+    with open(release, 'w') as f:
+        f.write('go\n')
+    _projects(system, release)
+    system.start(scheduler=False, executor=False)
+    system.start_daemon('executor')
+    scheduler = system.start_daemon('scheduler')
+    store = system.store
+    changes = [store.create_change('org/app', 'master', f'Report {n}', {f'r{n}.txt': 'x\n'})
+               for n in range(2)]
+    wait_for(lambda: all(system.verified(c) == 1 for c in changes), timeout=240,
+             what='check votes')
+    killed = threading.Event()
+    real_review = store.review
+
+    def review(change, patchset, who, *args, submit=False, **kw):
+        if submit and who == 'zuul' and not killed.is_set():
+            if when == 'after-it-lands':
+                real_review(change, patchset, who, *args, submit=submit, **kw)
+            os.killpg(scheduler.pid, signal.SIGKILL)
+            killed.set()
+            if when == 'after-it-lands':
+                return
+            raise RuntimeError('the scheduler died before this review was applied')
+        return real_review(change, patchset, who, *args, submit=submit, **kw)
+    store.review = review
+    for change in changes:
+        store.approve(change, 'Workflow', 1, who='core')
+    assert killed.wait(240), 'no gate report was sent'
+    scheduler.kill()
+    scheduler.start()
+    wait_for(lambda: all(store.get_change(c.number).status == 'MERGED' for c in changes),
+             timeout=240, what='both merged after the restart')
+    system.wait_idle()
+    for change in changes:
+        reports = [m for m in system.messages(change) if 'gate pipeline' in m]
+        assert len(reports) == 1, system.messages(change)
+        assert system.verified(change) == 2

@@ -19,6 +19,13 @@ Exit status: 0 clean (warnings allowed unless ``--strict``); 1 errors
 usage error (a missing path, an unknown tenant, an unreadable zuul.conf).
 - ``show-job``: freeze a job for a project and branch from the same
   checkouts and print the result and its inheritance path (seed 003).
+- ``export-keys PATH``, ``import-keys [--force] PATH``, ``delete-keys
+  CONNECTION PROJECT``: the projects' secret keys in ZooKeeper (zuul.conf's
+  ``[zookeeper]`` and ``[keystore] password``; zuul/zk/keys.py). Exit
+  status 0 done; 1 it failed (ZooKeeper unreachable, a file that is not a
+  key export, a key the password does not open, a different key already
+  stored without ``--force``, no key to delete); 2 a usage error (an
+  unreadable zuul.conf or key file).
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ from zuul.cmd import DEFAULT_CONFIG
 
 def _config_option(parser, default) -> None:
     parser.add_argument('-c', '--connections', dest='config', default=default,
-                        help=f'zuul.conf (default {DEFAULT_CONFIG} for tenant-conf-check)')
+                        help=f'zuul.conf (default {DEFAULT_CONFIG} for tenant-conf-check '
+                        'and the *-keys commands)')
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -79,12 +87,32 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument('--pipeline', help='apply this pipeline\'s project-pipeline '
                       'variants')
     repo_options(show, job=True)
+    _key_commands(sub)
     return parser
+
+
+def _key_commands(sub) -> None:
+    export = sub.add_parser('export-keys', help='write every project secret key (as '
+                            'stored: encrypted with [keystore] password) to a file')
+    export.add_argument('path', help='the file to write (mode 0600)')
+    imp = sub.add_parser('import-keys', help='store the keys of an export-keys file in '
+                         'ZooKeeper')
+    imp.add_argument('--force', action='store_true',
+                     help='replace a different key already stored for a project')
+    imp.add_argument('path', help='a file written by export-keys')
+    delete = sub.add_parser('delete-keys', help="delete a project's secret keys from "
+                            'ZooKeeper')
+    delete.add_argument('connection', help='the connection of the project')
+    delete.add_argument('project', help='the project name')
+    for p in (export, imp, delete):
+        _config_option(p, argparse.SUPPRESS)
 
 
 def main(argv=None, out=None) -> int:
     out = out or sys.stdout
     args = _parser().parse_args(argv)
+    if args.command in _KEY_COMMANDS:
+        return _key_command(args, args.config or DEFAULT_CONFIG, out)
     if args.command == 'show-job':
         args.job, args.repos = args.repos[0], args.repos[1:]
     if args.command == 'tenant-conf-check':
@@ -108,6 +136,9 @@ def main(argv=None, out=None) -> int:
     return _show_job(layout, tenant, args, out)
 
 
+_KEY_COMMANDS = ('export-keys', 'import-keys', 'delete-keys')
+
+
 class _UsageError(Exception):
     pass
 
@@ -117,6 +148,95 @@ class _NoConfigurationError(Exception):
 
 
 _LOOKED_FOR = 'looked for zuul.yaml, zuul.d/, .zuul.yaml and .zuul.d/'
+
+
+def _key_command(args, config: str, out) -> int:
+    """export-keys, import-keys, delete-keys: against the ZooKeeper of
+    ``config``."""
+    from kazoo.exceptions import KazooException
+
+    from zuul.configloader.zuulconf import ZuulConfError, load_zuul_conf
+    from zuul.zk import keys
+    err = f'zuul-admin {args.command}'
+    try:
+        conf = load_zuul_conf(config)
+        records = keys.read_export(args.path) if args.command == 'import-keys' else None
+    except (ZuulConfError, OSError) as e:
+        print(f'{err}: {_os_error(e)}', file=sys.stderr)
+        return 2
+    except keys.KeyStoreError as e:
+        print(f'{err}: {e}', file=sys.stderr)
+        return 1
+    client = _zookeeper(conf, err)
+    if client is None:
+        return 1
+    try:
+        return _run_key_command(args, conf, client, records, err, out)
+    except keys.KeyStoreError as e:
+        print(f'{err}: {e}', file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f'{err}: {_os_error(e)}', file=sys.stderr)
+        return 2
+    except KazooException as e:
+        print(f'{err}: ZooKeeper at {conf.zookeeper.hosts}: {type(e).__name__} {e}',
+              file=sys.stderr)
+        return 1
+    finally:
+        client.stop()
+        client.close()
+
+
+def _os_error(e) -> str:
+    if isinstance(e, OSError) and e.filename:
+        return f'{e.filename}: {e.strerror}'
+    return str(e)
+
+
+def _zookeeper(conf, err):
+    """A started client for ``[zookeeper]``, or None (the error printed)."""
+    from nodepool.zk.api import connect
+    zk = conf.zookeeper
+    try:
+        return connect(zk.hosts, timeout=zk.session_timeout, tls=zk.tls(),
+                       start_timeout=zk.session_timeout)
+    except Exception as e:
+        timed_out = 'time' in type(e).__name__.lower()
+        why = f'no answer within {zk.session_timeout:g}s' if timed_out else \
+            f'{type(e).__name__} {e}'
+        print(f'{err}: cannot reach ZooKeeper at {zk.hosts} ([zookeeper] hosts of '
+              f'{conf.path}): {why}', file=sys.stderr)
+        return None
+
+
+def _run_key_command(args, conf, client, records, err, out) -> int:
+    from zuul.zk import keys
+    if args.command == 'export-keys':
+        count = keys.export_keys(client, args.path)
+        print(f'exported the keys of {count} project(s) to {args.path}', file=out)
+        return 0
+    if args.command == 'import-keys':
+        result = keys.import_keys(client, records, conf.keystore.password, force=args.force)
+        print(f'imported the keys of {len(result.imported)} project(s), replaced '
+              f'{len(result.replaced)}, {len(result.unchanged)} already present', file=out)
+        for name in result.replaced:
+            print(f'replaced the key of {name}', file=out)
+        return 0
+    if not keys.delete_keys(client, args.connection, args.project):
+        print(f'{err}: no keys stored for project {args.project} (connection '
+              f'{args.connection})', file=sys.stderr)
+        return 1
+    print(f'deleted the keys of project {args.project} (connection {args.connection})',
+          file=out)
+    from zuul.lib.keystore import KeyStore
+    try:
+        legacy = KeyStore(conf.scheduler.state_dir).path(args.connection, args.project)
+    except ValueError:
+        return 0
+    if os.path.exists(legacy):
+        print(f'warning: {legacy} (the key file of an earlier release) is still there: a '
+              'scheduler imports it again on next use; remove it too', file=out)
+    return 0
 
 
 def _connections(args):

@@ -145,6 +145,7 @@ def test_queued_and_unsubmittable_jobs_are_answered_once_after_a_restart(
         client.get_files('gerrit', 'org/project', 'master', ['zuul.yaml'], cat)
         # Requested while no server runs at all.
         gearman_server.restart(down=lambda: client.get_repo_state([merge_item(1)], refstate))
+        assert client.outstanding == 3     # submitted again, or waiting to be
         server = MergeServer([('127.0.0.1', gearman_server.port)], make_merger('late'))
         server.start()
         assert merge.wait().merged
@@ -156,6 +157,7 @@ def test_queued_and_unsubmittable_jobs_are_answered_once_after_a_restart(
         wait_idle(server, 3)
         assert [len(r.items) for r in (merge, cat, refstate)] == [1, 1, 1]
         assert server.jobs_done == 3 and server.lost_answers == 0
+        assert client.outstanding == 0
     finally:
         client.stop()
         if server is not None:

@@ -116,6 +116,15 @@ class _ConnectionMixin:
                 job.submit_connection_lost = True
             task.setComplete()
 
+    def shutdown(self):
+        # Likewise for requests still waiting when we shut down.
+        with self.connections_condition:
+            conns = self.active_connections + self.inactive_connections
+        waiting = [task for conn in conns for task in list(conn.pending_tasks)]
+        super().shutdown()
+        for task in waiting:
+            task.setComplete()
+
 
 class GearClient(_ConnectionMixin, gear.Client):
     """A gear.Client with TCP_NODELAY and keepalive on its connections."""

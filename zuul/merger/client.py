@@ -178,6 +178,7 @@ class MergeClient:
                  reconnect_timeout: float = RECONNECT_TIMEOUT):
         self.merge_mode_for = merge_mode_for or (lambda item: DEFAULT_MERGE_MODE)
         self.reconnect_timeout = reconnect_timeout
+        # Outstanding requests (submitted, or waiting to be again) by uuid.
         self._handles: dict[str, MergeJobHandle] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -195,10 +196,11 @@ class MergeClient:
         self._stopping.set()
         self._resubmits.put(None)
         self.gearman.shutdown()
-        self._resubmitter.join(SUBMIT_TIMEOUT)
+        self._resubmitter.join(10)
 
     @property
     def outstanding(self) -> int:
+        """Requests submitted or waiting to be submitted again."""
         with self._lock:
             return len(self._handles)
 
@@ -253,7 +255,7 @@ class MergeClient:
         try:
             self._submit_job(handle, attempt=True)
         except Exception as exc:  # no server connected: submit once one is
-            self._resubmit_later(handle, f'unable to submit {function}: {exc}')
+            self._resubmit_later(handle, f'unable to submit {function}: {exc}', attempt=True)
         return handle
 
     def _submit_job(self, handle: MergeJobHandle, attempt: bool) -> None:
@@ -269,8 +271,6 @@ class MergeClient:
         try:
             self.gearman.submitJob(job, timeout=SUBMIT_TIMEOUT)
         except Exception:
-            with self._lock:
-                self._handles.pop(handle.uuid, None)
             if attempt:
                 handle.attempts -= 1
             else:
@@ -314,6 +314,8 @@ class MergeClient:
     def _resubmit_later(self, handle: MergeJobHandle, why: str, attempt: bool = False) -> None:
         # Not on gear's threads: submitting waits for them.
         deadline = time.monotonic() + self.reconnect_timeout
+        with self._lock:
+            self._handles[handle.uuid] = handle
         self._resubmits.put((handle, deadline, why, attempt))
 
     def _resubmit_loop(self) -> None:
@@ -326,7 +328,10 @@ class MergeClient:
     def _resubmit(self, handle: MergeJobHandle, deadline: float, why: str,
                   attempt: bool) -> None:
         while not self._stopping.is_set():
+            if handle.done:         # answered meanwhile (a late answer)
+                return
             if handle.canceled:
+                self._forget(handle)
                 handle._fail(why)
                 return
             try:
@@ -340,7 +345,12 @@ class MergeClient:
                     log.error('[e: %s] %s job %s: %s; no Gearman server took it again '
                               'within %.0f s: %s', handle.event_id, handle.function,
                               handle.uuid, why, self.reconnect_timeout, exc)
+                    self._forget(handle)
                     handle._fail(f'{why}; no Gearman server took it again within '
                                  f'{self.reconnect_timeout:.0f} s')
                     return
                 self._stopping.wait(RESUBMIT_BACKOFF)
+
+    def _forget(self, handle: MergeJobHandle) -> None:
+        with self._lock:
+            self._handles.pop(handle.uuid, None)

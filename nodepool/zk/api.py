@@ -91,6 +91,64 @@ def connect(hosts: str, timeout: float = 10.0, tls: dict | None = None,
     return client
 
 
+def retry_call(call, *args, **kw):
+    """``call(*args, **kw)``, made again after a lost connection: for
+    calls safe to repeat (a read, or a write whose repeat does no harm).
+
+    kazoo queues calls while it reconnects, so the repeat waits for a
+    server that serves: with quorum lost, that pauses the caller until
+    quorum returns.  An expired session is not retried (locks went with
+    it), nor is a closed client."""
+    while True:
+        try:
+            return call(*args, **kw)
+        except CONNECTION_LOST:
+            log.info('ZooKeeper connection lost during %s; repeating it once reconnected',
+                     getattr(call, '__name__', call))
+            time.sleep(0.05)
+
+
+def create_once(client: KazooClient, root: str, prefix: str, data: bytes,
+                ephemeral: bool = False) -> str:
+    """Create the sequential znode ``root/prefix<seq>`` holding ``data``
+    exactly once, and return its path.
+
+    If the connection goes before the answer comes, the server may have
+    created it anyway: look for it (a znode under ``root`` holding
+    exactly ``data``; for an ephemeral one, of this session) before
+    creating it again.  ``data`` must be unique (a creation time or an
+    id in it will do)."""
+    while True:
+        try:
+            return client.create(f'{root}/{prefix}', data, ephemeral=ephemeral,
+                                 sequence=True, makepath=True)
+        except CONNECTION_LOST:
+            path = retry_call(_find_created, client, root, prefix, data, ephemeral)
+            if path is not None:
+                return path
+            log.info('Connection lost while creating a znode in %s; creating it again', root)
+
+
+def _find_created(client, root: str, prefix: str, data: bytes, ephemeral: bool) -> str | None:
+    for name in sorted(retry_call(client.get_children, root), reverse=True):
+        if not name.startswith(prefix):
+            continue
+        try:
+            raw, stat = retry_call(client.get, f'{root}/{name}')
+        except NoNodeError:
+            continue
+        if raw != data:
+            continue
+        if ephemeral:
+            session = client.client_id      # None: disconnected again
+            if session is None:
+                raise ConnectionLoss()
+            if stat.ephemeralOwner != session[0]:
+                continue
+        return f'{root}/{name}'
+    return None
+
+
 def hosts_string(servers: list[dict] | list, chroot: str | None = None) -> str:
     """``host:port,host:port/chroot`` from nodepool.yaml zookeeper-servers."""
     parts = []
@@ -170,36 +228,7 @@ class NodepoolZooKeeper:
 
     def _create_sequential(self, root: str, prefix: str, data: bytes,
                            ephemeral: bool = False) -> str:
-        """Create ``root/prefix<seq>`` holding ``data``, exactly once: if
-        the connection goes before the answer comes, the server may have
-        created it anyway, so look for it before creating it again
-        (``data`` holds its creation time, which makes it unique)."""
-        while True:
-            try:
-                return self.client.create(f'{root}/{prefix}', data, ephemeral=ephemeral,
-                                          sequence=True, makepath=True)
-            except CONNECTION_LOST:
-                path = self._find_created(root, prefix, data, ephemeral)
-                if path is not None:
-                    return path
-                log.info('Connection lost while creating a record in %s; creating it '
-                         'again', root)
-
-    def _find_created(self, root: str, prefix: str, data: bytes,
-                      ephemeral: bool) -> str | None:
-        """A znode under ``root`` holding exactly ``data`` (ephemeral: of
-        this session)."""
-        for name in sorted(self._retry(self.client.get_children, root), reverse=True):
-            if not name.startswith(prefix):
-                continue
-            try:
-                raw, stat = self._retry(self.client.get, f'{root}/{name}')
-            except NoNodeError:
-                continue
-            # (Read after a call: the id is known while connected.)
-            if raw == data and (not ephemeral or stat.ephemeralOwner == self.session_id):
-                return f'{root}/{name}'
-        return None
+        return create_once(self.client, root, prefix, data, ephemeral)
 
     def get_request(self, request_id: str, watch=None) -> NodeRequest | None:
         try:
@@ -594,16 +623,4 @@ class NodepoolZooKeeper:
         return self._retry(self.client.exists, path)
 
     def _retry(self, call, *args, **kw):
-        """``call`` (safe to repeat: a read, or a write whose repeat does
-        no harm), made again after a lost connection.  kazoo queues calls
-        while it reconnects, so the repeat waits for a server that
-        serves: with quorum lost, that pauses the caller until quorum
-        returns.  An expired session is not retried (our locks went with
-        it); nor is a closed client."""
-        while True:
-            try:
-                return call(*args, **kw)
-            except CONNECTION_LOST:
-                log.info('ZooKeeper connection lost during %s; repeating it once '
-                         'reconnected', getattr(call, '__name__', call))
-                time.sleep(0.05)
+        return retry_call(call, *args, **kw)

@@ -4,8 +4,11 @@ whole process tree, as a host or OOM kill does), with the scheduler,
 the development Gerrit, ZooKeeper and Gearman running as usual.
 
 - A build whose executor is killed is retried on another executor, as a
-  new attempt; with ``attempts: 1`` the job ends RETRY_LIMIT.
-- A merge whose merger is killed while it runs is done by another merger.
+  new attempt, and its node is returned; with ``attempts: 1`` the job
+  ends RETRY_LIMIT.  A scheduler process killed and started again on the
+  same zuul.conf reports the next change.
+- A merge whose merger is killed while it runs is submitted again and
+  done by another merger (and the change merges once).
 
 Every assertion is on what Gerrit ends up with: each change reported
 exactly once (one vote, one message per pipeline run), merged where it
@@ -23,6 +26,10 @@ from tests.functional.system_support import (  # noqa: F401 - fixture
     BASE_PIPELINES,
     gear_jobs,
     zuul_system,
+)
+from tests.functional.test_e2e_zuul_launcher import (  # noqa: F401 - fixture
+    needs_netns,
+    nodepool_launcher,
 )
 from tests.harness.waiting import wait_for
 
@@ -220,3 +227,57 @@ def test_a_restarted_executor_removes_the_build_dirs_it_left(zuul_system):  # no
     os.makedirs(os.path.join(stale, 'work', 'src'))
     executor.restart(kill=True)
     assert executor.build_dirs() == set()
+
+
+# The hold playbook, on a node: the build has its node in use while held.
+HOLD_ON_NODE_PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - command: "true"
+""" + HOLD_PLAYBOOK
+
+NODE_JOBS = """
+- job:
+    name: hold-on-node
+    run: playbooks/hold-on-node.yaml
+    nodeset:
+      nodes:
+        - name: node
+          label: ubuntu-jammy
+    vars:
+      marker_dir: {markers}
+"""
+
+
+@needs_netns
+def test_node_of_a_killed_build_is_returned(zuul_system, nodepool_launcher):  # noqa: F811
+    system = zuul_system
+    nodes = nodepool_launcher      # the launcher's ZooKeeper client
+    markers = os.path.join(system.root, 'markers')
+    os.makedirs(markers)
+    system.create_projects(app_config=_project('hold-on-node'),
+                           pipelines=BASE_PIPELINES + NODE_JOBS.format(markers=markers),
+                           config_files={'playbooks/hold-on-node.yaml': HOLD_ON_NODE_PLAYBOOK})
+    executors = _executors(system, 2)
+    system.start(executor=False)
+    change = system.store.create_change('org/app', 'master', 'On a node', {'a.py': 'ok\n'})
+    first, = _wait_value(lambda: _started(markers), timeout=120, what='the build running')
+    (held,) = [n.id for n in nodes.get_nodes() if n.state == 'in-use']
+    victim = system.executor_of(first)
+    victim.kill()
+    retry = _wait_value(lambda: [u for u in _started(markers) if u != first], timeout=120,
+                        what='the retried build running')[0]
+    assert retry in next(e for e in executors if e is not victim).build_dirs()
+    # the killed build's node went back (used, then deleted by the
+    # launcher); the retry runs on a node of its own
+    wait_for(lambda: held not in [n.id for n in nodes.get_nodes()
+                                  if n.state in ('in-use', 'ready')],
+             timeout=60, what='the killed build\'s node returned')
+    open(os.path.join(markers, 'release'), 'w').close()
+    wait_for(lambda: system.verified(change), timeout=120, what='the check vote')
+    system.wait_idle()
+    assert system.verified(change) == 1 and len(system.messages(change)) == 1
+    wait_for(lambda: not [n for n in nodes.get_nodes() if n.state in ('in-use', 'used')],
+             timeout=60, what='every node returned and deleted')
+    assert len(system.launches) == 2

@@ -2,20 +2,18 @@
 and quorum loss (the session-wide single server of
 tests/harness/zookeeper.py serves every other test).
 
-Import the fixture into a test module (``zk_ensemble =
-zk_ensemble_fixture.zk_ensemble``); it is not a conftest plugin because
-only the ensemble tests pay for three JVMs.
+Import the fixture into a test module (``from tests.harness import
+zk_ensemble as harness``, then ``zk_ensemble = harness.zk_ensemble``);
+it is not a conftest plugin, as only the ensemble tests need it.
 """
 
 from __future__ import annotations
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.protocol.states import KazooState
 
 from nodepool.zk.api import connect
 from nodepool.zk.localserver import LocalZooKeeperEnsemble
-from tests.harness.waiting import Signal
 
 
 class EnsembleFixture:
@@ -62,26 +60,6 @@ class EnsembleFixture:
                 client.close()
             except Exception:
                 pass
-
-
-class SessionWatch:
-    """Records a client's session states (SUSPENDED, CONNECTED, LOST)."""
-
-    def __init__(self, client: KazooClient):
-        self.states: list[str] = []
-        self.lost = Signal()
-        self.suspended = Signal()
-        self.reconnected = Signal()
-        client.add_listener(self._listen)
-
-    def _listen(self, state) -> None:
-        self.states.append(state)
-        if state == KazooState.LOST:
-            self.lost.set()
-        elif state == KazooState.SUSPENDED:
-            self.suspended.set()
-        elif state == KazooState.CONNECTED:
-            self.reconnected.set()
 
 
 @pytest.fixture

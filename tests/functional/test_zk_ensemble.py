@@ -200,12 +200,12 @@ def test_losing_any_one_member_changes_nothing(setup):
 
     # The leader dies without a word, with the requestor's connection
     # (and locks, and watches) on it and a request in flight.
-    in_flight = requestor.submit(['small'])
+    in_flight = [requestor.submit(['small']) for _ in range(4)]
     ensemble.kill_member(leader)
     ensemble.wait_for_quorum()
     assert ensemble.leader() != leader
     during = [requestor.submit(['small']) for _ in range(2)]
-    fulfilled([in_flight, *during])
+    fulfilled([*in_flight, *during])
     assert client.client_id == session and KazooState.LOST not in states
     assert setup.zk_ensemble.member_of(client) != leader
 
@@ -218,7 +218,7 @@ def test_losing_any_one_member_changes_nothing(setup):
     fulfilled(after)
     ensemble.start_member(used)
 
-    handles = [*held, in_flight, *during, *after]
+    handles = [*held, *in_flight, *during, *after]
     assert client.client_id == session and KazooState.LOST not in states
     setup.check_exactly_once(handles)
     assert setup.launcher.alive()

@@ -30,13 +30,14 @@ from tests.functional.test_merger_support import (  # noqa: F401 - fixtures
 from tests.harness.waiting import wait_for
 from zuul.executor.client import ExecutorClient
 from zuul.executor.server import ExecutorServer
-from zuul.lib.gearlib import GearClient, GearWorker
+from zuul.lib.gearlib import KEEPALIVE_IDLE, GearClient, GearWorker
 from zuul.merger.client import MergeClient
 from zuul.merger.protocol import FUNCTIONS as MERGER_FUNCTIONS
 from zuul.merger.protocol import MergeItem
 from zuul.merger.server import MergeServer
 from zuul.scheduler import rpc_protocol as p
 from zuul.scheduler.layouts import MergerConfigFetcher
+from zuul.scheduler.rpc import RPCClient
 
 
 class Results:
@@ -196,6 +197,18 @@ def test_a_request_ends_as_an_error_when_no_server_comes_back(gearman_server, pr
         client.stop()
 
 
+def test_gear_connections_have_keepalive_and_nodelay(merger):
+    """Keepalive notices a server host that vanished without closing its
+    sockets (no restart to reconnect to, no FIN)."""
+    server, client = merger
+    socks = [client.gearman.active_connections[0].conn] + \
+        [w.active_connections[0].conn for w in server.workers]
+    for sock in socks:
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == KEEPALIVE_IDLE
+
+
 def test_a_submit_cut_short_by_a_lost_connection_fails_at_once():
     """gear would wait out the whole submit timeout for a JOB_CREATED that
     cannot come; the caller (who then submits again) hears at once."""
@@ -329,3 +342,9 @@ def test_a_check_change_merged_across_a_restart_gets_one_vote(zuul_system, gearm
     assert len(system.messages(change)) == 1
     assert gate.calls == 2 and system.merge_server.lost_answers == 1
     assert len([b for b in system.launches if b['change'] == change.number]) == 1
+    # The scheduler's RPC listener answers the CLI again.
+    cli = RPCClient('127.0.0.1', gearman_server.port, timeout=30)
+    try:
+        assert 'example' in [t['name'] for t in cli.call(p.TENANT_LIST)]
+    finally:
+        cli.shutdown()

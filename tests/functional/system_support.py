@@ -208,6 +208,23 @@ def _status_items(status: dict) -> list[tuple[str, str]]:
             for item in chain]
 
 
+def _started_in(home: str) -> list[int]:
+    """Processes whose command line names a path under ``home`` (a
+    daemon's own directory): ssh-agent detaches itself, so it is not
+    among the daemon's descendants."""
+    found = []
+    needle = home.rstrip('/').encode() + b'/'
+    for entry in os.listdir('/proc'):
+        if entry.isdigit():
+            try:
+                with open(f'/proc/{entry}/cmdline', 'rb') as f:
+                    if needle in f.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
 def _descendants(pid: int) -> list[int]:
     """Every live process under ``pid`` (children first-level and below),
     from /proc: ansible-playbook runs in a session of its own, so the
@@ -315,6 +332,7 @@ class DaemonProcess:
             except OSError:
                 pass    # already gone
         self.proc.wait(30)
+        self._kill_strays()
         if self.kind == 'scheduler':
             wait_for(lambda: self.system.gerrit.server.stream_count() == 0, timeout=30,
                      what='the killed scheduler\'s event stream closed')
@@ -331,12 +349,18 @@ class DaemonProcess:
             self.kill()
             return self.proc.returncode
         finally:
-            # leftovers of a daemon that stopped without waiting for them
-            for pid in _descendants(self.proc.pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            self._kill_strays()
+
+    def _kill_strays(self) -> None:
+        """What the daemon left running: its detached ssh-agent, builds'
+        processes it did not wait for."""
+        if self.kind == 'scheduler':
+            return
+        for pid in _started_in(os.path.join(self.system.root, self.name)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def signal(self, signum: int) -> None:
         """Send ``signum`` to the daemon (e.g. SIGSTOP/SIGCONT to freeze it)."""

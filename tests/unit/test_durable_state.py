@@ -76,8 +76,9 @@ def test_trigger_events_are_kept_in_order_until_acknowledged(zk_chroot):
 def test_last_saved_mark(zk_chroot):
     client = zk_chroot.client()
     assert ps.last_saved(client) is None
-    ps.mark_saved(client, 1234.5)
-    assert ps.last_saved(client) == 1234.5
+    ps.mark_saved(client, 1234.5, {'gerrit': 1200.0})
+    assert ps.last_saved(client) == {'time': 1234.5, 'connections': {'gerrit': 1200.0},
+                                     'recent': {}}
 
 
 # -- build records ----------------------------------------------------------------

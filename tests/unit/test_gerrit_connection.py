@@ -87,3 +87,38 @@ def test_report_and_submit(dev_gerrit, gerrit_connection):
     gerrit_connection.report(c, 'Build succeeded (gate pipeline).', {'Verified': 2},
                              submit=True)
     assert gerrit_connection.is_merged(c) and c.is_merged
+
+
+def test_catch_up_after_a_restart_skips_what_the_previous_scheduler_had(
+        dev_gerrit, gerrit_connection):
+    """A successor's catch-up synthesizes events from the second of the
+    newest one the previous scheduler held on, less those it held
+    (Gerrit's times are whole seconds)."""
+    from zuul.zk.pipeline_state import event_signature
+    store = dev_gerrit.store
+    store.create_project('org/project')
+    change = store.create_change('org/project', 'master', 'A', {'a': '1'})
+    created = gerrit_connection.events.get(timeout=30)
+    store.approve(change, 'Code-Review', 2, who='core')
+    voted = gerrit_connection.events.get(timeout=30)
+    held = [event_signature(e) for e in (created, voted)]
+    since = max(created.timestamp, voted.timestamp)
+    while not gerrit_connection.events.empty():
+        gerrit_connection.events.get()
+    if created.timestamp == voted.timestamp:
+        # Both held, both in the newest second: nothing to synthesize.
+        assert gerrit_connection.catch_up_since(since, held) == 0
+    assert gerrit_connection.catch_up_since(since + 1, []) == 0     # nothing newer
+    # What happened later (a vote nobody heard) is synthesized, once.
+    import time
+    time.sleep(1.1)
+    late = time.time()
+    store.approve(change, 'Workflow', 1, who='core')
+    while not gerrit_connection.events.empty():
+        gerrit_connection.events.get()          # the stream's own copy
+    assert gerrit_connection.catch_up_since(int(late), held) == 1
+    event = gerrit_connection.events.get(timeout=10)
+    assert event.type == 'comment-added'
+    assert [(a['type'], a['value']) for a in event.approvals] == [('Workflow', '1')]
+    # Without the held signatures the votes of that second come again.
+    assert gerrit_connection.catch_up_since(since, []) >= 1

@@ -145,6 +145,9 @@ class SchedulerService:
         self.rpc.start()
         from zuul.zk.pipeline_state import last_saved
         since = last_saved(self.zk.client)
+        if since is not None:
+            self.scheduler.latest_events.update(since['connections'])
+            self.scheduler.recent_events.update(since['recent'])
         self.scheduler.start()
         self.images.start()
         self.connections.start(self.scheduler.add_trigger_event)
@@ -154,16 +157,23 @@ class SchedulerService:
                  sorted(self.scheduler.tenants), self.scheduler.restored_items)
         return True
 
-    def _catch_up(self, since: float) -> None:
+    def _catch_up(self, since: dict) -> None:
         """Events that happened while no scheduler listened (a restart,
-        a takeover): each connection that can synthesizes them."""
+        a takeover): each connection that can synthesizes those created
+        after the newest event the previous scheduler held durably (or,
+        if it held none of that connection, since its last save, less a
+        margin for events in flight then)."""
         for connection in self.connections.all():
             catch_up = getattr(connection, 'catch_up_since', None)
             if catch_up is None:
                 continue
+            after = since['connections'].get(connection.name)
+            seen = since['recent'].get(connection.name) or []
+            if after is None:
+                after, seen = since['time'] - CATCH_UP_SLACK, []
 
-            def run(connection=connection, catch_up=catch_up):
-                count = catch_up(since - CATCH_UP_SLACK)
+            def run(connection=connection, catch_up=catch_up, after=after, seen=seen):
+                count = catch_up(after, seen)
                 log.info('Connection %s: %d events caught up from while no scheduler ran',
                          connection.name, count)
             threading.Thread(target=run, name=f'catch-up-{connection.name}',

@@ -144,6 +144,7 @@ class QueueItem:
     # The report being sent (written to ZooKeeper before it is sent, so a
     # scheduler restored from that state knows where it was).
     reporting: str | None = None
+    reporting_time: float | None = None
     dequeued_needing_change: str | None = None
     dequeued_missing_requirements: bool = False
     id: str = field(default_factory=new_uuid)

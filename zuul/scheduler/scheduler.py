@@ -78,6 +78,11 @@ class Scheduler:
         self._acks: list[str] = []
         self._forget: list = []
         self._marked = 0.0
+        # Per connection: creation time of the newest trigger event held
+        # durably (for a successor's catch-up).
+        self.latest_events: dict[str, float] = {}
+        self.recent_events: dict[str, list] = {}
+        self._latest_changed = False
         self.restored_items = 0
 
     def semaphore_handler(self, tenant_name: str) -> SemaphoreHandler:
@@ -137,6 +142,19 @@ class Scheduler:
                          event.event_id, event.describe())
                 self.loop.add_trigger_event(event)
 
+    def _note_latest(self, event) -> None:
+        from zuul.zk.pipeline_state import event_signature
+        stamp = float(getattr(event, 'timestamp', 0) or 0)
+        latest = self.latest_events.get(event.connection, 0)
+        if stamp > latest:
+            self.latest_events[event.connection] = stamp
+            self.recent_events[event.connection] = [event_signature(event)]
+            self._latest_changed = True
+        elif stamp == latest:
+            self.recent_events.setdefault(event.connection, []).append(
+                event_signature(event))
+            self._latest_changed = True
+
     def save_state(self, only=None) -> int:
         """Write every pipeline whose state changed (or just the manager
         ``only``); then acknowledge the events and forget the build
@@ -153,10 +171,12 @@ class Scheduler:
                     written += 1
         if only is None:
             now = time.time()
-            if now - self._marked >= MARK_INTERVAL:
+            if now - self._marked >= MARK_INTERVAL or self._latest_changed:
                 from zuul.zk.pipeline_state import mark_saved
-                mark_saved(self.state_store.client, now)
+                mark_saved(self.state_store.client, now, dict(self.latest_events),
+                           {k: list(v) for k, v in self.recent_events.items()})
                 self._marked = now
+                self._latest_changed = False
             acks, self._acks = self._acks, []
             for path in acks:
                 self.event_queue.ack(path)
@@ -172,6 +192,7 @@ class Scheduler:
         if self.state_store is None or action in ('start', 'enqueue'):
             return
         item.reporting = action
+        item.reporting_time = time.time()
         try:
             self.save_state(only=manager)
         except Exception:
@@ -190,6 +211,7 @@ class Scheduler:
             from zuul.scheduler.state import event_data
             try:
                 event._zk_path = self.event_queue.put(event_data(event))
+                self._note_latest(event)
             except Exception:
                 log.exception('[e: %s] Unable to store trigger event %s in ZooKeeper',
                               event.event_id, event.describe())

@@ -113,6 +113,7 @@ def _item_data(item: m.QueueItem, nodes) -> dict:
             'enqueue_time': item.enqueue_time, 'reported': item.reported,
             'reported_start': item.reported_start,
             'reporting': getattr(item, 'reporting', None),
+            'reporting_time': getattr(item, 'reporting_time', None),
             'ahead': item.item_ahead.id if item.item_ahead is not None else None,
             'buildset': _buildset_data(item.current_build_set, nodes)}
 
@@ -201,6 +202,11 @@ class Restorer:
             log.info('Not restoring %s in %s: it is %s now', change.describe(),
                      manager.name, change.status.lower())
             return None
+        if idata.get('reporting') and idata.get('reporting_time') and \
+                self._report_landed(change, idata['reporting_time']):
+            log.info('Not restoring %s in %s: its %s report was made before the previous '
+                     'scheduler stopped', change.describe(), manager.name, idata['reporting'])
+            return None
         if not holder:
             queue = manager.get_queue(change)
             if queue is None:
@@ -219,6 +225,18 @@ class Restorer:
         log.info('[e: %s] Restored %s in %s queue %s', item.event_id, change.describe(),
                  manager.name, queue.name or '<independent>')
         return item
+
+    def _report_landed(self, change, since: float) -> bool:
+        connection = self.connections.get(getattr(change, 'connection', None) or '')
+        check = getattr(connection, 'report_landed', None)
+        if check is None:
+            return False
+        try:
+            return bool(check(change, since))
+        except Exception:
+            log.exception('Unable to tell whether the report on %s was made',
+                          change.describe())
+            return False
 
     def _buildset(self, item: m.QueueItem, data: dict, by_id: dict) -> None:
         bs = item.current_build_set

@@ -143,22 +143,44 @@ class PipelineStateStore:
 ALIVE_PATH = '/zuul/scheduler/last-saved'
 
 
-def mark_saved(client, when: float) -> None:
-    """When the leading scheduler last saved its state: a successor
-    asks its connections for what happened since."""
-    data = json.dumps({'time': when}).encode('utf8')
+def mark_saved(client, when: float, connections: dict | None = None,
+               recent: dict | None = None) -> None:
+    """When the leading scheduler last saved its state, and per connection
+    the creation time of the newest event it holds durably (processed, or
+    waiting in the event queue): a successor asks each connection for what
+    happened after that."""
+    data = json.dumps({'time': when, 'connections': connections or {},
+                       'recent': recent or {}}).encode('utf8')
     try:
         client.set(ALIVE_PATH, data)
     except NoNodeError:
         client.create(ALIVE_PATH, data, makepath=True)
 
 
-def last_saved(client) -> float | None:
+def last_saved(client) -> dict | None:
+    """``{'time': t, 'connections': {name: newest event time}, 'recent':
+    {name: [events of that same second, as event_signature gives]}}`` or
+    None."""
     try:
         data, _ = client.get(ALIVE_PATH)
-        return float(json.loads(data.decode('utf8'))['time'])
-    except (NoNodeError, ValueError, KeyError, TypeError):
+        mark = json.loads(data.decode('utf8'))
+        return {'time': float(mark['time']),
+                'connections': {k: float(v) for k, v in
+                                (mark.get('connections') or {}).items()},
+                'recent': {k: list(v) for k, v in (mark.get('recent') or {}).items()}}
+    except (NoNodeError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def event_signature(event) -> dict:
+    """What a catch-up needs to recognise an event it would synthesize
+    again: kind, change, patchset and the votes it carried."""
+    who = (getattr(event, 'account', None) or {}).get('username')
+    return {'type': event.type, 'change': getattr(event, 'change_number', None),
+            'patchset': getattr(event, 'patchset', None),
+            'approvals': sorted([a.get('type'), str(a.get('value')),
+                                 a.get('username') or who]
+                                for a in getattr(event, 'approvals', None) or ())}
 
 
 class TriggerEventQueue:
@@ -172,9 +194,11 @@ class TriggerEventQueue:
             pass
 
     def put(self, event: dict) -> str:
+        """Store ``event`` (its ``event_id`` makes it unique): exactly
+        once, even if the connection goes before the answer comes."""
+        from nodepool.zk.api import create_once
         data = json.dumps(event, default=str).encode('utf8')
-        return self.client.create(f'{EVENT_ROOT}/event-', data, sequence=True,
-                                  makepath=True)
+        return create_once(self.client, EVENT_ROOT, 'event-', data)
 
     def pending(self) -> list[tuple[str, dict]]:
         """Every stored event, oldest first, as (path, event)."""

@@ -443,7 +443,7 @@ class ReviewStore:
             self.review_log.append({'change': change.number, 'patchset': patchset,
                                     'user': who, 'message': message,
                                     'labels': dict(labels or {}), 'submit': submit,
-                                    'tag': tag, 'notify': notify})
+                                    'tag': tag, 'notify': notify, 'time': now})
             if message or given:
                 self._emit_comment_added(change, ps, account, message, given)
             if submit:

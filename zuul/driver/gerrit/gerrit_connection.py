@@ -257,10 +257,13 @@ class GerritConnection:
                 self._remember(event)
                 self._deliver(event)
 
-    def catch_up_since(self, since: float) -> int:
+    def catch_up_since(self, since: float, seen=()) -> int:
         """After a scheduler restart or takeover: synthesize the events of
-        everything that happened since ``since`` (when the previous
-        scheduler last saved its state) from Gerrit's own timestamps --
+        everything that happened after ``since`` (the creation time of the
+        newest event the previous scheduler held) from Gerrit's own
+        timestamps -- less ``seen``, the events of the second ``since``
+        itself that the previous scheduler had (zuul.zk.pipeline_state
+        event_signature), as Gerrit's times are in whole seconds --
         the previous process's view of each change is gone. Returns how
         many events were delivered."""
         age = int(time.time() - since) + CATCH_UP_MARGIN
@@ -271,22 +274,40 @@ class GerritConnection:
             return 0
         count = 0
         for row in sorted(rows, key=lambda r: r.get('lastUpdated', 0)):
-            for event in self._events_since(row, since):
+            for event in self._events_since(row, since, seen):
                 self._remember(event)
                 self._deliver(event)
                 count += 1
         return count
 
-    def _events_since(self, row: dict, since: float) -> list[TriggerEvent]:
+    def report_landed(self, change, since: float) -> bool:
+        """Whether this connection's user commented on ``change`` at or
+        after ``since``: a report a scheduler was sending when it died
+        arrived (so its successor does not send it twice)."""
+        rows = self.ssh.query(f'change:{change.number}')
+        for row in rows[:1]:
+            for comment in row.get('comments') or ():
+                by = (comment.get('reviewer') or {}).get('username')
+                if by == self.user and float(comment.get('timestamp') or 0) >= int(since):
+                    return True
+        return False
+
+    def _events_since(self, row: dict, since: float, seen=()) -> list[TriggerEvent]:
         change = change_from_query(row, self.name, baseurl=self.baseurl)
         base = dict(connection=self.name, project=change.project, branch=change.branch,
                     change_number=change.number, patchset=change.patchset,
                     ref=change.ref, newrev=change.newrev, change_url=change.url)
         events = []
         current = row.get('currentPatchSet') or {}
-        if float(current.get('createdOn') or 0) >= since:
+        had = [s for s in seen if s.get('change') == change.number]
+        if float(current.get('createdOn') or 0) >= since and not any(
+                s['type'] == 'patchset-created' and s.get('patchset') == change.patchset
+                for s in had):
             events.append(TriggerEvent(type='patchset-created', **base))
-        fresh = [a for a in change.approvals if float(a.get('grantedOn') or 0) >= since]
+        votes_seen = {tuple(v) for s in had if s['type'] == 'comment-added' and
+                      s.get('patchset') == change.patchset for v in s.get('approvals', ())}
+        fresh = [a for a in change.approvals if float(a.get('grantedOn') or 0) >= since
+                 and (a.get('type'), str(a.get('value')), a.get('username')) not in votes_seen]
         if fresh:
             approvals = [{'type': a.get('type'), 'description': a.get('description') or
                           a.get('type'), 'value': str(a.get('value')),
@@ -296,7 +317,7 @@ class GerritConnection:
         if change.last_updated >= since:
             kind = {'MERGED': 'change-merged', 'ABANDONED': 'change-abandoned'}.get(
                 change.status)
-            if kind:
+            if kind and not any(s['type'] == kind for s in had):
                 events.append(TriggerEvent(type=kind, **base))
         for e in events:
             log.info('[e: %s] Synthesized %s for %s,%s: it happened while no scheduler '

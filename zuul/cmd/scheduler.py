@@ -64,7 +64,6 @@ class SchedulerService:
         from nodepool.zk.api import NodepoolZooKeeper
         from nodepool.zk.requestor import NodeRequestClient
         from zuul.executor.client import ExecutorClient
-        from zuul.lib.keystore import KeyStore
         from zuul.merger.client import MergeClient
         from zuul.scheduler.builds import ExecutorAdapter
         from zuul.scheduler.connections import ConnectionRegistry
@@ -90,16 +89,21 @@ class SchedulerService:
                 self.connections.add(driver.get_connection(name, cc.options))
         state_dir = conf.scheduler.state_dir
         os.makedirs(state_dir, exist_ok=True)
-        self.keystore = KeyStore(state_dir, conf.keystore.password)
-        self.merge_client = MergeClient(host, port, merge_mode_for=self._merge_mode, tls=tls)
-        self.layouts = Layouts(conf.scheduler.tenant_config, self.connections, self.registry,
-                               MergerConfigFetcher(self.merge_client), drivers, hostnames,
-                               keystore=self.keystore)
         self.zk = NodepoolZooKeeper.from_hosts(self.zk_hosts,
                                                timeout=conf.zookeeper.session_timeout,
                                                tls=conf.zookeeper.tls())
+        self.merge_client = MergeClient(host, port, merge_mode_for=self._merge_mode, tls=tls)
         if not self._become_leader():
             return False
+        # Project keys live in ZooKeeper, so every scheduler has the same;
+        # key files of earlier releases are carried over at start.
+        from zuul.zk.keys import ZooKeeperKeyStore
+        self.keystore = ZooKeeperKeyStore(self.zk.client, conf.keystore.password,
+                                          state_dir=state_dir)
+        self.keystore.migrate_state_dir()
+        self.layouts = Layouts(conf.scheduler.tenant_config, self.connections, self.registry,
+                               MergerConfigFetcher(self.merge_client), drivers, hostnames,
+                               keystore=self.keystore)
         self.node_client = NodeRequestClient(self.zk, requestor='zuul-scheduler')
         self.node_client.start()
         # zuul-launcher's tree (seed 001), over the same session.

@@ -135,7 +135,7 @@ class GearClient(_ConnectionMixin, gear.Client):
         job.submit_connection_lost = False
         try:
             return super().submitJob(job, *args, **kw)
-        except gear.GearmanError:
+        except (gear.GearmanError, gear.NoConnectedServersError):
             if job.submit_connection_lost:
                 raise gear.NoConnectedServersError(
                     'lost the connection to the Gearman server while submitting') from None

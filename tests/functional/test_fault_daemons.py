@@ -20,8 +20,6 @@ from __future__ import annotations
 import os
 import socket
 
-import pytest
-
 from tests.functional.system_support import (  # noqa: F401 - fixture
     BASE_PIPELINES,
     gear_jobs,
@@ -216,10 +214,6 @@ def test_merge_of_a_killed_merger_is_done_by_another(zuul_system):  # noqa: F811
         ('check', 'check-marker'), ('gate', 'check-marker')]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    'zuul-executor does not remove the build dirs a killed executor left in job_dir when '
-    'it starts again (released Zuul deletes stale job dirs at start-up): '
-    'zuul/executor/server.py ExecutorServer.start (issue 16)'))
 def test_a_restarted_executor_removes_the_build_dirs_it_left(zuul_system):  # noqa: F811
     system = zuul_system
     executor = system.start_daemon('executor', name='ex1', disable_merger='true')

@@ -87,6 +87,19 @@ class ExecutorServer:
         self.agent: SshAgent | None = None
         self.sandbox = self._make_sandbox()
 
+    def _remove_stale_build_dirs(self) -> None:
+        """Build dirs left by an executor that was killed: nothing runs in
+        them any more (their builds are retried elsewhere). Kept with
+        ``keep_jobdir``, for debugging."""
+        if self.settings.keep_jobdir:
+            return
+        import shutil
+        for name in os.listdir(self.settings.job_dir):
+            path = os.path.join(self.settings.job_dir, name)
+            if len(name) == 32 and os.path.isdir(path) and not os.path.islink(path):
+                log.info('Removing build dir %s left by a previous run', path)
+                shutil.rmtree(path, ignore_errors=True)
+
     def _make_sandbox(self) -> BubblewrapSandbox | None:
         if not self.settings.sandbox_untrusted:
             return None
@@ -106,6 +119,7 @@ class ExecutorServer:
                              'characters')
         os.makedirs(self.settings.job_dir, exist_ok=True)
         os.makedirs(self.settings.state_dir, exist_ok=True)
+        self._remove_stale_build_dirs()
         self.agent = SshAgent(os.path.join(self.settings.state_dir, 'ssh-agent.sock'))
         self.agent.start(self.settings.private_key_file)
         self.log_streamer = LogStreamServer(self.settings.log_stream_host,

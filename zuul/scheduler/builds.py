@@ -163,10 +163,13 @@ class ExecutorAdapter:
         def on_complete(handle, result):
             self.handles.pop(build.uuid, None)
             if (result is None or result.result is None) and self.records is not None:
-                # The Gearman side lost it (server restart, WORK_FAIL): the
-                # executor may still be running it, or have finished it.
+                # The Gearman side lost it: after a Gearman server restart
+                # the executor may still be running it, or have finished
+                # it. WORK_FAIL means its executor's connection went (it
+                # died): only a result it recorded first counts.
                 detail = getattr(result, 'error_detail', None)
-                self.follow(build, lost_detail=detail, url=handle.url)
+                self.follow(build, lost_detail=detail, url=handle.url,
+                            executor_gone=bool(detail) and detail.startswith('WORK_FAIL'))
                 return
             self._completed(build, result, handle.url)
         return on_complete
@@ -192,7 +195,7 @@ class ExecutorAdapter:
             log_url=log_url)
 
     def follow(self, build: m.Build, lost_detail: str | None = None,
-               url: str | None = None) -> None:
+               url: str | None = None, executor_gone: bool = False) -> None:
         """Take a build whose Gearman job is gone (or launched by a
         scheduler that died) from its ZooKeeper record: its result if it
         ended, its result when it ends if its executor lives, else RETRY."""
@@ -214,7 +217,7 @@ class ExecutorAdapter:
                                      error_detail=lost_detail or 'executor lost')
             self._completed(build, result, url or build.url)
         record = self.records.get(build.uuid) if self.records is not None else None
-        if record is None:
+        if record is None or (executor_gone and record.get('state') != COMPLETED):
             on_done(None)
             return
         self.handles[build.uuid] = _AdoptedHandle(build.uuid, record.get('executor'),

@@ -100,6 +100,15 @@ def test_gerrit_over_ssh_uses_the_connection_key():
     ssh = shlex.split(remote.env['GIT_SSH_COMMAND'])
     assert ssh[0] == 'ssh' and ['-i', '/keys/id'] == ssh[ssh.index('-i'):ssh.index('-i') + 2]
     assert 'UserKnownHostsFile=/keys/known' in ssh and 'BatchMode=yes' in ssh
+    # A host that never answers cannot hold a merge for ever.
+    assert 'ConnectTimeout=30' in ssh and 'ServerAliveInterval=60' in ssh
+
+
+def test_gerrit_keepalive_zero_turns_keepalives_off():
+    resolver = RepoUrlResolver({'gerrit': {'driver': 'gerrit', 'options': {
+        'server': 'review.example.org', 'keepalive': '0'}}})
+    ssh = shlex.split(resolver.remote('gerrit', 'org/a').env['GIT_SSH_COMMAND'])
+    assert not any(o.startswith('ServerAliveInterval') for o in ssh)
 
 
 def test_gerrit_over_http_keeps_credentials_out_of_the_url():

@@ -77,15 +77,25 @@ def _config_env(pairs: list[tuple[str, str]]) -> dict:
     return env
 
 
+# A code-review host that takes the TCP connection and then never answers
+# must not hold a merge job for ever: the connection attempt (TCP and the
+# SSH handshake) is bounded, and a silent established connection is
+# dropped after ServerAliveCountMax (3) missed keepalives.
+SSH_CONNECT_TIMEOUT = 30
+SSH_KEEPALIVE = 60  # the connection's documented default
+
+
 def _ssh_command(options: dict) -> str:
-    cmd = ['ssh', '-o', 'BatchMode=yes']
+    cmd = ['ssh', '-o', 'BatchMode=yes', '-o', f'ConnectTimeout={SSH_CONNECT_TIMEOUT}']
     if options.get('sshkey'):
         cmd += ['-i', os.path.expanduser(options['sshkey']), '-o', 'IdentitiesOnly=yes']
     if options.get('known_hosts'):
         cmd += ['-o', f'UserKnownHostsFile={os.path.expanduser(options["known_hosts"])}',
                 '-o', 'StrictHostKeyChecking=yes']
     keepalive = options.get('keepalive')
-    if keepalive and str(keepalive) != '0':
+    if keepalive is None:
+        keepalive = SSH_KEEPALIVE
+    if str(keepalive) != '0':
         cmd += ['-o', f'ServerAliveInterval={keepalive}']
     return ' '.join(shlex.quote(c) for c in cmd)
 

@@ -233,3 +233,31 @@ def test_events_while_no_scheduler_ran_are_caught_up(zuul_system):  # noqa: F811
     system.settle()
     assert len([m for m in system.messages(first) if 'gate pipeline' in m]) == 1
     assert len([m for m in system.messages(new[0]) if 'Build succeeded' in m]) == 1
+
+
+def test_build_running_across_a_gearman_restart_reports_through_zookeeper(
+        zuul_system, zk_chroot, gearman_server, caplog):  # noqa: F811
+    """The Gearman server restarts while a build runs: the executor keeps
+    running it, the scheduler takes its result from the build's ZooKeeper
+    record; the build is not run twice and the change is reported once."""
+    system = zuul_system
+    release = os.path.join(system.root, 'release')
+    _projects(system, release)
+    _with_build_records(system, zk_chroot)
+    system.start()
+    store = system.store
+    change = store.create_change('org/app', 'master', 'Across', {'g.txt': 'x\n'})
+    wait_for(lambda: system.verified(change) == 1, timeout=240, what='check vote')
+    store.approve(change, 'Workflow', 1, who='core')
+    wait_for(lambda: any(b.job.name == 'held' and b.start_time for b in system.builds),
+             timeout=240, what='held build running')
+    caplog.set_level('INFO', logger='zuul.scheduler.builds')
+    gearman_server.restart()
+    with open(release, 'w') as f:
+        f.write('go\n')
+    wait_for(lambda: store.get_change(change.number).status == 'MERGED', timeout=240,
+             what='merged')
+    system.settle()
+    assert len([e for e in system.launches if e['job'] == 'held']) == 1
+    assert len([m for m in system.messages(change) if 'gate pipeline' in m]) == 1
+    assert 'result taken from its ZooKeeper record' in caplog.text

@@ -348,3 +348,24 @@ def test_a_check_change_merged_across_a_restart_gets_one_vote(zuul_system, gearm
         assert 'example' in [t['name'] for t in cli.call(p.TENANT_LIST)]
     finally:
         cli.shutdown()
+
+
+def test_a_build_submitted_while_the_server_restarts_waits_for_it(
+        exec_env, gearman_server):
+    """The scheduler launches a build in the seconds a Gearman restart
+    takes: the submission waits for the server instead of failing."""
+    exec_env.upstream.create('org/project', PLAYBOOKS)
+    server = ExecutorServer(exec_env.settings, '127.0.0.1', gearman_server.port,
+                            exec_env.merger)
+    server.start()
+    client = ExecutorClient('127.0.0.1', gearman_server.port)
+    try:
+        gearman_server.wait_registered(['executor:execute'])
+        gearman_server.stop()
+        wait_for(lambda: not client.gearman.active_connections, what='client disconnected')
+        threading.Timer(1.0, gearman_server.start).start()
+        handle = client.execute(request_for(exec_env, 'playbooks/ok.yaml', 'f' * 32))
+        assert handle.wait(120).result == 'SUCCESS'
+    finally:
+        client.stop()
+        server.stop()

@@ -239,9 +239,12 @@ def test_stop_lets_the_running_merge_finish(gearman_server, make_merger, project
 
 
 def test_lost_gearman_server_completes_waiting_requests(project):
+    """A server that does not come back within ``reconnect_timeout``:
+    the waiting request ends as an error (a restart within it is in
+    test_gearman_restart)."""
     port = free_port()
     gearman = GearServer(port=port, host='127.0.0.1')
-    client = MergeClient('127.0.0.1', port)
+    client = MergeClient('127.0.0.1', port, reconnect_timeout=1)
     results = Results()
     try:
         client.merge_items([queue_item(project, 1)], results)

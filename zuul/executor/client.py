@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import gear
 
@@ -26,6 +27,9 @@ from zuul.executor.protocol import (
 from zuul.lib.gearlib import GearClient
 
 log = logging.getLogger('zuul.executor.client')
+
+# How long a build submission waits for a Gearman server to come back.
+SUBMIT_WAIT = 30.0
 
 
 class BuildHandle:
@@ -123,8 +127,27 @@ class ExecutorClient:
                            unique=request.uuid)
         with self._lock:
             self._handles[request.uuid] = handle
-        self.gearman.submitJob(job, timeout=30)
+        try:
+            self._submit(job)
+        except (gear.GearmanError, gear.NoConnectedServersError, gear.TimeoutError) as exc:
+            # No Gearman server (a restart taking longer than it should):
+            # the build is lost before it started and is launched again.
+            log.warning('Unable to submit build %s: %s', request.uuid, exc)
+            self._on_failed(job, f'lost connection to the gearman server ({exc})')
         return handle
+
+    def _submit(self, job) -> None:
+        """Submit, waiting out a Gearman server restart (gear reconnects
+        every few seconds) rather than failing at once."""
+        deadline = time.monotonic() + SUBMIT_WAIT
+        while True:
+            try:
+                self.gearman.submitJob(job, timeout=30)
+                return
+            except (gear.GearmanError, gear.NoConnectedServersError):
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
 
     def cancel(self, handle: BuildHandle) -> bool:
         """Ask the executor running ``handle`` to abort it.  False if the
@@ -133,7 +156,7 @@ class ExecutorClient:
             return False
         job = gear.TextJob(stop_function(handle.worker_hostname),
                            StopRequest(handle.uuid).to_json().decode('utf8'))
-        self.gearman.submitJob(job, timeout=30)
+        self._submit(job)
         return True
 
     # -- gear callbacks --------------------------------------------------

@@ -222,7 +222,14 @@ def test_a_submit_cut_short_by_a_lost_connection_fails_at_once():
             except OSError:
                 return
             with conn:
-                conn.recv(1024)     # the SUBMIT_JOB; no JOB_CREATED ever
+                # Hang up once the SUBMIT_JOB came (not on an earlier
+                # packet of the connection): no JOB_CREATED ever.
+                data = b''
+                while b'\x00REQ\x00\x00\x00\x07' not in data:
+                    chunk = conn.recv(1024)
+                    if not chunk:
+                        break
+                    data += chunk
     threading.Thread(target=hang_up_after_a_packet, daemon=True).start()
     client = GearClient('cut-short')
     try:

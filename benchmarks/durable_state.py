@@ -26,7 +26,8 @@ three ways:
 
 ``--profile`` also prints where the scheduler thread spends its CPU in
 the durable run of part 1, and where ``restore_state`` spends its time
-(waits included) in part 3 (cProfile; it slows them down).
+(waits included) in part 3 (cProfile; it slows them down, so the ratio
+of part 1 means nothing then).
 
 Measured on this machine (2 CPUs, shared with other test runs, so the
 CPU figures vary between runs: the ratio of part 1 came out between

@@ -47,6 +47,18 @@ def test_large_state_is_sharded_and_old_generations_removed(zk_chroot, monkeypat
     assert ps.PipelineStateStore(client).load('t', 'p') == {'blob': blob, 'n': 2}
 
 
+def test_a_writer_with_a_stale_view_writes_again_from_the_header(zk_chroot):
+    first = ps.PipelineStateStore(zk_chroot.client())
+    second = ps.PipelineStateStore(zk_chroot.client())
+    first.save('t', 'p', {'n': 1})
+    second.load('t', 'p')
+    second.save('t', 'p', {'n': 2})          # first's generation is now stale
+    assert first.save('t', 'p', {'n': 3})
+    assert ps.PipelineStateStore(zk_chroot.client()).load('t', 'p') == {'n': 3}
+    client = zk_chroot.client()
+    assert len(client.get_children(first.path('t', 'p'))) == 1   # old shards gone
+
+
 def test_state_of_another_format_version_is_refused(zk_chroot):
     client = zk_chroot.client()
     store = ps.PipelineStateStore(client)
@@ -71,6 +83,9 @@ def test_trigger_events_are_kept_in_order_until_acknowledged(zk_chroot):
     assert event_from_data(pending[0][1]).event_id == events[0].event_id
     queue.ack(pending[0][0])
     assert [d['change_number'] for _, d in queue.pending()] == [1, 2]
+    # A batch where one was acknowledged already still removes the rest.
+    queue.ack_many([pending[0][0], pending[1][0], pending[2][0]])
+    assert queue.pending() == []
 
 
 def test_last_saved_mark(zk_chroot):

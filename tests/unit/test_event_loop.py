@@ -70,3 +70,19 @@ def test_pipelines_are_processed_during_a_steady_stream_of_events(monkeypatch):
         stop.set()
         thread.join(5)
         loop.stop()
+
+
+def test_one_pass_and_save_at_start_without_any_event():
+    """A scheduler restored from saved state moves its pipelines at once,
+    not at the next event."""
+    handlers = Handlers()
+    saved = []
+    handlers.save_state = lambda: saved.append(len(handlers.passes))
+    loop = EventLoop(handlers)
+    loop.start()
+    try:
+        wait_for(lambda: handlers.passes and saved, timeout=10, what='the first pass')
+        assert loop.wait_idle(10)
+    finally:
+        loop.stop()
+    assert handlers.passes == [0] and saved == [1] and handlers.seen == []

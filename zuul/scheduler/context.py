@@ -261,7 +261,11 @@ class SchedulerContext:
         """The zuul driver's ``parent-change-enqueued``: one event per
         change that needs this one (its git children)."""
         change = item.change
-        if not isinstance(change, Change) or not item.live:
+        if not isinstance(change, Change) or not item.live or not change.needed_by_changes:
+            return
+        if not self._wanted(TriggerEvent(type='parent-change-enqueued',
+                                         connection=change.connection,
+                                         pipeline=pipeline.name)):
             return
         for key in change.needed_by_changes:
             connection, _, number = key.rpartition('/')
@@ -277,6 +281,10 @@ class SchedulerContext:
         connection = self.connections.get(change.connection)
         if not hasattr(connection, 'open_changes'):
             return
+        if not self._wanted(TriggerEvent(type='project-change-merged',
+                                         connection=change.connection,
+                                         project=change.project, branch=change.branch)):
+            return      # no pipeline takes them: no query, no events
         try:
             others = connection.open_changes(change.project, change.branch)
         except Exception:
@@ -289,6 +297,15 @@ class SchedulerContext:
                 type='project-change-merged', connection=change.connection,
                 project=change.project, branch=change.branch,
                 change_number=other.number, patchset=other.patchset))
+
+    def _wanted(self, event) -> bool:
+        """Whether some pipeline of this tenant may take ``event`` (the
+        zuul driver's own events are only made when one may)."""
+        managers = getattr(self.tenant, 'managers', None)
+        if managers is None:
+            return True
+        return any(self.event_may_match_pipeline(m.pipeline, event)
+                   for m in managers.values())
 
     def item_dequeued(self, pipeline, item):
         if self.scheduler.stats:

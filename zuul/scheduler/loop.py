@@ -108,6 +108,13 @@ class EventLoop:
         return None, None
 
     def _run(self) -> None:
+        # One pass before waiting for events: pipelines restored from
+        # saved state (merges to ask again, node requests lost with the
+        # previous scheduler's session) move without waiting for one.
+        with self._cond:
+            self._busy = True
+        self._settle()
+        self._save()
         while True:
             with self._cond:
                 while self._running and not (self.management or self.results or

@@ -178,8 +178,8 @@ class Scheduler:
                 self._marked = now
                 self._latest_changed = False
             acks, self._acks = self._acks, []
-            for path in acks:
-                self.event_queue.ack(path)
+            if acks:
+                self.event_queue.ack_many(acks)
             forget, self._forget = self._forget, []
             for build in forget:
                 if hasattr(self.executor, 'forget'):

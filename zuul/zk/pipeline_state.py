@@ -44,13 +44,17 @@ class PipelineStateStore:
         # path -> digest of what this process last wrote (or read): an
         # unchanged pipeline costs no ZooKeeper write.
         self._written: dict[str, str] = {}
+        # path -> (generation, shards) as this process last wrote it.
+        self._current: dict[str, tuple[int, int]] = {}
         self.writes = 0
 
     def path(self, tenant: str, pipeline: str) -> str:
         return f'{STATE_ROOT}/{_quote(tenant)}/pipeline/{_quote(pipeline)}'
 
     def save(self, tenant: str, pipeline: str, state: dict) -> bool:
-        """Write ``state`` if it differs from the last write; True if written."""
+        """Write ``state`` if it differs from the last write; True if written.
+        One ZooKeeper transaction: the new generation's shards, the header
+        switch and the old generation's removal."""
         raw = json.dumps(state, sort_keys=True, separators=(',', ':')).encode('utf8')
         digest = hashlib.sha256(raw).hexdigest()
         path = self.path(tenant, pipeline)
@@ -58,28 +62,34 @@ class PipelineStateStore:
             return False
         data = zlib.compress(raw, 3)
         shards = [data[i:i + SHARD_SIZE] for i in range(0, len(data), SHARD_SIZE)] or [b'']
-        header, old_generation = self._header(path)
-        generation = (old_generation or 0) + 1
-        tx = self.client.transaction()
-        for index, shard in enumerate(shards):
-            tx.create(f'{path}/{generation}-{index:04d}', shard)
-        new_header = json.dumps({'version': FORMAT_VERSION, 'generation': generation,
-                                 'shards': len(shards), 'digest': digest}).encode('utf8')
-        if header is None:
-            self.client.ensure_path(path)
-        tx.set_data(path, new_header)
-        results = tx.commit()
-        failed = [r for r in results if isinstance(r, Exception)]
-        if failed:
-            # Leftover shards of a generation that never became current
-            # (a writer that died between creating and switching).
-            self._delete_generation(path, generation)
-            raise failed[0]
-        if old_generation:
-            self._delete_generation(path, old_generation)
-        self._written[path] = digest
-        self.writes += 1
-        return True
+        for attempt in (1, 2):
+            current = self._current.get(path) if attempt == 1 else None
+            if current is None:
+                header, generation = self._header(path)
+                if header is None:
+                    self.client.ensure_path(path)
+                current = (generation or 0, (header or {}).get('shards') or 0)
+            generation = current[0] + 1
+            tx = self.client.transaction()
+            for index, shard in enumerate(shards):
+                tx.create(f'{path}/{generation}-{index:04d}', shard)
+            tx.set_data(path, json.dumps({'version': FORMAT_VERSION, 'generation': generation,
+                                          'shards': len(shards),
+                                          'digest': digest}).encode('utf8'))
+            if current[0]:
+                for index in range(current[1]):
+                    tx.delete(f'{path}/{current[0]}-{index:04d}')
+            results = tx.commit()
+            if not any(isinstance(r, Exception) for r in results):
+                self._current[path] = (generation, len(shards))
+                self._written[path] = digest
+                self.writes += 1
+                return True
+            # What this process believed is stale (another writer, or a
+            # write whose answer was lost): read the header and try again.
+            # (A failed transaction created nothing.)
+            self._current.pop(path, None)
+        raise RuntimeError(f'{path}: unable to write the pipeline state')
 
     def _header(self, path: str):
         try:
@@ -91,18 +101,6 @@ class PipelineStateStore:
         except ValueError:
             header = {}
         return header, header.get('generation')
-
-    def _delete_generation(self, path: str, generation: int) -> None:
-        try:
-            children = self.client.get_children(path)
-        except NoNodeError:
-            return
-        for child in children:
-            if child.split('-', 1)[0] == str(generation):
-                try:
-                    self.client.delete(f'{path}/{child}')
-                except NoNodeError:
-                    pass
 
     def load(self, tenant: str, pipeline: str) -> dict | None:
         path = self.path(tenant, pipeline)
@@ -121,12 +119,14 @@ class PipelineStateStore:
                 continue    # a writer switched generations meanwhile
             state = json.loads(zlib.decompress(data).decode('utf8'))
             self._written[path] = header.get('digest')
+            self._current[path] = (generation, header['shards'])
             return state
         raise RuntimeError(f'{path}: the pipeline state kept changing while being read')
 
     def delete(self, tenant: str, pipeline: str) -> None:
         path = self.path(tenant, pipeline)
         self._written.pop(path, None)
+        self._current.pop(path, None)
         try:
             self.client.delete(path, recursive=True)
         except NoNodeError:
@@ -224,3 +224,14 @@ class TriggerEventQueue:
             self.client.delete(path)
         except NoNodeError:
             pass
+
+    def ack_many(self, paths: list[str]) -> None:
+        """Delete processed events, in transactions of up to 200."""
+        for start in range(0, len(paths), 200):
+            chunk = paths[start:start + 200]
+            tx = self.client.transaction()
+            for path in chunk:
+                tx.delete(path)
+            if any(isinstance(r, Exception) for r in tx.commit()):
+                for path in chunk:      # one was gone already: one by one
+                    self.ack(path)

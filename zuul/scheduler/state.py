@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import logging
 
 from zuul.model import item as m
@@ -35,6 +36,8 @@ from zuul.model.events import TriggerEvent
 log = logging.getLogger('zuul.scheduler.state')
 
 VERSION = 1
+# Changes looked up at their source at the same time while restoring.
+LOOKUP_THREADS = 8
 
 
 # -- snapshot ----------------------------------------------------------------
@@ -158,11 +161,13 @@ class Restorer:
         self.executor = executor
         self.nodes = nodes
         self.followed: list[m.Build] = []
+        self._looked_up: dict = {}
 
     def restore(self, state: dict) -> int:
         if state.get('version') != VERSION:
             raise ValueError(f'pipeline state version {state.get("version")} is not {VERSION}')
         manager = self.manager
+        self._prefetch(state)
         manager.disabled = bool(state.get('disabled'))
         manager.consecutive_failures = int(state.get('consecutive_failures') or 0)
         by_id: dict[str, m.QueueItem] = {}
@@ -187,13 +192,38 @@ class Restorer:
             self._buildset(item, idata['buildset'], by_id)
         return len(saved)
 
+    def _prefetch(self, state: dict) -> None:
+        """Look every change up at its source at once (each lookup is a
+        round trip to the code-review system; a few hundred one after the
+        other would hold up the start)."""
+        from concurrent.futures import ThreadPoolExecutor
+        keys = {}
+        for qdata in state.get('queues', ()):
+            for idata in qdata.get('items', ()):
+                keys.setdefault(json.dumps(idata['change'], sort_keys=True), idata['change'])
+
+        def lookup(data):
+            try:
+                return _change_from_data(data, self.connections), None
+            except Exception as exc:
+                return None, exc
+        with ThreadPoolExecutor(max_workers=LOOKUP_THREADS) as pool:
+            self._looked_up = dict(zip(keys, pool.map(lookup, keys.values())))
+
+    def _lookup(self, data: dict):
+        change, error = self._looked_up.get(json.dumps(data, sort_keys=True)) or \
+            (None, None)
+        if error is not None:
+            raise error
+        return change if change is not None else _change_from_data(data, self.connections)
+
     def _item(self, manager, holder: list, idata: dict) -> m.QueueItem | None:
         if idata.get('reporting') == 'dequeue':
             log.info('Not restoring item %s of %s: it was being dequeued',
                      idata.get('id'), manager.name)
             return None
         try:
-            change = _change_from_data(idata['change'], self.connections)
+            change = self._lookup(idata['change'])
         except Exception as exc:
             log.warning('Not restoring item %s of %s: its change is gone (%s)',
                         idata.get('id'), manager.name, exc)

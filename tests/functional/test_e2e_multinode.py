@@ -201,10 +201,6 @@ SECRET_PLAYBOOK = """
 """
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    'order-dependent hang in the full suite (2 of 3 runs on 2026-11-26): a config read '
-    'after the push gets no merger answer over Gearman and the post build never starts; '
-    'passes alone and after its neighbours; to be fixed with issue 16 (lost Gearman jobs)'))
 def test_zuul_encrypt_output_decrypts_in_a_job(zuul_system, launcher, tmp_path):  # noqa: F811
     from zuul.cmd.client import main as zuul_main
     from zuul.scheduler import rpc_protocol as p

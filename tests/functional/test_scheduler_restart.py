@@ -70,6 +70,15 @@ def _with_build_records(system, zk_chroot) -> None:
     system.executor.build_records = BuildRecords(zk_chroot.client())
 
 
+def _start_with_held_job(system, zk_chroot) -> str:
+    """Start the system whose gate job waits for the returned file."""
+    release = os.path.join(system.root, 'release')
+    _projects(system, release)
+    _with_build_records(system, zk_chroot)
+    system.start()
+    return release
+
+
 def _crash(system) -> None:
     """Stop the scheduler the way a SIGKILL would leave things: no final
     save (what is in ZooKeeper is what the batches wrote)."""
@@ -90,10 +99,7 @@ def test_gate_survives_a_scheduler_crash_with_builds_running(zuul_system, zk_chr
     their ZooKeeper records); builds that ended while no scheduler ran
     have their results applied at start."""
     system = zuul_system
-    release = os.path.join(system.root, 'release')
-    _projects(system, release)
-    _with_build_records(system, zk_chroot)
-    system.start()
+    release = _start_with_held_job(system, zk_chroot)
     store = system.store
     changes = [store.create_change('org/app', 'master', f'Change {n}', {f'f{n}.txt': 'x\n'})
                for n in range(3)]
@@ -170,10 +176,7 @@ def test_standby_scheduler_takes_over_a_gate_run(zuul_system, zk_chroot):  # noq
 
     from zuul.cmd.scheduler import SchedulerService
     system = zuul_system
-    release = os.path.join(system.root, 'release')
-    _projects(system, release)
-    _with_build_records(system, zk_chroot)
-    system.start()
+    release = _start_with_held_job(system, zk_chroot)
     standby = SchedulerService(system.conf)
     started = threading.Thread(target=standby.start, daemon=True)
     started.start()
@@ -241,10 +244,7 @@ def test_build_running_across_a_gearman_restart_reports_through_zookeeper(
     running it, the scheduler takes its result from the build's ZooKeeper
     record; the build is not run twice and the change is reported once."""
     system = zuul_system
-    release = os.path.join(system.root, 'release')
-    _projects(system, release)
-    _with_build_records(system, zk_chroot)
-    system.start()
+    release = _start_with_held_job(system, zk_chroot)
     store = system.store
     change = store.create_change('org/app', 'master', 'Across', {'g.txt': 'x\n'})
     wait_for(lambda: system.verified(change) == 1, timeout=240, what='check vote')

@@ -263,3 +263,36 @@ def test_item_being_dequeued_is_not_restored():
     new_mgr = manager_for(mgr.pipeline, ctx)
     Restorer(new_mgr, _Connections({c.number: c for c in changes})).restore(snapshot(mgr))
     assert [i.change.number for i in new_mgr.all_items()] == [1, 3]
+
+
+class _FlakyConnections(_Connections):
+    """Lookups fail with a connection error ``failures`` times first."""
+
+    def __init__(self, changes, failures):
+        super().__init__(changes)
+        self.failures = failures
+
+    def lookup_change(self, project, spec):
+        if self.failures > 0:
+            self.failures -= 1
+            raise OSError('Channel closed.')
+        return super().lookup_change(project, spec)
+
+
+def test_restore_retries_lookups_that_failed_on_the_way(monkeypatch):
+    from zuul.scheduler import state
+    monkeypatch.setattr(state, 'LOOKUP_THREADS', 1)
+    ctx, mgr, changes = _gate_mid_run()
+    new_mgr = manager_for(mgr.pipeline, ctx)
+    flaky = _FlakyConnections({c.number: c for c in changes}, failures=2)
+    assert Restorer(new_mgr, flaky).restore(snapshot(mgr)) == 3
+
+
+def test_restore_of_an_unreachable_source_stops_rather_than_drops(monkeypatch):
+    from zuul.scheduler import state
+    monkeypatch.setattr(state, 'LOOKUP_TRIES', 2)
+    ctx, mgr, changes = _gate_mid_run()
+    new_mgr = manager_for(mgr.pipeline, ctx)
+    down = _FlakyConnections({c.number: c for c in changes}, failures=10 ** 6)
+    with pytest.raises(state.RestoreError, match='Channel closed'):
+        Restorer(new_mgr, down).restore(snapshot(mgr))

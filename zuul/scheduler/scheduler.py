@@ -114,12 +114,9 @@ class Scheduler:
                                  'state', name, tenant.name)
                         self.state_store.delete(tenant.name, name)
                 for name, manager in tenant.managers.items():
-                    try:
-                        state = self.state_store.load(tenant.name, name)
-                    except Exception:
-                        log.exception('Unable to read the saved state of pipeline %s of '
-                                      'tenant %s', name, tenant.name)
-                        continue
+                    # A state that cannot be read or put back stops the
+                    # start: going on would save an empty pipeline over it.
+                    state = self.state_store.load(tenant.name, name)
                     if not state:
                         continue
                     restorer = Restorer(manager, self.connections, self.executor, self.nodes)

@@ -36,8 +36,17 @@ from zuul.model.events import TriggerEvent
 log = logging.getLogger('zuul.scheduler.state')
 
 VERSION = 1
-# Changes looked up at their source at the same time while restoring.
-LOOKUP_THREADS = 8
+# Changes looked up at their source at the same time while restoring, and
+# how often a lookup that failed for another reason than "no such change"
+# (the code-review system unreachable, a dropped connection) is tried.
+LOOKUP_THREADS = 4
+LOOKUP_TRIES = 5
+
+
+class RestoreError(Exception):
+    """Saved state that cannot be put back now (its source cannot be
+    reached): the scheduler must not start, or it would save an empty
+    pipeline over it."""
 
 
 # -- snapshot ----------------------------------------------------------------
@@ -203,16 +212,25 @@ class Restorer:
                 keys.setdefault(json.dumps(idata['change'], sort_keys=True), idata['change'])
 
         def lookup(data):
-            try:
-                return _change_from_data(data, self.connections), None
-            except Exception as exc:
-                return None, exc
+            import time
+            for attempt in range(1, LOOKUP_TRIES + 1):
+                try:
+                    return _change_from_data(data, self.connections), None
+                except LookupError as exc:
+                    return None, exc        # the change is gone
+                except Exception as exc:
+                    if attempt == LOOKUP_TRIES:
+                        return None, RestoreError(
+                            f'unable to look up {data} at its source: {exc!r}')
+                    time.sleep(0.5 * 2 ** (attempt - 1))
         with ThreadPoolExecutor(max_workers=LOOKUP_THREADS) as pool:
             self._looked_up = dict(zip(keys, pool.map(lookup, keys.values())))
 
     def _lookup(self, data: dict):
         change, error = self._looked_up.get(json.dumps(data, sort_keys=True)) or \
             (None, None)
+        if isinstance(error, RestoreError):
+            raise RestoreError(f'pipeline {self.manager.name}: {error}')
         if error is not None:
             raise error
         return change if change is not None else _change_from_data(data, self.connections)
@@ -224,6 +242,8 @@ class Restorer:
             return None
         try:
             change = self._lookup(idata['change'])
+        except RestoreError:
+            raise
         except Exception as exc:
             log.warning('Not restoring item %s of %s: its change is gone (%s)',
                         idata.get('id'), manager.name, exc)

@@ -47,6 +47,11 @@ class GitEventFilter:
         self.refs = [compile_regex(r)[0] for r in refs]
         self.ignore_deletes = conf.get('ignore-deletes', True)
 
+    def matches_event(self, event) -> bool:
+        """What the event alone decides (a git trigger never needs the
+        change)."""
+        return self.matches(event)
+
     def matches(self, event, change=None) -> bool:
         if self.connection and event.connection != self.connection:
             return False

@@ -59,6 +59,10 @@ class TimerEventFilter:
         self.timespec = timespec
         self.pipeline_name: str | None = None
 
+    def matches_event(self, event) -> bool:
+        """Only timer events can match (the change is never needed)."""
+        return event.type == 'timer'
+
     def matches(self, event, change=None) -> bool:
         if event.type != 'timer' or event.timespec != self.timespec:
             return False

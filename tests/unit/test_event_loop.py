@@ -86,3 +86,23 @@ def test_one_pass_and_save_at_start_without_any_event():
     finally:
         loop.stop()
     assert handlers.passes == [0] and saved == [1] and handlers.seen == []
+
+
+def test_saving_while_zookeeper_is_away_warns_once_then_recovers(caplog):
+    from kazoo.exceptions import ConnectionLoss
+    handlers = Handlers()
+    outcomes = [ConnectionLoss(), ConnectionLoss(), ConnectionLoss(), None]
+
+    def save_state():
+        outcome = outcomes.pop(0) if outcomes else None
+        if outcome is not None:
+            raise outcome
+    handlers.save_state = save_state
+    loop = EventLoop(handlers)
+    with caplog.at_level('INFO', logger='zuul.scheduler.loop'):
+        for _ in range(4):
+            loop._save()
+    warnings = [r for r in caplog.records if 'ZooKeeper unavailable' in r.getMessage()]
+    assert len(warnings) == 1 and 'ConnectionLoss' in warnings[0].getMessage()
+    assert any('saved again' in r.getMessage() for r in caplog.records)
+    assert not any(r.exc_info for r in caplog.records)

@@ -22,6 +22,8 @@ import time
 log = logging.getLogger('zuul.scheduler.loop')
 
 SETTLE_INTERVAL = 0.5
+# While ZooKeeper is away, how often saving that failed is logged.
+SAVE_WARNING_INTERVAL = 30.0
 
 
 class EventLoop:
@@ -44,6 +46,8 @@ class EventLoop:
         self.name = name
         self.processed = 0
         self._last_settle = time.monotonic()
+        self._save_failing_since: float | None = None
+        self._save_warned = 0.0
 
     # -- producers (any thread) -------------------------------------------
 
@@ -156,8 +160,27 @@ class EventLoop:
             return
         try:
             save()
-        except Exception:
-            log.exception('Error saving the pipeline state')
+            if self._save_failing_since is not None:
+                log.info('Pipeline state saved again after %.0f s without ZooKeeper',
+                         time.monotonic() - self._save_failing_since)
+                self._save_failing_since = None
+        except Exception as exc:
+            from kazoo import exceptions as zk_errors
+            if not isinstance(exc, (zk_errors.ConnectionLoss, zk_errors.OperationTimeoutError,
+                                    zk_errors.SessionExpiredError)):
+                log.exception('Error saving the pipeline state')
+                return
+            # ZooKeeper away (no quorum, no connection): the state stays in
+            # memory and the next batch saves it; say so once in a while,
+            # not at every batch.
+            now = time.monotonic()
+            if self._save_failing_since is None:
+                self._save_failing_since = now
+            if now - self._save_warned >= SAVE_WARNING_INTERVAL:
+                self._save_warned = now
+                log.warning('ZooKeeper unavailable (%s): pipeline state not saved for '
+                            '%.0f s; events are kept until it is', type(exc).__name__,
+                            now - self._save_failing_since)
 
     def _settle(self) -> None:
         # Let managers act on what the events changed, until stable (bounded:

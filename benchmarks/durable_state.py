@@ -29,55 +29,43 @@ the durable run of part 1, and where ``restore_state`` spends its time
 (waits included) in part 3 (cProfile; it slows them down, so the ratio
 of part 1 means nothing then).
 
-Measured on this machine (2 CPUs, shared with other test runs, so the
-CPU figures vary between runs: the ratio of part 1 came out between
-1.2x and 1.6x over four runs with N=50), defaults, 6.7 minutes::
+Measured on this machine (2 CPUs shared with other work; CPU figures vary
+by about 20 % between runs), defaults; part 1 and 3 after the store was
+made one transaction per write, events acknowledged in batches, restore
+lookups made in parallel, and the zuul driver's events made only when a
+pipeline takes them::
 
-    measure                                                                     value
-    --------------------------------------------------------------------------------------
+    measure                                                                value
+    ---------------------------------------------------------------------------------
     1. 50 changes through check, then gate (100 items)
-       scheduler CPU per item until idle, in memory (ms)                        34.56
-       scheduler CPU per item until idle, durable (ms)                          45.42
-       ratio durable / in memory (target <= 1.3)                                1.31x
-       of which save_state: CPU / wall per item (ms)                            6.76 / 44.25
-         in it, pipeline writes (JSON, digest, zlib, ZooKeeper): CPU (ms)       3.83
-         in it, trigger event acks (ZooKeeper deletes): CPU (ms)                1.09
-       trigger events stored from the scheduler thread: CPU / wall (ms)         1.77 / 21.70
-       save_state calls / pipeline saves / ZooKeeper state writes               412 / 1048 / 316
-       trigger events stored: by the scheduler thread / by others               1225 / 350
-       the same, counted when the last change merged (ms, ms, ratio)            12.89, 18.98, 1.47x
-       wall check / gate / event backlog after it, in memory (s)                13.6 / 24.9 / 108.0
-       wall check / gate / event backlog after it, durable (s)                  15.1 / 27.5 / 102.0
+       scheduler CPU per item until idle, in memory (ms)                   14.15
+       scheduler CPU per item until idle, durable (ms)                     15.79
+       ratio durable / in memory (target <= 1.3)                           1.12x
+       of which save_state: CPU / wall per item (ms)                       3.85 / 13.53
+         in it, pipeline writes (JSON, digest, zlib, ZooKeeper): CPU (ms)  2.45
+       save_state calls / pipeline saves / ZooKeeper state writes          228 / 312 / 233
+       trigger events stored: by the scheduler thread / by others          0 / 350
+       wall check / gate / event backlog after it, in memory (s)           11.9 / 20.5 / 0.5
+       wall check / gate / event backlog after it, durable (s)             11.6 / 20.5 / 0.2
     2. takeover: leader process SIGKILLed, in-process standby
-       [zookeeper] session_timeout (s)                                          5
-       kill -> leader reaped, its Gerrit event stream closed (s)                0.33
-       kill -> standby holds the leader lock (s)                                4.17
-       kill -> standby started (tenants loaded, restored) (s)                   4.98
-       kill -> check build request of a change proposed then (s, target <= 10)  5.35
+       [zookeeper] session_timeout (s)                                     5
+       kill -> leader reaped, its Gerrit event stream closed (s)           0.33
+       kill -> standby holds the leader lock (s)                           4.06
+       kill -> standby started (tenants loaded, restored) (s)              4.88
+       kill -> check build request of a change proposed then (s, <= 10)    5.17
     3. restart with 200 check items queued (builds held)
-       time to queue them (s)                                                   63.5
-       saved state of check: compressed / JSON (bytes)                          36139 / 352636
-       items restored / queued after restart                                    200 / 201
-       start -> all items restored (s)                                          18.96
-       of which restore_state (s)                                               17.95
-       start -> service started (s)                                             18.97
-       start -> first pass of the loop, with no new event (s; 3 s wait)         none
-       then a new change -> first pass of the loop done (s)                     0.05
-       then a new change -> its check build request (s)                         0.28
-       builds launched again after restart (adopted: 0)                         0
+       saved state of check: compressed / JSON (bytes)                     36205 / 352619
+       items restored / queued after restart                               200 / 201
+       start -> all items restored (s)                                     6.33
+       of which restore_state (s)                                          5.54
+       then a new change -> its check build request (s)                    0.29
+       builds launched again after restart (adopted: 0)                    0
 
-Where the time goes (``--profile``): in part 1, ``save_state`` snapshots
-every pipeline after every batch and before and after every report
-(JSON of all their items, hashed even when unchanged), and every trigger
-event -- also the zuul driver's ``project-change-merged``, which each
-merge emits for every open change (1225 for 50 changes) though no
-pipeline here triggers on it -- is created in ZooKeeper and deleted
-again, synchronously, one round trip each. The event backlog after the
-gate is those events being handled, a Gerrit query each, in both modes.
-In part 3, ``restore_state`` is almost all one ``gerrit query`` over SSH
-per restored item (about 85 ms each, one after the other); and a
-restored scheduler makes no pass over its pipelines until an event
-comes (none came here in 3 s).
+Before those changes part 1 was 34.6 / 45.4 ms (1.31x: every merge made
+the zuul driver's ``project-change-merged`` for each open change though
+no pipeline took it, 1225 events stored and deleted one round trip each)
+and part 3 took 19 s (one Gerrit query after the other). Takeover time is
+mostly ZooKeeper's session expiry.
 """
 
 from __future__ import annotations

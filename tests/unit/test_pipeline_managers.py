@@ -639,3 +639,54 @@ def test_entering_a_superseding_pipeline_leaves_the_superseded_one():
     assert [i.change.number for i in gate.all_items()] == [1]
     # superseded, not reported
     assert check_ctx.reports == [] and check_ctx.running[0].canceled
+
+
+class _FailFast(Collaborators):
+    """A project-pipeline with ``fail-fast: true``."""
+
+    def freeze_jobs(self, pipeline, item):
+        item.current_build_set.fail_fast = True
+        return super().freeze_jobs(pipeline, item)
+
+
+def test_fail_fast_cancels_running_builds_skips_the_rest_and_reports_at_once():
+    ctx = _FailFast(jobs=('job1', 'jobA', 'jobB'), broken={1}, deps={'jobB': ['jobA']})
+    mgr = ctx.manager = manager_for(_pipeline('check', 'independent'), ctx)
+    item = mgr.add_change(_change(ctx, 1))
+    ctx.run()
+    bs = item.current_build_set
+    assert ctx.reports == [(1, 'failure')]
+    assert bs.builds['job1'].result == m.FAILURE
+    assert bs.builds['jobA'].result == m.CANCELED          # was running: canceled
+    assert bs.result_of('jobB') == m.SKIPPED               # never started
+    assert 'fail-fast' in bs.skipped['jobB'] and 'job1' in bs.skipped['jobB']
+    # jobA's build ended after the cancel: its result did not count
+    assert ('jobA', m.SUCCESS, (1,)) in ctx.history and bs.builds['jobA'].canceled
+
+
+def test_without_fail_fast_every_job_runs_to_the_end():
+    ctx = Collaborators(jobs=('job1', 'jobA', 'jobB'), broken={1}, deps={'jobB': ['jobA']})
+    mgr = ctx.manager = manager_for(_pipeline('check', 'independent'), ctx)
+    item = mgr.add_change(_change(ctx, 1))
+    ctx.run()
+    bs = item.current_build_set
+    assert ctx.reports == [(1, 'failure')]
+    assert [bs.result_of(j) for j in ('job1', 'jobA', 'jobB')] == \
+        [m.FAILURE, m.SUCCESS, m.SUCCESS]
+
+
+def test_fail_fast_ignores_a_failing_non_voting_job():
+    ctx = _FailFast(jobs=('job1', 'jobA'), broken={1})
+
+    def freeze(pipeline, item):
+        item.current_build_set.fail_fast = True
+        jobs, errors = Collaborators.freeze_jobs(ctx, pipeline, item)
+        jobs[0].voting = False
+        return jobs, errors
+    ctx.freeze_jobs = freeze
+    mgr = ctx.manager = manager_for(_pipeline('check', 'independent'), ctx)
+    item = mgr.add_change(_change(ctx, 1))
+    ctx.run()
+    bs = item.current_build_set
+    assert bs.builds['jobA'].result == m.SUCCESS      # ran to the end
+    assert ctx.reports == [(1, 'success')]            # only a non-voting job failed

@@ -592,6 +592,19 @@ class PipelineManager:
             return
         self._launch(item, job, nodeset)
 
+    def _fail_fast(self, item: m.QueueItem, failed: m.Build) -> None:
+        """``fail-fast``: a voting job failed, so the item will fail: its
+        other builds are canceled and the jobs not started are skipped,
+        and it is reported now rather than when everything has run."""
+        bs = item.current_build_set
+        running = [b.job.name for b in bs.builds.values() if not b.finished]
+        item_log(item).info('%s failed and %s is fail-fast: canceling %s', failed.job.name,
+                            self.name, ', '.join(running) or 'nothing')
+        self.cancel_jobs(item)
+        for job in bs.jobs or ():
+            if job.name not in bs.builds and job.name not in bs.skipped:
+                bs.skipped[job.name] = _fail_fast_reason(failed)
+
     def on_build_completed(self, build: m.Build, result: str) -> None:
         bs = build.build_set
         item = bs.item
@@ -611,11 +624,18 @@ class PipelineManager:
             result = m.RETRY_LIMIT
         build.result = result
         item_log(item).info('Build %s of %s: %s', build.uuid, build.job.name, result)
+        if bs.fail_fast and build.job.voting and result not in (m.SUCCESS, m.SKIPPED):
+            self._fail_fast(item, build)
+            return
         skip = (build.result_data.get('zuul') or {}).get('child_jobs')
         if skip is not None and result == m.SUCCESS:
             children = [j.name for j in bs.jobs or () if build.job.name in j.dependencies]
             item.skip_jobs([c for c in children if c not in skip],
                            f'Skipped by {build.job.name}')
+
+
+def _fail_fast_reason(build: m.Build) -> str:
+    return f'Skipped due to fail-fast: {build.job.name} ended {build.result}'
 
 
 def _manually_enqueued(item: m.QueueItem) -> bool:

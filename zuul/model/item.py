@@ -103,6 +103,9 @@ class BuildSet:
     nodesets: dict[str, object] = field(default_factory=dict)
     tries: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # job -> reason
+    # The project-pipeline's ``fail-fast``: the first failing voting job
+    # ends the build set (running builds canceled, the rest skipped).
+    fail_fast: bool = False
     # The items ahead whose changes this build set was built on.
     dependent_items: tuple = ()
 

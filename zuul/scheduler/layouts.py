@@ -430,6 +430,7 @@ class Layouts:
         if ppc is None:
             return [], []
         files = getattr(change, 'files', None) or bs.files
+        bs.fail_fast = bool(ppc.fail_fast)
         graph, problems = freeze_job_graph(layout, change.project, pipeline, branch, files,
                                            layout.tenant.default_parent, ppc.job_list)
         if problems:

@@ -402,7 +402,8 @@ def _group_project_variants(job_list) -> dict[str, list[Job]]:
 
 
 def freeze_job_graph(layout, project_name: str, pipeline, branch: str | None,
-                     files=None, default_parent: str = 'base', job_list=None):
+                     files=None, default_parent: str = 'base', job_list=None,
+                     debug: list | None = None):
     """Freeze every job the project runs in ``pipeline`` for an item on
     ``branch`` touching ``files``. Returns (JobGraph, errors): jobs that
     cannot be frozen are reported as errors naming the job."""
@@ -419,9 +420,15 @@ def freeze_job_graph(layout, project_name: str, pipeline, branch: str | None,
         try:
             frozen = freezer.freeze(name, variants)
             if frozen is None:
+                if debug is not None:
+                    debug.append(f'Job {name} does not run: no variant matches branch '
+                                 f'{branch} and the files changed')
                 continue
             _check_run_rules(frozen, project_name, pipeline)
             graph.add_job(frozen, frozen.dependencies)
+            if debug is not None:
+                debug.append(f'Job {name} runs, frozen from: '
+                             + '; '.join(frozen.inheritance_path))
         except ConfigurationError as e:
             errors.append(f'{name}: {e.reason}' if not e.reason.startswith(
                 ('Job', 'Unable', 'Inheritance')) else e.reason)

@@ -106,6 +106,9 @@ class BuildSet:
     # The project-pipeline's ``fail-fast``: the first failing voting job
     # ends the build set (running builds canceled, the rest skipped).
     fail_fast: bool = False
+    # The project-pipeline's ``debug``: notes on how the jobs were chosen,
+    # added to the report (None: not asked for).
+    debug_messages: list | None = None
     # The items ahead whose changes this build set was built on.
     dependent_items: tuple = ()
 

@@ -431,8 +431,12 @@ class Layouts:
             return [], []
         files = getattr(change, 'files', None) or bs.files
         bs.fail_fast = bool(ppc.fail_fast)
+        # The project-pipeline's ``debug``: why each job runs or not, in
+        # the report.
+        bs.debug_messages = [] if ppc.debug else None
         graph, problems = freeze_job_graph(layout, change.project, pipeline, branch, files,
-                                           layout.tenant.default_parent, ppc.job_list)
+                                           layout.tenant.default_parent, ppc.job_list,
+                                           debug=bs.debug_messages)
         if problems:
             return [], problems
         jobs = []

@@ -132,6 +132,10 @@ def format_report(pipeline, item: m.QueueItem, action: str,
         lines = job_lines(item, build_page)
         if lines:
             parts.append('\n'.join(lines))
+    if bs.debug_messages and action in ('success', 'failure', 'merge-failure',
+                                        'config-error', 'no-jobs'):
+        parts.append('Debug information:\n' + '\n'.join(f'  {line}'
+                                                          for line in bs.debug_messages))
     footer = getattr(pipeline, 'footer_message', None)
     if footer and action in ('success', 'failure', 'merge-failure', 'config-error'):
         parts.append(footer)

@@ -1,0 +1,76 @@
+"""The ``fail-fast`` and ``debug`` keys of a project-pipeline reach the
+build set when the scheduler freezes an item's jobs (fail-fast's effect on
+the manager is in test_pipeline_managers; debug's is the report)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.security.speculative import SpeculativeTenant
+
+APP = """
+- job:
+    name: app-unit
+    run: playbooks/unit.yaml
+- job:
+    name: app-lint
+    run: playbooks/lint.yaml
+- project:
+    check:
+      fail-fast: {check}
+      jobs: [app-unit, app-lint]
+    gate:
+      jobs: [app-unit]
+"""
+
+
+@pytest.mark.parametrize('setting,expected', [('true', True), ('false', False)])
+def test_fail_fast_is_frozen_into_the_build_set(tmp_path, setting, expected):
+    tenant = SpeculativeTenant(tmp_path, {'org/app': {'zuul.yaml': APP.format(check=setting)},
+                                          'org/lib': {}})
+    item = tenant.propose('org/app', 1)
+    jobs, errors = tenant.freeze('check', item)
+    assert not errors and [j.name for j in jobs] == ['app-unit', 'app-lint']
+    assert item.current_build_set.fail_fast is expected
+    gate_item = tenant.propose('org/app', 2)
+    tenant.freeze('gate', gate_item)
+    assert gate_item.current_build_set.fail_fast is False      # not set for gate
+
+
+DEBUG_APP = """
+- job:
+    name: app-unit
+    run: playbooks/unit.yaml
+- job:
+    name: app-docs
+    run: playbooks/docs.yaml
+    files: ['^doc/.*$']
+- project:
+    check:
+      debug: true
+      jobs: [app-unit, app-docs]
+    gate:
+      jobs: [app-unit]
+"""
+
+
+def test_debug_explains_which_jobs_run_in_the_report(tmp_path):
+    from zuul.scheduler.reporting import format_report
+    tenant = SpeculativeTenant(tmp_path, {'org/app': {'zuul.yaml': DEBUG_APP},
+                                          'org/lib': {}})
+    item = tenant.propose('org/app', 1)
+    jobs, errors = tenant.freeze('check', item)
+    assert not errors and [j.name for j in jobs] == ['app-unit']
+    notes = item.current_build_set.debug_messages
+    assert notes[0].startswith('Job app-unit runs, frozen from: ')
+    assert 'app-unit@' in notes[0]
+    assert notes[1] == ('Job app-docs does not run: no variant matches branch master '
+                        'and the files changed')
+    item.current_build_set.jobs = jobs
+    report = format_report(tenant.pipeline('check'), item, 'failure')
+    assert 'Debug information:\n  Job app-unit runs' in report
+    gate_item = tenant.propose('org/app', 2)
+    tenant.freeze('gate', gate_item)
+    assert gate_item.current_build_set.debug_messages is None
+    assert 'Debug information' not in format_report(tenant.pipeline('gate'), gate_item,
+                                                    'failure')

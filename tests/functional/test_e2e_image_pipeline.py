@@ -334,7 +334,10 @@ def test_image_build_pipeline_end_to_end(system, tmp_path, caplog):
     wait(system, lambda: [r for r in routes if r['job'] == 'use-image'], timeout=60,
          what='the normal node request')
     zuul_cli(system, 'image-build', '--tenant', 'example', '--image', 'netns-root')
-    wait(system, lambda: store.builds(image), timeout=90, what='the first build recorded')
+    # The reporter records the build, then its uploads: wait for both.
+    wait(system, lambda: store.builds(image) and
+         store.uploads(image, store.builds(image)[0].build_id), timeout=90,
+         what='the first build and its upload recorded')
     (b1,) = store.builds(image)
     (job1,) = [b for b in finished(system, 'image', 'build-netns-root') if b.uuid != first]
     assert b1.build_uuid == job1.uuid and b1.job == 'build-netns-root'

@@ -104,6 +104,7 @@ class SchedulerService:
         self.layouts = Layouts(conf.scheduler.tenant_config, self.connections, self.registry,
                                MergerConfigFetcher(self.merge_client), drivers, hostnames,
                                keystore=self.keystore)
+        self.layouts.default_ansible_version = conf.scheduler.default_ansible_version
         self.node_client = NodeRequestClient(self.zk, requestor='zuul-scheduler')
         self.node_client.start()
         # zuul-launcher's tree (seed 001), over the same session.

@@ -278,8 +278,9 @@ class JobParser:
                 path = entry if isinstance(entry, str) else entry['name']
                 sems = () if isinstance(entry, str) else tuple(
                     _listify(entry.get('semaphores') or entry.get('semaphore')))
+                cleanup = False if isinstance(entry, str) else bool(entry.get('cleanup'))
                 playbooks.append(PlaybookRef(path, sc, roles, tuple(self._secret_uses(conf)),
-                                             sems))
+                                             sems, cleanup))
             job.attributes[attr] = tuple(playbooks)
 
     def _roles(self, conf):

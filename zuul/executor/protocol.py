@@ -107,6 +107,11 @@ class PlaybookSpec(_Wire):
     trusted: bool = False
     roles: list[RoleSpec] = field(default_factory=list)
     secrets: dict[str, Any] = field(default_factory=dict)
+    # A playbook entry's ``semaphores`` (held only while it runs) and
+    # ``cleanup`` (a post-run playbook that runs also when the build is
+    # aborted).
+    semaphores: list[str] = field(default_factory=list)
+    cleanup: bool = False
 
     _nested = {'roles': (RoleSpec, 'list')}
 
@@ -153,6 +158,16 @@ class JobSpec(_Wire):
     # ``zuul.jobtags`` (the job's ``tags``) and ``zuul.pre_timeout``.
     tags: list[str] = field(default_factory=list)
     pre_timeout: int | None = None
+    # ``failure-output`` regexes (a matching console line fails the build
+    # early), ``workspace-scheme``, ``ansible-split-streams``, the
+    # ``ansible-version`` in effect (job, tenant default or zuul.conf
+    # default) and ``include-vars`` entries (name, project, required,
+    # use-ref; ``project`` None: the job's own).
+    failure_output: list[str] = field(default_factory=list)
+    workspace_scheme: str = 'golang'
+    ansible_split_streams: bool = False
+    ansible_version: str | None = None
+    include_vars: list[dict] = field(default_factory=list)
 
     _nested = {
         'pre_run': (PlaybookSpec, 'list'),

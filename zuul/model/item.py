@@ -66,6 +66,10 @@ class Build:
     result_data: dict = field(default_factory=dict)
     error_detail: str | None = None
     canceled: bool = False
+    # Set while the build runs when its console matched the job's
+    # ``failure-output``: the build will fail, so the item counts as
+    # failing (and the gate resets behind it) before the playbook ends.
+    pre_fail: bool = False
 
     @property
     def finished(self) -> bool:
@@ -236,6 +240,9 @@ class QueueItem:
         for job in bs.jobs or ():
             result = bs.result_of(job.name)
             if job.voting and result not in (None, SUCCESS, SKIPPED):
+                return True
+            build = bs.builds.get(job.name)
+            if job.voting and result is None and build is not None and build.pre_fail:
                 return True
         return False
 

@@ -59,6 +59,7 @@ class PlaybookRef:
     roles: tuple = ()
     secrets: tuple = ()          # SecretUse, bound to this playbook
     semaphores: tuple = ()
+    cleanup: bool = False        # a post-run entry's ``cleanup``: runs also when aborted
 
     @property
     def trusted(self) -> bool:

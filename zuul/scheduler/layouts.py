@@ -117,6 +117,8 @@ class Layouts:
         self.connection_drivers = connection_drivers
         self.canonical_hostnames = canonical_hostnames
         self.keystore = keystore
+        # zuul.conf's ``[scheduler] default_ansible_version`` (set by the daemon).
+        self.default_ansible_version: str | None = None
         self.loader = LayoutLoader(drivers, connection_drivers, canonical_hostnames)
         self.tenant_config = None
         self._cache: dict[tuple, _ProjectCache] = {}
@@ -485,7 +487,8 @@ class Layouts:
                     connection=sc.connection, project=sc.project, branch=sc.branch,
                     path=ref.path, trusted=sc.trusted,
                     roles=[self._role(layout, r, sc) for r in ref.roles],
-                    secrets=self._secrets(layout, ref, frozen)))
+                    secrets=self._secrets(layout, ref, frozen),
+                    semaphores=list(ref.semaphores), cleanup=bool(ref.cleanup)))
             return specs
         required = []
         for rp in frozen.get('required_projects') or ():
@@ -509,7 +512,26 @@ class Layouts:
             if nodes else [],
             inheritance_path=list(frozen.inheritance_path),
             tags=sorted({str(t) for t in frozen.get('tags') or ()}),
-            pre_timeout=frozen.get('pre_timeout'))
+            pre_timeout=frozen.get('pre_timeout'),
+            failure_output=[str(p) for p in frozen.get('failure_output') or ()],
+            workspace_scheme=frozen.get('workspace_scheme') or 'golang',
+            ansible_split_streams=bool(frozen.get('ansible_split_streams')),
+            ansible_version=self._ansible_version(layout, frozen),
+            include_vars=[dict(v) if isinstance(v, dict) else {'name': str(v)}
+                          for v in frozen.get('include_vars') or ()])
+
+    def _ansible_version(self, layout, frozen) -> str | None:
+        """The job's ``ansible-version``, else the tenant's
+        ``default-ansible-version``, else zuul.conf's."""
+        version = frozen.get('ansible_version')
+        if version:
+            return str(version)
+        tenants = self.tenant_config.tenants if self.tenant_config else {}
+        tenant = tenants.get(getattr(layout, 'tenant_name', None))
+        version = getattr(tenant, 'default_ansible_version', None)
+        if version:
+            return str(version)
+        return self.default_ansible_version
 
     @staticmethod
     def _job_vars(layout, item, frozen) -> dict:

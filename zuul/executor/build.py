@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import time
 
-from zuul.executor import ansiblecfg, inventory, logarchive
+from zuul.executor import ansible_versions, ansiblecfg, inventory, logarchive
 from zuul.executor.jobdir import JobDir, PreparedPlaybook
 from zuul.executor.playbooks import PlaybookError, PlaybookPreparer
 from zuul.executor.protocol import BuildResult, ExecuteRequest
@@ -60,6 +60,7 @@ class BuildExecution:
         self.ssh_auth_sock = ssh_auth_sock
         self.progress = progress or (lambda phase: None)
         self.runner = PlaybookProcessRunner()
+        self.ansible_playbook = settings.ansible_playbook
         self.playbooks: dict[str, list[PreparedPlaybook]] = {p: [] for p in PHASES}
 
     # -- public ----------------------------------------------------------
@@ -89,6 +90,11 @@ class BuildExecution:
         try:
             inventory.check_job(self.request.job, self.request.nodes)
         except inventory.InventoryError as exc:
+            return 'ERROR', str(exc)
+        try:
+            self.ansible_playbook = ansible_versions.playbook_command(
+                self.settings, self.request.job.ansible_version)
+        except ansible_versions.UnknownAnsibleVersionError as exc:
             return 'ERROR', str(exc)
         self.progress('prepare')
         try:
@@ -148,7 +154,7 @@ class BuildExecution:
         request = self.request
         zuul = zuul_vars(request, self.jobdir, self.settings.hostname, checkouts,
                          playbook_context=self._playbook_context(),
-                         ansible_playbook=self.settings.ansible_playbook)
+                         ansible_playbook=self.ansible_playbook)
         all_vars = dict(request.job.vars)
         inv = inventory.build_inventory(request.job, request.nodes, all_vars)
         _write_yaml(self.jobdir.inventory_file, inv)
@@ -280,7 +286,7 @@ class BuildExecution:
 
     def _command(self, playbook: PreparedPlaybook, secrets: _SecretsFile
                  ) -> tuple[list[str], str]:
-        command = [self.settings.ansible_playbook, playbook.path,
+        command = [self.ansible_playbook, playbook.path,
                    '-e', f'@{self.extra_vars_file}', '-e', f'@{self.zuul_vars_file}']
         if secrets.path:
             command += ['-e', f'@{secrets.path}']

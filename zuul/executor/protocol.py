@@ -292,11 +292,13 @@ class ExecuteRequest(_Wire):
 
 @dataclass
 class BuildProgress(_Wire):
-    """A WORK_DATA packet: where the live log is, what phase runs."""
+    """A WORK_DATA packet: where the live log is, what phase runs;
+    ``pre_fail`` once the console matched the job's ``failure-output``."""
 
     worker_hostname: str
     url: str | None = None
     phase: str | None = None
+    pre_fail: bool = False
     version: int = SCHEMA_VERSION
 
     def to_json(self) -> bytes:

@@ -157,6 +157,8 @@ class ExecutorAdapter:
             if progress.url or build.start_time is None:
                 self.scheduler.add_result_event('build-started', build=build,
                                                 url=progress.url, start_time=time.time())
+            if getattr(progress, 'pre_fail', False) and not build.pre_fail:
+                self.scheduler.add_result_event('build-pre-fail', build=build)
         return on_progress
 
     def _complete(self, build):

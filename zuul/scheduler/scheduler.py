@@ -305,6 +305,12 @@ class Scheduler:
             build = args['build']
             build.start_time = args.get('start_time') or build.start_time
             build.url = args.get('url') or build.url
+        elif event.kind == 'build-pre-fail':
+            # failure-output matched: the item fails from now on (the gate
+            # resets behind it) though the build has not ended.
+            build = args['build']
+            if build.result is None:
+                build.pre_fail = True
         elif event.kind == 'build-completed':
             self._on_build_completed(args)
         else:

@@ -157,6 +157,7 @@ class LayoutLoader:
             self._read_file(layout, cf, branches, buckets)
         layout.errors.extend(self.limits.drop_excess_jobs(buckets))
         self._parse_all(layout, context, buckets)
+        _add_global_semaphores(layout, tenant)
         self._validate(layout, tenant)
         log.debug('Tenant %s: loaded %d pipelines, %d jobs, %d projects, %d errors',
                   tenant.name, len(layout.pipelines), len(layout.jobs),
@@ -432,6 +433,20 @@ class LayoutLoader:
                 if reason:
                     layout.errors.add(_error(nodeset.source_context, nodeset.start_line,
                                              reason, 'nodeset', nodeset.name))
+
+
+def _add_global_semaphores(layout: Layout, tenant: Tenant) -> None:
+    """The tenant file's global semaphores this tenant lists join its
+    layout; an in-repo semaphore of the same name is an error and the
+    global one is used (released behaviour)."""
+    for name, sem in (getattr(tenant, 'global_semaphores', None) or {}).items():
+        local = layout.semaphores.get(name)
+        if local is not None and not getattr(local, 'is_global', False):
+            layout.errors.add(_error(
+                local.source_context, local.start_line,
+                f'semaphore "{name}" is a global semaphore of this tenant; this '
+                'definition is ignored', 'semaphore', name))
+        layout.semaphores[name] = sem
 
 
 def _inline_labels(value) -> list[str]:

@@ -10,8 +10,10 @@ import os
 
 import voluptuous as vs
 
+from zuul.configloader.semaphore import SEMAPHORE_SCHEMA
 from zuul.lib import yamlutil
-from zuul.model.errors import ConfigError
+from zuul.model.errors import ConfigError, SourceContext
+from zuul.model.semaphore import Semaphore
 from zuul.model.tenant import ALL_CLASSES, Tenant, TenantConfig, TenantProject
 
 _str_list = vs.Any(str, [str])
@@ -48,7 +50,7 @@ TENANT_SCHEMA = vs.Schema({
     'allowed-labels': _str_list, 'disallowed-labels': _str_list,
     'report-build-page': bool, 'web-root': str,
     'admin-rules': _str_list, 'authentication-realm': str,
-    'use-nodepool': bool, 'semaphores': vs.Any(list, dict),
+    'use-nodepool': bool, 'semaphores': _str_list,
     'access-rules': _str_list, 'max-dependencies': int,
     'max-changes-per-pipeline': int, 'image-build-credentials': dict,
 })
@@ -133,6 +135,7 @@ def parse_tenant(conf: dict, connections=None) -> Tenant:
         if key in conf:
             setattr(t, key.replace('-', '_'), _as_list(conf[key]))
     t.admin_rules = _as_list(conf.get('admin-rules'))
+    t.semaphores = _as_list(conf.get('semaphores'))
     t.include_files = _as_list(conf.get('include'))
     for connection, lists in (conf.get('source') or {}).items():
         if connections is not None and connection not in connections:
@@ -174,7 +177,49 @@ def load_tenant_config(path: str, connections=None) -> TenantConfig:
         return result
     for obj in data:
         _load_object(path, obj, result, connections)
+    _grant_global_semaphores(path, result)
     return result
+
+
+def _load_global_semaphore(path, body, result: TenantConfig) -> None:
+    """A ``global-semaphore``: one semaphore whose holders are counted
+    across every tenant that lists it."""
+    try:
+        if not isinstance(body, dict):
+            raise TenantConfigError('a global-semaphore must be a mapping')
+        SEMAPHORE_SCHEMA(dict(body))
+        if body.get('max', 1) < 1:
+            raise TenantConfigError('max must be at least 1')
+    except vs.Invalid as e:
+        where = '.'.join(str(p) for p in e.path)
+        result.errors.append(_error(path, body, f'global-semaphore: {e.msg} "{where}"'))
+        return
+    except TenantConfigError as e:
+        result.errors.append(_error(path, body, f'global-semaphore: {e}'))
+        return
+    name = body['name']
+    if name in result.global_semaphores:
+        result.errors.append(_error(path, body, f'global-semaphore "{name}" defined twice'))
+        return
+    result.global_semaphores[name] = Semaphore(
+        name=name, source_context=SourceContext(path=path, trusted=True),
+        start_line=getattr(body, 'start_line', None), max=body.get('max', 1),
+        is_global=True)
+
+
+def _grant_global_semaphores(path, result: TenantConfig) -> None:
+    """Give each tenant the global semaphores its ``semaphores`` names
+    (they may be defined anywhere in the file); an unknown name is an
+    error of that tenant."""
+    for tenant in result.tenants.values():
+        for name in tenant.semaphores:
+            sem = result.global_semaphores.get(name)
+            if sem is None:
+                result.errors.append(ConfigError(
+                    f'semaphores: unknown global-semaphore "{name}"', path=path,
+                    line=tenant.source_line, object_type='tenant', object_name=tenant.name))
+                continue
+            tenant.global_semaphores[name] = sem
 
 
 def _load_object(path, obj, result: TenantConfig, connections) -> None:
@@ -183,8 +228,10 @@ def _load_object(path, obj, result: TenantConfig, connections) -> None:
                                                '(tenant, admin-rule, ...)'))
         return
     kind, body = next(iter(obj.items()))
-    if kind in ('admin-rule', 'authorization-rule', 'api-root', 'global-semaphore',
-                'authorization-rule'):
+    if kind == 'global-semaphore':
+        _load_global_semaphore(path, body, result)
+        return
+    if kind in ('admin-rule', 'authorization-rule', 'api-root'):
         try:
             ADMIN_RULE_SCHEMA(dict(body or {})) if kind != 'api-root' else None
             result.admin_rules[(body or {}).get('name', '')] = body

@@ -50,6 +50,10 @@ class Tenant:
     authentication_realm: str | None = None
     use_nodepool: bool = True
     source_line: int | None = None
+    # ``semaphores``: names of the tenant file's global semaphores this
+    # tenant may use, and (once the whole file is read) those objects.
+    semaphores: list[str] = field(default_factory=list)
+    global_semaphores: dict = field(default_factory=dict)
 
     @property
     def config_projects(self) -> list[TenantProject]:
@@ -72,4 +76,6 @@ class TenantConfig:
 
     tenants: dict[str, Tenant] = field(default_factory=dict)
     admin_rules: dict[str, dict] = field(default_factory=dict)
+    # ``global-semaphore`` objects by name (zuul.model.semaphore.Semaphore).
+    global_semaphores: dict = field(default_factory=dict)
     errors: list = field(default_factory=list)

@@ -29,6 +29,7 @@ from zuul.executor import protocol as ep
 from zuul.model import item as m
 from zuul.model.errors import ConfigError, UnknownNameError
 from zuul.model.freeze import freeze_job_graph
+from zuul.scheduler.semaphores import GlobalSemaphoreHolders
 
 log = logging.getLogger('zuul.scheduler.layouts')
 
@@ -125,6 +126,9 @@ class Layouts:
         self._pipeline_objects: dict[int, dict] = {}
         # Branch heads produced by submits we saw as change-merged events.
         self._merged_revs: dict[str, None] = {}
+        # Holders of the tenant file's global semaphores, shared by every
+        # tenant's layout (zuul/scheduler/semaphores.py).
+        self.global_semaphore_holders = GlobalSemaphoreHolders()
 
     # -- loading --------------------------------------------------------------
 
@@ -202,6 +206,7 @@ class Layouts:
         files, errors, branches = self._files_for(tenant, overrides)
         layout = self.loader.load(tenant, files, branches, file_errors=errors)
         layout.tenant = tenant
+        layout.global_semaphore_holders = self.global_semaphore_holders
         for error in layout.errors:
             if overrides is None:
                 log.warning('Tenant %s: %s', tenant.name, error)

@@ -212,6 +212,13 @@ class ProviderAdapter:
     #: The adapter spaces its own API calls by the provider's ``rate``
     #: (the framework then does not space the adapter's methods).
     limits_own_rate = False
+    #: The adapter enforces ``launch-timeout`` and ``boot-timeout`` itself
+    #: (its ``poll`` reports ready only once the node can be used); the
+    #: framework then applies only ``ProviderConfig.boot_timeout`` to the
+    #: whole launch.  Otherwise the framework gives the instance
+    #: ``launch_timeout`` from create to ready and ``boot_timeout`` from
+    #: then for the SSH check.
+    times_own_launch = False
 
     def __init__(self, provider: ProviderConfig):
         self.provider = provider

@@ -449,7 +449,9 @@ class PoolWorker(threading.Thread):
         machine = NodeLaunchStateMachine(
             self.zk, self.adapter, node, pool_label.settings, self.provider.boot_timeout,
             self.launcher.settings.boot_poll_interval, on_done=self._launch_done,
-            semaphore=self.launcher.launch_semaphore(self.provider.name), image=image)
+            semaphore=self.launcher.launch_semaphore(self.provider.name), image=image,
+            launch_timeout=None if self.adapter.times_own_launch
+            else self.provider.launch_timeout)
         log.info('Request %s: launching node %s (%s) in %s/%s', request.id, node.id, label,
                  self.provider.name, self.pool.name)
         self.launcher.track(machine)

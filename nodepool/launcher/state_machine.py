@@ -50,9 +50,14 @@ class NodeLaunchStateMachine:
     def __init__(self, zk: zkapi.NodepoolZooKeeper, adapter: ProviderAdapter, node: Node,
                  spec_settings: dict, boot_timeout: float, poll_interval: float = 1.0,
                  on_done=None, semaphore: threading.Semaphore | None = None,
-                 image: ImageRef | None = None):
+                 image: ImageRef | None = None, launch_timeout: float | None = None):
         self.zk = zk
         self.image = image
+        #: Seconds from issuing the create until the instance is ready
+        #: (the provider's ``launch-timeout``); ``boot_timeout`` then
+        #: bounds the SSH check.  None: one deadline, ``boot_timeout``,
+        #: for the whole launch (an adapter that times both itself).
+        self.launch_timeout = launch_timeout
         self.adapter = adapter
         self.node = node
         self.spec_settings = spec_settings
@@ -112,13 +117,18 @@ class NodeLaunchStateMachine:
                             username=node.username, metadata={'nodepool_node_id': node.id},
                             image=self.image, az=node.az)
         self.state = CREATING
-        deadline = time.monotonic() + self.boot_timeout
+        started = time.monotonic()
+        limit = self.launch_timeout if self.launch_timeout is not None else self.boot_timeout
         node.external_id = self.adapter.create(spec)
         self._check_abandoned()
         self.zk.store_node(node)
         self.state = BOOTING
-        inst = self._wait_ready(deadline)
+        inst = self._wait_ready(started + limit, limit)
         apply_instance(node, inst)
+        # The SSH check has boot-timeout from now (with a launch-timeout)
+        # or what is left of the one deadline.
+        deadline = time.monotonic() + self.boot_timeout if self.launch_timeout is not None \
+            else started + self.boot_timeout
         if self.adapter.check_ssh and node.connection_type == 'ssh':
             self.state = CHECKING
             node.set_state(TESTING)
@@ -134,15 +144,20 @@ class NodeLaunchStateMachine:
         self._check_abandoned()
         self.zk.store_node(node)
 
-    def _wait_ready(self, deadline: float) -> Instance:
+    def _wait_ready(self, deadline: float, limit: float) -> Instance:
         delay = min(0.01, self.poll_interval)
+        what = 'launch-timeout' if self.launch_timeout is not None else 'boot-timeout'
         while True:
+            if time.monotonic() > deadline:
+                # Checked before polling too: a create that itself took
+                # longer than the limit fails the attempt.
+                raise LaunchError(f'not ready within {what} {limit:g}s')
             inst = self.adapter.poll(self.node.external_id)
             if inst is not None and inst.ready:
                 return inst
             self._check_abandoned()
             if time.monotonic() + delay > deadline:
-                raise LaunchError(f'not ready within {self.boot_timeout}s')
+                raise LaunchError(f'not ready within {what} {limit:g}s')
             time.sleep(delay)
             delay = min(delay * 2, self.poll_interval)
 

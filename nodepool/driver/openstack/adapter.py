@@ -111,6 +111,7 @@ def pick_flavor(flavors, name: str | None, min_ram: int | None):
 class OpenStackAdapter(ProviderAdapter):
     check_ssh = False       # poll waits for SSH itself, to scan the host keys
     limits_own_rate = True  # every HTTP request passes the rate limiter
+    times_own_launch = True  # launch-timeout to ACTIVE, boot-timeout to SSH
 
     #: Seconds the cloud's limits (and the other servers' usage) are kept.
     quota_cache_seconds = 60.0

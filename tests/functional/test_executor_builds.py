@@ -25,14 +25,15 @@ from zuul.executor.sshagent import SshAgent
 PLAYS_HEADER = '- hosts: all\n  gather_facts: false\n  tasks:\n'
 
 
-def run_build(env, request):
+def run_build(env, request, **kw):
+    """Run ``request``; ``kw`` goes to BuildExecution (``on_pre_fail``)."""
     # The job dir stays for inspection; exec_env removes the whole root.
     env.settings.keep_jobdir = True
     agent = SshAgent(os.path.join(env.root, 'agent.sock')).start(env.settings.private_key_file)
     try:
         build = BuildExecution(request, env.settings, env.merger,
                                sandbox=default_sandbox(env.settings),
-                               ssh_auth_sock=agent.socket_path)
+                               ssh_auth_sock=agent.socket_path, **kw)
         return build.run(), build
     finally:
         agent.stop()

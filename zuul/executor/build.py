@@ -14,6 +14,11 @@ Zuul does:
   post playbook gets the whole of it) -> POST_FAILURE, unless the build
   already failed before ``run`` or timed out;
 * cleanup-run: always runs, its result is ignored.
+
+With ``failure-output`` the console of each run playbook is watched
+(``zuul.executor.failureoutput``): the first matching line is announced at
+once (``on_pre_fail``) and the result is FAILURE even if the playbooks
+succeed.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import subprocess
 import tempfile
 import time
 
-from zuul.executor import ansible_versions, ansiblecfg, inventory, logarchive
+from zuul.executor import ansible_versions, ansiblecfg, failureoutput, inventory, logarchive
 from zuul.executor.jobdir import JobDir, PreparedPlaybook
 from zuul.executor.playbooks import PlaybookError, PlaybookPreparer
 from zuul.executor.protocol import BuildResult, ExecuteRequest
@@ -47,11 +52,13 @@ _LABELS = {'pre_run': 'PRE-RUN', 'run': 'RUN', 'post_run': 'POST-RUN',
 
 class BuildExecution:
     """Runs one ExecuteRequest.  ``progress(phase)`` is called as phases
-    start; ``stop()`` may be called from another thread."""
+    start, ``on_pre_fail(line)`` once when a console line matches the
+    job's ``failure-output``; ``stop()`` may be called from another
+    thread."""
 
     def __init__(self, request: ExecuteRequest, settings: ExecutorSettings, merger,
                  sandbox: BubblewrapSandbox | None = None, ssh_auth_sock: str | None = None,
-                 progress=None):
+                 progress=None, on_pre_fail=None):
         self.request = request
         self.settings = settings
         self.jobdir = JobDir(settings.job_dir, request.uuid)
@@ -59,6 +66,10 @@ class BuildExecution:
         self.sandbox = sandbox
         self.ssh_auth_sock = ssh_auth_sock
         self.progress = progress or (lambda phase: None)
+        self.on_pre_fail = on_pre_fail or (lambda line: None)
+        self.failure_regexes: list = []
+        # The console line that matched ``failure-output``, if one did.
+        self.early_failure: str | None = None
         self.runner = PlaybookProcessRunner()
         self.ansible_playbook = settings.ansible_playbook
         self.playbooks: dict[str, list[PreparedPlaybook]] = {p: [] for p in PHASES}
@@ -95,6 +106,11 @@ class BuildExecution:
             self.ansible_playbook = ansible_versions.playbook_command(
                 self.settings, self.request.job.ansible_version)
         except ansible_versions.UnknownAnsibleVersionError as exc:
+            return 'ERROR', str(exc)
+        try:
+            self.failure_regexes = failureoutput.compile_patterns(
+                self.request.job.failure_output)
+        except failureoutput.FailureOutputError as exc:
             return 'ERROR', str(exc)
         self.progress('prepare')
         try:
@@ -243,6 +259,9 @@ class BuildExecution:
                 return None, True
             if not outcome.ok:
                 return 'FAILURE', False
+        if self.early_failure is not None:
+            # failure-output matched: announced as failing, so it fails.
+            return 'FAILURE', False
         return result, False
 
     def _run_playbook(self, playbook: PreparedPlaybook, timeout: float | None):
@@ -250,15 +269,34 @@ class BuildExecution:
         label = f'{_LABELS[playbook.phase]} START: [{playbook.label}]'
         self.progress(playbook.phase)
         self._log_line(label)
+        watcher = self._watch_failure_output(playbook)
         if timeout is not None and timeout <= 0:
             outcome = PlaybookOutcome(TIMED_OUT, None, 0.0)
         else:
             outcome = self._start_playbook(playbook, timeout)
+        if watcher is not None and watcher.stop() is not None:
+            self._log_line(f'Early failure in job: failure-output matched: {watcher.matched}')
         status = f'RESULT_{outcome.status}' if outcome.status != NORMAL else (
             'RESULT_NORMAL' if outcome.ok else
             'RESULT_UNREACHABLE' if outcome.unreachable else 'RESULT_FAILED')
         self._log_line(f'{_LABELS[playbook.phase]} END {status}: [{playbook.label}]')
         return outcome
+
+    def _watch_failure_output(self, playbook: PreparedPlaybook):
+        """A watcher of the console from here on, for a run playbook of a
+        job with ``failure-output`` that has not matched yet."""
+        if playbook.phase != 'run' or not self.failure_regexes or self.early_failure:
+            return None
+        root, path = self.jobdir.work_root, self.jobdir.job_output_txt
+        return failureoutput.FailureOutputWatcher(
+            self.failure_regexes, root, path, failureoutput.log_size(root, path),
+            self._pre_fail).start()
+
+    def _pre_fail(self, line: str) -> None:
+        if self.early_failure is None:
+            self.early_failure = line
+            log.info('Build %s: failure-output matched %r', self.request.uuid, line)
+            self.on_pre_fail(line)
 
     def _start_playbook(self, playbook: PreparedPlaybook, timeout: float | None):
         home = (self.jobdir.playbook_home(playbook.phase, playbook.index) if playbook.trusted

@@ -266,7 +266,9 @@ class ExecutorServer:
         with self._lock:
             build = BuildExecution(request, self.settings, self.merger, sandbox=self.sandbox,
                                    ssh_auth_sock=self.agent.socket_path if self.agent else None,
-                                   progress=lambda phase: self._send_progress(job, request, phase))
+                                   progress=lambda phase: self._send_progress(job, request, phase),
+                                   on_pre_fail=lambda line: self._send_progress(
+                                       job, request, 'run', pre_fail=True))
             self.builds[request.uuid] = build
         self._update_registration()
         self.log_streamer.register(request.uuid, build.jobdir.job_output_txt,
@@ -278,9 +280,11 @@ class ExecutorServer:
         threading.Thread(target=self._run_build, args=(job, request, build),
                          name=f'build-{request.uuid[:8]}', daemon=True).start()
 
-    def _send_progress(self, job, request: ExecuteRequest, phase: str | None) -> None:
+    def _send_progress(self, job, request: ExecuteRequest, phase: str | None,
+                       pre_fail: bool = False) -> None:
         progress = BuildProgress(worker_hostname=self.settings.hostname,
-                                 url=self.log_streamer.url(request.uuid), phase=phase)
+                                 url=self.log_streamer.url(request.uuid), phase=phase,
+                                 pre_fail=pre_fail)
         job.sendWorkData(progress.to_json())
 
     def _run_build(self, job, request: ExecuteRequest, build: BuildExecution) -> None:

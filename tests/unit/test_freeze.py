@@ -295,3 +295,55 @@ def test_final_job_may_be_placed_in_the_graph_but_not_changed_by_a_project():
     layout.add('- job: {name: release, dependencies: [publish]}')
     with pytest.raises(FreezeError, match='"dependencies"'):
         freeze_job(layout, 'release', 'master')
+
+
+def _graph_jobs(layout, files, project='org/app'):
+    pipeline = SimpleNamespace(name='check', post_review=False, allow_secrets=False)
+    entries = [layout.pp('docs', _sc(project=project, trusted=False))]
+    graph, errors = freeze_job_graph(layout, project, pipeline, 'master', files,
+                                     job_list=entries)
+    assert errors == []
+    return list(graph.jobs)
+
+
+def test_match_on_config_updates_runs_a_job_whose_config_the_change_edits():
+    app = _sc(project='org/app', trusted=False, path='.zuul.yaml')
+    layout = Layout().add('- job: {name: base, parent: null}').add('''
+- job:
+    name: docs
+    files: ['^doc/.*']
+    run: playbooks/docs.yaml
+''', app)
+    # Neither the job's file nor its playbook: the matcher decides.
+    assert _graph_jobs(layout, ['src/main.c']) == []
+    assert _graph_jobs(layout, ['doc/index.rst']) == ['docs']
+    # The change edits the file defining the job, or its playbook.
+    assert _graph_jobs(layout, ['.zuul.yaml']) == ['docs']
+    assert _graph_jobs(layout, ['playbooks/docs.yaml']) == ['docs']
+    # The same path in another project is not this job's configuration.
+    assert _graph_jobs(layout, ['.zuul.yaml'], project='org/other') == []
+
+
+def test_match_on_config_updates_false_keeps_the_file_matchers():
+    app = _sc(project='org/app', trusted=False, path='.zuul.yaml')
+    layout = Layout().add('- job: {name: base, parent: null}').add('''
+- job:
+    name: docs
+    files: ['^doc/.*']
+    match-on-config-updates: false
+    include-vars: [vars/docs.yaml]
+''', app)
+    assert _graph_jobs(layout, ['.zuul.yaml']) == []
+    assert _graph_jobs(layout, ['vars/docs.yaml']) == []
+
+
+def test_match_on_config_updates_counts_include_vars_files():
+    app = _sc(project='org/app', trusted=False, path='.zuul.yaml')
+    layout = Layout().add('- job: {name: base, parent: null}').add('''
+- job:
+    name: docs
+    irrelevant-files: ['^vars/.*']
+    include-vars: [vars/docs.yaml]
+''', app)
+    assert _graph_jobs(layout, ['vars/other.yaml']) == []
+    assert _graph_jobs(layout, ['vars/docs.yaml']) == ['docs']

@@ -175,14 +175,20 @@ class _Level:
 
 
 class JobFreezer:
-    """Freezes jobs against one layout for one item (branch and files)."""
+    """Freezes jobs against one layout for one item (branch and files).
+
+    ``project``: the item's project. With it, ``match-on-config-updates``
+    acts: a job whose configuration (the file of any variant applied),
+    playbooks or include-vars files the item changes runs whatever its
+    file matchers say, unless the frozen job sets it false."""
 
     def __init__(self, layout, branch: str | None, files: list[str] | None = None,
-                 default_parent: str = 'base'):
+                 default_parent: str = 'base', project: str | None = None):
         self.layout = layout
         self.branch = branch
         self.files = files
         self.default_parent = default_parent
+        self.project = project
 
     def variants_of(self, name: str) -> list[Job]:
         return list(self.layout.jobs.get(name, ()))
@@ -195,6 +201,58 @@ class JobFreezer:
         item (the job does not run). Raises FreezeError."""
         if name not in self.layout.jobs:
             raise FreezeError(f'Job "{name}" not defined')
+        if self.files is not None and self.project is not None:
+            updated = self._freeze_updating_config(name, project_variants)
+            if updated is not None:
+                return updated
+        return self._freeze(name, project_variants)
+
+    def _freeze_updating_config(self, name: str, project_variants) -> FrozenJob | None:
+        """The job frozen with file matchers ignored, if the item changes
+        its configuration and ``match-on-config-updates`` is on; else None."""
+        files, self.files = self.files, None
+        try:
+            loose = self._freeze(name, project_variants)
+        except FreezeError:
+            return None     # the strict freeze reports what is wrong
+        finally:
+            self.files = files
+        if loose is None or loose.get('match_on_config_updates', True) is False:
+            return None
+        return loose if self._changes_config_of(loose) else None
+
+    def _changes_config_of(self, frozen: FrozenJob) -> bool:
+        """Whether the item's files include a file defining one of the
+        variants applied, a playbook of the job or an include-vars file
+        (only files of the item's own project count)."""
+        changed = set(self.files or ())
+        paths = set()
+        for variant in frozen.variants:
+            if variant.source_context.project == self.project:
+                paths.add(variant.source_context.path)
+        for phase in ('pre_run', 'run', 'post_run', 'cleanup_run'):
+            for ref in frozen.playbooks(phase):
+                if getattr(ref, 'source_context', None) is not None and \
+                        ref.source_context.project == self.project:
+                    paths.add(ref.path)
+        for entry in frozen.get('include_vars') or ():
+            paths.update(self._include_vars_paths(frozen, entry))
+        return bool(changed & paths)
+
+    def _include_vars_paths(self, frozen: FrozenJob, entry) -> list[str]:
+        if isinstance(entry, str):
+            owner = frozen.source_context.project if frozen.source_context else None
+            return [entry] if owner == self.project else []
+        if not isinstance(entry, dict) or not entry.get('name'):
+            return []
+        if entry.get('zuul-project'):
+            return [entry['name']]
+        owner = entry.get('project') or (frozen.source_context.project
+                                         if frozen.source_context else None)
+        short = self.project.split('/', 1)[-1]
+        return [entry['name']] if owner in (self.project, short) else []
+
+    def _freeze(self, name: str, project_variants) -> FrozenJob | None:
         top = self.matching(name)
         pp = [v for v in project_variants if v.matches(self.branch, self.files)]
         if not top or (project_variants and not pp):
@@ -413,7 +471,7 @@ def freeze_job_graph(layout, project_name: str, pipeline, branch: str | None,
         ppc = layout.get_project_pipeline_config(project_name, pipeline_name, branch)
         job_list = ppc.job_list if ppc is not None else []
     pipeline = _resolve_pipeline(layout, pipeline)
-    freezer = JobFreezer(layout, branch, files, default_parent)
+    freezer = JobFreezer(layout, branch, files, default_parent, project=project_name)
     graph = JobGraph()
     errors: list[str] = []
     for name, variants in _group_project_variants(job_list).items():

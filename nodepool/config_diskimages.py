@@ -171,4 +171,7 @@ def _resolve(name: str, by_name: dict, add) -> DiskImage | None:
                       line=getattr(raw, 'line', None))
     for ancestor in reversed(chain):
         _apply(image, by_name[ancestor][1])
+    if image.connection_type == 'winrm' and \
+            not any('connection-port' in by_name[a][1] for a in chain):
+        image.connection_port = 5986   # released Nodepool's default for winrm
     return image

@@ -76,6 +76,12 @@ class InstanceSpec:
     #: gets the same, see ``ProviderAdapter.choose_az``); None: the
     #: provider's choice.
     az: str | None = None
+    #: How a consumer connects to the node, as the built image says
+    #: (top-level diskimage ``connection-type``/``connection-port``);
+    #: None for labels that don't boot a built image.  An adapter
+    #: reports them on the instance unless its own settings say otherwise.
+    connection_type: str | None = None
+    connection_port: int | None = None
 
 
 @dataclass

@@ -115,7 +115,9 @@ class NodeLaunchStateMachine:
                             provider=node.provider, pool=node.pool, label=node.type,
                             label_settings=dict(self.spec_settings),
                             username=node.username, metadata={'nodepool_node_id': node.id},
-                            image=self.image, az=node.az)
+                            image=self.image, az=node.az,
+                            connection_type=node.connection_type if self.image else None,
+                            connection_port=node.connection_port if self.image else None)
         self.state = CREATING
         started = time.monotonic()
         limit = self.launch_timeout if self.launch_timeout is not None else self.boot_timeout

@@ -228,10 +228,12 @@ class OpenStackAdapter(ProviderAdapter):
                 raise LaunchError(f'diskimage {settings["diskimage"]!r} has no ready upload '
                                   f'to {self.provider.name}')
             image = self.provider.diskimages[settings['diskimage']]
+            ctype = image.settings.get('connection-type') or spec.connection_type or 'ssh'
+            port = image.settings.get('connection-port') or \
+                (spec.connection_port if ctype == spec.connection_type else None) or \
+                (5986 if ctype == 'winrm' else 22)
             return _BootSource(spec.image.external_id, image.name,
-                               image.settings.get('config-drive'),
-                               image.settings.get('connection-type', 'ssh'),
-                               image.settings.get('connection-port', 22), None)
+                               image.settings.get('config-drive'), ctype, port, None)
         cloud_image = self.settings['cloud-images'][settings['cloud-image']]
         image_id = cloud_image['image-id'] or \
             self._image_id(cloud_image['image-name'] or cloud_image['name'])

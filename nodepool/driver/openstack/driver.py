@@ -223,8 +223,9 @@ class OpenStackDriver(Driver):
             provider.diskimages[name] = ProviderDiskImage(
                 name=name, pause=entry.get('pause', False), meta=dict(entry.get('meta') or {}),
                 settings={'config-drive': entry.get('config-drive'),
-                          'connection-type': entry.get('connection-type', 'ssh'),
-                          'connection-port': _port(entry)})
+                          # Unset: the top-level diskimage's (InstanceSpec).
+                          'connection-type': entry.get('connection-type'),
+                          'connection-port': entry.get('connection-port')})
         for raw_pool in raw.get('pools') or []:
             pool = _pool(provider, raw_pool)
             provider.pools[pool.name] = pool

@@ -389,6 +389,12 @@ def _cross_check(c: _Collector, doc, config: NodepoolConfig) -> None:
         if raw['name'] in seen:
             c.add(['labels', i, 'name'], f'label {raw["name"]!r} is defined twice')
         seen.add(raw['name'])
+    tenants = set()
+    for i, raw in enumerate(doc.get('tenant-resource-limits') or []):
+        if raw['tenant-name'] in tenants:
+            c.add(['tenant-resource-limits', i, 'tenant-name'],
+                  f'tenant {raw["tenant-name"]!r} has resource limits twice')
+        tenants.add(raw['tenant-name'])
     for provider in config.providers.values():
         index = _provider_index(doc, provider.name)
         raw_pools = doc['providers'][index].get('pools') or []

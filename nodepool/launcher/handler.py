@@ -169,6 +169,7 @@ class RequestHandler:
                 continue
             if deallocate:
                 node.allocated_to = None
+                node.tenant_name = None
                 try:
                     zk.store_node(node)
                 except RecordGoneError:

@@ -30,6 +30,12 @@ import time
 from nodepool.driver import Quota
 from nodepool.launcher.handler import FINISHED, RequestHandler
 from nodepool.launcher.state_machine import NodeLaunchStateMachine
+from nodepool.launcher.tenant_limits import (
+    node_resources,
+    over_limit,
+    tenant_limits,
+    tenant_usage,
+)
 from nodepool.zk import paths
 from nodepool.zk.api import ZOOKEEPER_DOWN, RecordChangedError, RecordGoneError
 from nodepool.zk.records import (
@@ -72,6 +78,8 @@ class PoolWorker(threading.Thread):
         self._freeing: set[str] = set()
         self._deferred: set[str] = set()
         self._yielded: set[str] = set()      # requests left to a preferred pool
+        self._over_tenant_limit: set[str] = set()   # deferred by tenant-resource-limits
+        self._tenant_limits = tenant_limits(launcher.config.tenant_resource_limits)
         self._published_paused = False
         self._deferred_view: frozenset[str] = frozenset()
         self._static_labels = {(h.name, h.connection_port): list(h.labels)
@@ -218,6 +226,7 @@ class PoolWorker(threading.Thread):
                           key=lambda r: request_sort_key(r.id))
         self._deferred &= {r.id for r in requests}
         self._yielded &= {r.id for r in requests}
+        self._over_tenant_limit &= {r.id for r in requests}
         for request in requests:
             if not self._running or self.paused_handler is not None:
                 return
@@ -227,6 +236,8 @@ class PoolWorker(threading.Thread):
                 self._maybe_fail(request)
                 continue
             if self._waiting_for_images(request):
+                continue
+            if self._tenant_deferred(request):
                 continue
             preferred = self._yields_to(request)
             if preferred is not None:
@@ -258,6 +269,29 @@ class PoolWorker(threading.Thread):
             self._deferred.discard(request.id)
         self._deferred_view = frozenset(self._deferred)
         return bool(missing)
+
+    def _tenant_deferred(self, request: NodeRequest) -> bool:
+        """A request whose tenant would go over its
+        ``tenant-resource-limits``: left ``requested`` for a later pass
+        (see nodepool.launcher.tenant_limits)."""
+        tenant = request.tenant
+        limit = self._tenant_limits.get(tenant) if tenant else None
+        if limit is None or any(t not in self.pool.labels for t in request.node_types):
+            return False
+        need = Quota(0, 0, 0)
+        for label in request.node_types:
+            need = need.plus(self.label_quota(label))
+        used = tenant_usage(self.launcher.node_cache.values(), tenant)
+        reason = over_limit(limit, used, need)
+        if reason is None:
+            self._over_tenant_limit.discard(request.id)
+            return False
+        if request.id not in self._over_tenant_limit:
+            log.info('Request %s: deferred by pool %s/%s: tenant %s would exceed its '
+                     'resource limits (%s)', request.id, self.provider.name, self.pool.name,
+                     tenant, reason)
+            self._over_tenant_limit.add(request.id)
+        return True
 
     def _consider(self, cached: NodeRequest) -> None:
         stub = NodeRequest(id=cached.id)
@@ -419,6 +453,9 @@ class PoolWorker(threading.Thread):
             node.lock = stub.lock
             node.allocated_to = request.id
             node.type = label
+            node.tenant_name = request.tenant
+            if not node.resources:
+                node.resources = node_resources(self.label_quota(label))
             try:
                 self.zk.store_node(node)
             except RecordGoneError:
@@ -439,9 +476,16 @@ class PoolWorker(threading.Thread):
         username, python_path, shell_type = self._login_settings(pool_label)
         node = Node(type=label, provider=self.provider.name, pool=self.pool.name,
                     state=BUILDING, allocated_to=request.id, launcher=self.id,
+                    tenant_name=request.tenant,
+                    resources=node_resources(self.label_quota(label)),
                     username=username, python_path=python_path, shell_type=shell_type,
                     attributes=dict(self.pool.node_attributes),
                     image_id=image.image_id if image else None, az=az)
+        built = self.launcher.config.diskimages.get(pool_label.diskimage or '')
+        if built is not None:
+            # Nodes from a built image are reached as the image says.
+            node.connection_type = built.connection_type
+            node.connection_port = built.connection_port
         with self._creating:
             self.zk.create_locked_node(node, identifier=self.id)
             self._new_nodes[node.id] = (time.monotonic(), label)

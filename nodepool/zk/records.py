@@ -156,6 +156,10 @@ class NodeRequest(_Record):
     #: Launch every node from this image upload (image validation):
     #: ``{'image', 'build', 'upload', 'external_id'}``.
     image_upload: dict | None = None
+    #: The Zuul tenant the nodes are for (released Nodepool's field;
+    #: ``tenant-resource-limits`` apply to it).  Requestors that only put
+    #: ``tenant`` in ``requestor_data`` are counted by that.
+    tenant_name: str | None = None
     # Process-local (not serialised).
     id: str | None = None
     stat: Any = None
@@ -180,6 +184,11 @@ class NodeRequest(_Record):
     @property
     def done(self) -> bool:
         return self.state in (FULFILLED, FAILED)
+
+    @property
+    def tenant(self) -> str | None:
+        """``tenant_name``, else the ``tenant`` of ``requestor_data``."""
+        return self.tenant_name or (self.requestor_data or {}).get('tenant')
 
 
 def request_sort_key(request_id: str) -> tuple[int, int]:
@@ -236,6 +245,12 @@ class Node(_Record):
     hold_expiration: int | None = None
     comment: str | None = None
     attributes: dict = field(default_factory=dict)
+    #: The tenant of the request the node was launched or taken for
+    #: (None while unallocated), and what it takes (``instances``,
+    #: ``cores``, ``ram``): per-tenant usage is added up from these
+    #: records across every provider.
+    tenant_name: str | None = None
+    resources: dict = field(default_factory=dict)
     # zuul-launcher only (seed 001: the launch state machine lives in
     # ZooKeeper so any launcher can resume it; Nodepool leaves them
     # empty):

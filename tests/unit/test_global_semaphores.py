@@ -10,19 +10,11 @@ its own."""
 from __future__ import annotations
 
 import textwrap
-import time
-from types import SimpleNamespace
 
 import pytest
 
+from tests.unit.scheduler_support import enqueue_ref, start_system
 from zuul.configloader.tenant import load_tenant_config, tenant_conf_check
-from zuul.driver.registry import default_registry
-from zuul.scheduler.builds import ExecutorAdapter
-from zuul.scheduler.connections import ConnectionRegistry
-from zuul.scheduler.layouts import Layouts
-from zuul.scheduler.scheduler import Scheduler
-
-HOST = 'review.example.org'
 
 GLOBAL_MAIN = """
 - global-semaphore:
@@ -78,58 +70,8 @@ LOCAL_SEMAPHORE = """
 """
 
 
-class Fetcher:
-    def __init__(self, extra=''):
-        self.extra = extra
-
-    def branches(self, connection, project):
-        return ['master']
-
-    def files(self, connection, project, branch, paths):
-        return {'zuul.yaml': textwrap.dedent(CONFIG) + textwrap.dedent(self.extra)}
-
-
-class Merger:
-    def merge_items(self, items, done, event_id=None, read_files=None):
-        done(SimpleNamespace(merged=True, repo_state={}, commit='a' * 40, files=[],
-                             read_files=None, error=None))
-
-
-class HeldExecutor:
-    """executor:execute that answers only when the test finishes a build."""
-
-    def __init__(self):
-        self.running = []
-
-    def execute(self, request, on_progress=None, on_complete=None):
-        handle = SimpleNamespace(url=None)
-        self.running.append((request, handle, on_complete))
-        return handle
-
-    def cancel(self, handle):
-        pass
-
-    def finish(self, request):
-        for entry in list(self.running):
-            if entry[0] is request:
-                self.running.remove(entry)
-                now = time.time()
-                entry[2](entry[1], SimpleNamespace(
-                    result='SUCCESS', data={}, error_detail=None, start_time=now,
-                    end_time=now, returned_log_url=None, log_url=None))
-
-
-def _system(tmp_path, main, extra=''):
-    path = tmp_path / 'main.yaml'
-    path.write_text(textwrap.dedent(main))
-    layouts = Layouts(str(path), ConnectionRegistry(), default_registry(), Fetcher(extra),
-                      {'gerrit': 'gerrit'}, {'gerrit': HOST})
-    executor = HeldExecutor()
-    scheduler = Scheduler(layouts, ConnectionRegistry(), Merger(), None, None)
-    scheduler.executor = ExecutorAdapter(executor, scheduler, {'gerrit': HOST},
-                                         layouts.job_spec_for)
-    scheduler.start()
-    return scheduler, executor
+def _repos(extra=''):
+    return {p: {'master': CONFIG + extra} for p in ('org/config1', 'org/config2')}
 
 
 @pytest.fixture
@@ -137,7 +79,7 @@ def make_system(tmp_path):
     started = []
 
     def make(main, extra=''):
-        system = _system(tmp_path, main, extra)
+        system = start_system(tmp_path, main, _repos(extra))
         started.append(system[0])
         return system
     yield make
@@ -147,10 +89,7 @@ def make_system(tmp_path):
 
 def _enqueue_both(scheduler):
     for tenant, project in (('t1', 'org/config1'), ('t2', 'org/config2')):
-        scheduler.management('enqueue-ref', tenant=tenant, pipeline='post',
-                             project=project, ref='refs/heads/master',
-                             oldrev='0' * 40, newrev='b' * 40)
-    assert scheduler.loop.wait_idle(60)
+        enqueue_ref(scheduler, tenant, 'post', project)
 
 
 def _tenants(executor):
@@ -178,8 +117,7 @@ def test_tenant_semaphores_of_the_same_name_are_counted_per_tenant(make_system):
     scheduler, executor = make_system(LOCAL_MAIN, LOCAL_SEMAPHORE)
     _enqueue_both(scheduler)
     assert _tenants(executor) == ['t1', 't2']
-    for request, _, _ in list(executor.running):
-        executor.finish(request)
+    executor.finish_all()
     assert scheduler.wait_until_settled(60)
 
 

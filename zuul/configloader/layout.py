@@ -101,15 +101,31 @@ def _is_yaml(path: str) -> bool:
 
 def filter_branches(project: TenantProject, branches) -> list[str]:
     """A project's branches after main.yaml's include-branches /
-    exclude-branches (regexes); ``load-branch`` restricts loading to one."""
+    exclude-branches (regexes); ``load-branch`` restricts loading to one.
+    ``always-dynamic-branches`` are excluded too: their configuration is
+    only ever loaded for a change on them (``is_always_dynamic``)."""
     out = list(branches)
     if project.include_branches:
         rx = [re2.compile(b) for b in project.include_branches]
         out = [b for b in out if any(r.fullmatch(b) for r in rx)]
-    if project.exclude_branches:
-        rx = [re2.compile(b) for b in project.exclude_branches]
+    excluded = tuple(project.exclude_branches) + tuple(project.always_dynamic_branches)
+    if excluded:
+        rx = [re2.compile(b) for b in excluded]
         out = [b for b in out if not any(r.fullmatch(b) for r in rx)]
     return out
+
+
+def is_always_dynamic(project: TenantProject | None, branch: str | None) -> bool:
+    """True if ``branch`` matches the project's ``always-dynamic-branches``
+    (and is not excluded otherwise): its configuration is left out of the
+    tenant's layout and applied to each change on it as if the change
+    proposed it."""
+    if project is None or not branch or not project.always_dynamic_branches:
+        return False
+    if not any(re2.fullmatch(b, branch) for b in project.always_dynamic_branches):
+        return False
+    without = replace(project, always_dynamic_branches=())
+    return filter_branches(without, [branch]) == [branch]
 
 
 class LayoutLoader:

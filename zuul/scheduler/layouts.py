@@ -22,6 +22,7 @@ from zuul.configloader.layout import (
     ConfigFile,
     LayoutLoader,
     filter_branches,
+    is_always_dynamic,
     select_config_files,
 )
 from zuul.configloader.tenant import load_tenant_config
@@ -186,7 +187,10 @@ class Layouts:
             cache = self._project_cache(tp)
             errors.extend(cache.errors)
             branches[(tp.connection, tp.name)] = list(cache.branches)
-            for branch in cache.branches:
+            dynamic = [b for (c, p, b) in overrides or () if (c, p) == (tp.connection, tp.name)
+                       and b not in cache.branches and is_always_dynamic(tp, b)]
+            branches[(tp.connection, tp.name)].extend(dynamic)
+            for branch in list(cache.branches) + dynamic:
                 contents = cache.files.get(branch, {})
                 if overrides and (tp.connection, tp.name, branch) in overrides:
                     contents = overrides[(tp.connection, tp.name, branch)]
@@ -403,7 +407,8 @@ class Layouts:
         bs = item.current_build_set
         items = list(bs.dependent_items) + [item]
         if not any(self.touches_config(getattr(i.change, 'files', None) or
-                                       i.current_build_set.files)
+                                       i.current_build_set.files) or
+                   self._on_always_dynamic_branch(layout, i.change)
                    for i in items):
             return layout, []
         overrides = {}
@@ -417,6 +422,11 @@ class Layouts:
         new = [e for e in dynamic.errors if e.severity == 'error' and
                (e.project, e.branch) in touched and self._error_key(e) not in before]
         return dynamic, new
+
+    def _on_always_dynamic_branch(self, layout, change) -> bool:
+        tp = self._tenant_project(layout, getattr(change, 'connection', None),
+                                  getattr(change, 'project', None))
+        return is_always_dynamic(tp, getattr(change, 'branch', None))
 
     @staticmethod
     def _error_key(e: ConfigError):

@@ -88,29 +88,51 @@ def cmd_info(args, zk) -> int:
     return 0
 
 
-def cmd_label_list(args, zk) -> int:
-    config = args.config_obj
-    nodes = zk.get_nodes()
-    rows = []
+LABEL_FIELDS = [('label', 'Label'), ('min_ready', 'Min Ready'), ('ready', 'Ready'),
+                ('pools', 'Pools')]
+
+
+def label_objects(config, nodes: list[Node]) -> list[dict]:
+    """One dict per configured label: min-ready, ready unallocated nodes,
+    the pools offering it."""
+    objs = []
     for name, label in sorted(config.labels.items()):
-        providers = sorted({f'{p.name}/{pool.name}' for p in config.providers.values()
-                            for pool in p.pools.values() if name in pool.labels})
+        pools = sorted({f'{p.name}/{pool.name}' for p in config.providers.values()
+                        for pool in p.pools.values() if name in pool.labels})
         ready = sum(1 for n in nodes if n.type == name and n.state == READY
                     and not n.allocated_to)
-        rows.append([name, label.min_ready, ready, ', '.join(providers)])
-    print(render_table(['Label', 'Min Ready', 'Ready', 'Pools'], rows))
+        objs.append({'label': name, 'min_ready': label.min_ready, 'ready': ready,
+                     'pools': pools})
+    return objs
+
+
+def label_table(config, nodes: list[Node]) -> str:
+    rows = [[o['label'], o['min_ready'], o['ready'], ', '.join(o['pools'])]
+            for o in label_objects(config, nodes)]
+    return render_table([h for _, h in LABEL_FIELDS], rows)
+
+
+def request_objects(requests) -> list[dict]:
+    return [{key: getattr(r, key) for key, _ in REQUEST_FIELDS} for r in requests]
+
+
+def request_table(requests) -> str:
+    rows = [[r.id, r.state, r.requestor, ','.join(r.node_types), ','.join(r.nodes),
+             ','.join(r.declined_by), age(r.created_time)] for r in requests]
+    return render_table(['Request ID', 'State', 'Requestor', 'Node Types', 'Nodes',
+                         'Declined By', 'Age'], rows)
+
+
+def cmd_label_list(args, zk) -> int:
+    print(label_table(args.config_obj, zk.get_nodes()))
     return 0
 
 
 def cmd_request_list(args, zk) -> int:
     if args.json:
-        print_json([{key: getattr(r, key) for key, _ in REQUEST_FIELDS}
-                    for r in zk.get_requests()])
+        print_json(request_objects(zk.get_requests()))
         return 0
-    rows = [[r.id, r.state, r.requestor, ','.join(r.node_types), ','.join(r.nodes),
-             ','.join(r.declined_by), age(r.created_time)] for r in zk.get_requests()]
-    print(render_table(['Request ID', 'State', 'Requestor', 'Node Types', 'Nodes',
-                        'Declined By', 'Age'], rows))
+    print(request_table(zk.get_requests()))
     return 0
 
 

@@ -66,6 +66,14 @@ def upload_objects(args, zk) -> list[dict]:
     return objs
 
 
+def dib_image_table(objs: list[dict]) -> str:
+    return _table(objs, DIB_IMAGE_FIELDS)
+
+
+def image_table(objs: list[dict]) -> str:
+    return _table(objs, IMAGE_FIELDS)
+
+
 def _table(objs: list[dict], fields) -> str:
     rows = [[','.join(o[k]) if isinstance(o[k], list) else o[k] for k, _ in fields]
             for o in objs]

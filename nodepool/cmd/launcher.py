@@ -18,6 +18,7 @@ from nodepool.cmd import PidFile, daemon_parser, daemonize, run_daemon, setup_lo
 from nodepool.config import ConfigError, load_config
 from nodepool.launcher.launcher import Launcher
 from nodepool.launcher.settings import LauncherSettings
+from nodepool.launcher.webapp import WebApp
 
 log = logging.getLogger('nodepool.cmd.launcher')
 DEFAULT_PIDFILE = '/var/run/nodepool/launcher.pid'
@@ -50,9 +51,30 @@ def main(argv: list[str] | None = None) -> int:
         return run(config, LauncherSettings(cleanup_interval=args.cleanup_interval))
 
 
+class LauncherService:
+    """The launcher and its status web app (``webapp`` in nodepool.yaml)."""
+
+    def __init__(self, config, zk, settings: LauncherSettings):
+        self.launcher = Launcher(config, zk, settings)
+        self.webapp = WebApp(config, zk, self.launcher)
+
+    def start(self) -> None:
+        self.launcher.start()
+        try:
+            self.webapp.start()
+        except OSError as e:
+            # The launcher is useful without its status pages.
+            log.error('Web app not started on %s:%s: %s', self.webapp.listen_address,
+                      self.webapp.port, e.strerror or e)
+
+    def stop(self) -> None:
+        self.webapp.stop()
+        self.launcher.stop()
+
+
 def run(config, settings: LauncherSettings) -> int:
     return run_daemon('nodepool-launcher', config,
-                      lambda zk: Launcher(config, zk, settings))
+                      lambda zk: LauncherService(config, zk, settings))
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -39,6 +39,15 @@ class TriggerEvent:
     hashtags: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    # GitHub: the webhook's action (opened, changed, comment, labeled,
+    # status, submitted, rerequested ...), the label added or removed,
+    # a review's state, ``user:context:state`` of a commit status and
+    # ``app:name:conclusion`` of a check run.
+    action: str | None = None
+    label: str | None = None
+    review_state: str | None = None
+    status: str | None = None
+    check: str | None = None
     data: dict | None = None  # the raw payload, for logs
 
     @property

@@ -2,7 +2,8 @@
 the address change links point to (``<canonical url>/c/<project>/+/<n>``,
 as the store's ``change_url`` and Zuul's status page build them), ``/<n>``
 redirecting there, ``/`` listing the open changes and
-``/tools/hooks/commit-msg`` (the hook also served over scp).
+``/tools/hooks/commit-msg`` (the hook also served over scp); the
+authenticated REST API under ``/a/`` and the ``/login`` form go to rest.py.
 
 Plain HTML written for this server; everything taken from the store is
 escaped.
@@ -11,6 +12,7 @@ escaped.
 from __future__ import annotations
 
 import html
+import json
 import logging
 import re
 import threading
@@ -19,7 +21,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote, unquote, urlsplit
 
-from zuul.devtools.gerrit import hooks
+from zuul.devtools.gerrit import hooks, rest
 from zuul.devtools.gerrit.query import _dependencies
 from zuul.devtools.gerrit.store import Change, ReviewStore
 
@@ -75,9 +77,46 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self):  # noqa: N802 - http.server API
         self._respond(body=False)
 
+    def do_POST(self):  # noqa: N802 - http.server API
+        if not self._is_rest(urlsplit(self.path).path):
+            return self._send(405, _page('Not allowed', '<p>Method not allowed</p>'))
+        self._rest('POST')
+
+    @staticmethod
+    def _is_rest(path: str) -> bool:
+        return path.startswith('/a/') or path == '/login'
+
+    def _rest(self, method: str) -> None:
+        parts = urlsplit(self.path)
+        length = int(self.headers.get('Content-Length') or 0)
+        body = self.rfile.read(length) if length else b''
+        try:
+            status, value, headers = rest.handle(self.server.store, method,
+                                                 parts.path, parts.query,
+                                                 self.headers, body)
+        except Exception:  # a handler bug must not kill the thread silently
+            log.exception('%s %s failed', method, self.path)
+            status, value, headers = 500, 'Internal error', {}
+        if status == 200:
+            data = (")]}'\n" + json.dumps(value, indent=2)).encode('utf-8')
+            ctype = 'application/json; charset=UTF-8'
+        else:
+            data = f'{value}\n'.encode('utf-8') if value is not None else b''
+            ctype = 'text/plain; charset=UTF-8'
+        self.send_response(status)
+        self.send_header('Content-Type', ctype)
+        self.send_header('Content-Length', str(len(data)))
+        for name, values in headers.items():
+            for value in values if isinstance(values, list) else [values]:
+                self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
     def _respond(self, body: bool) -> None:
         path = urlsplit(self.path).path
         store = self.server.store
+        if body and self._is_rest(path):
+            return self._rest('GET')
         try:
             if path == '/':
                 return self._send(200, _index_page(store), body=body)

@@ -38,17 +38,32 @@ _trigger = vs.Schema({
     'email': regex_or_list(), 'email_filter': regex_or_list(),
     'username': regex_or_list(), 'username_filter': regex_or_list(),
     'added': regex_or_list(), 'removed': regex_or_list(), 'scheme': str,
-    'uuid': str, 'debug': bool,
+    'uuid': str,
 })
+
+CHECK_STATES = ('NOT_STARTED', 'SCHEDULED', 'RUNNING', 'SUCCESSFUL', 'FAILED',
+                'NOT_RELEVANT')
+
+
+def _one_checker(value: dict) -> dict:
+    if ('uuid' in value) == ('scheme' in value):
+        raise vs.Invalid('checks-api needs exactly one of uuid and scheme')
+    return value
+
+
+_checks_api = vs.All({'uuid': str, 'scheme': str,
+                      vs.Required('state'): vs.Any(*CHECK_STATES), 'message': str},
+                     _one_checker)
 
 _reporter = vs.Schema({'submit': bool, 'comment': bool,
                        'notify': vs.Any('NONE', 'OWNER', 'OWNER_REVIEWERS', 'ALL'),
-                       'checks-api': dict, str: vs.Any(int, str, bool)})
+                       'checks-api': _checks_api, str: vs.Any(int, str, bool)})
 
 _connection = vs.Schema({
     vs.Required('server'): str, 'port': vs.Coerce(int), 'baseurl': str, 'user': str,
     'sshkey': str, 'keepalive': vs.Coerce(int), 'canonical_hostname': str,
-    'git_over_ssh': str, 'password': str, 'auth_type': str, 'verify_ssl': str,
+    'git_over_ssh': str, 'password': str,
+    'auth_type': vs.Any('basic', 'digest', 'form', 'gcloud_service'), 'verify_ssl': str,
     'poll_interval': vs.Coerce(int), 'known_hosts': str, 'max_dependencies': str,
     'event_delay': str, 'ref_filter': str, 'gitweb_url_template': str,
 }, extra=vs.ALLOW_EXTRA)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from zuul.driver.gerrit.checks import event_checker, scheme_of
 from zuul.lib.regex import compile_regex
 from zuul.model.events import TriggerEvent
 
@@ -120,6 +121,10 @@ class GerritEventFilter:
         reject = conf.get('reject')
         self.require = GerritRequirement(require) if require else None
         self.reject = GerritRequirement(reject, reject=True) if reject else None
+        # Checks plugin: the checker (uuid) or its scheme (the part of the
+        # UUID before the colon) a pending-check event must name.
+        self.uuid = conf.get('uuid')
+        self.scheme = conf.get('scheme')
         self.hashtags_added = _compile_all(conf.get('added'))
         self.hashtags_removed = _compile_all(conf.get('removed'))
 
@@ -134,6 +139,10 @@ class GerritEventFilter:
         if self.types and not any(t.search(event.type) for t in self.types):
             return False
         if self.branches and not any(r.search(event.branch or '') for r in self.branches):
+            return False
+        if self.uuid and event_checker(event) != self.uuid:
+            return False
+        if self.scheme and scheme_of(event_checker(event)) != self.scheme:
             return False
         if self.refs and not any(r.search(event.ref or '') for r in self.refs):
             return False

@@ -29,7 +29,9 @@ from zuul.driver.gerrit.changes import (
     change_number_from_url,
     depends_on_footers,
 )
+from zuul.driver.gerrit.checks import DEFAULT_CHECKS_POLL_INTERVAL, GerritChecks
 from zuul.driver.gerrit.events import MalformedEventError, parse_event
+from zuul.driver.gerrit.rest import GerritRESTClient, check_auth_type
 from zuul.driver.gerrit.ssh import GerritEventStream, GerritSSH
 from zuul.model.change import Change, Ref
 from zuul.model.events import TriggerEvent
@@ -98,6 +100,17 @@ class GerritConnection:
         self.ref_filter = _regex_list(options.get('ref_filter') or DEFAULT_REF_FILTER)
         self._ref_heads: dict[str, dict[str, str]] | None = None
         self._poll_thread: threading.Thread | None = None
+        # HTTP (REST) access: with a password, as auth_type says.
+        self.auth_type = check_auth_type(options.get('auth_type'))
+        self.rest: GerritRESTClient | None = None
+        self.checks: GerritChecks | None = None
+        if options.get('password'):
+            self.rest = GerritRESTClient(
+                self.baseurl, self.user, options['password'], self.auth_type,
+                verify_ssl=str(options.get('verify_ssl', 'true')).lower() not in
+                ('false', '0', 'no'))
+            self.checks = GerritChecks(name, self.rest, self.query_change)
+        self._checks_thread: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -116,12 +129,16 @@ class GerritConnection:
             self._poll_thread = threading.Thread(
                 target=self._poll_loop, name=f'gerrit-poll-{self.name}', daemon=True)
             self._poll_thread.start()
+        if self.checks is not None:
+            self._checks_thread = threading.Thread(
+                target=self._checks_loop, name=f'gerrit-checks-{self.name}', daemon=True)
+            self._checks_thread.start()
 
     def stop(self) -> None:
         self._stopping.set()
         with self._delay_cond:
             self._delay_cond.notify_all()
-        for thread in (self._delay_thread, self._poll_thread):
+        for thread in (self._delay_thread, self._poll_thread, self._checks_thread):
             if thread is not None:
                 thread.join(10)
         if self.stream is not None:
@@ -461,6 +478,28 @@ class GerritConnection:
             except Exception:
                 log.exception('Polling refs on %s failed', self.name)
             self._stopping.wait(self.poll_interval)
+
+    # -- checks plugin (pending-check events, checks-api reports) ----------
+
+    def poll_checks(self) -> list[TriggerEvent]:
+        """One poll of the pending checks (checks.py); the events are
+        delivered and returned."""
+        if self.checks is None:
+            raise RuntimeError(f'Gerrit connection {self.name} has no HTTP password: '
+                               f'the checks plugin is reached over HTTP')
+        events = self.checks.poll()
+        for event in events:
+            self._deliver(event)
+        return events
+
+    def _checks_loop(self) -> None:
+        interval = self.poll_interval or DEFAULT_CHECKS_POLL_INTERVAL
+        while not self._stopping.is_set():
+            try:
+                self.poll_checks()
+            except Exception:
+                log.exception('Polling pending checks on %s failed', self.name)
+            self._stopping.wait(interval)
 
     def lookup_change(self, project: str, spec: str) -> Change:
         number, _, patchset = str(spec).partition(',')

@@ -6,12 +6,14 @@ request is retried up to ``launch-retries`` times, then declined."""
 from __future__ import annotations
 
 from nodepool.zk.records import FAILED
+from tests.functional import test_nodepool_nodes as nodes
 from tests.functional import test_nodepool_support as support
 from tests.functional.test_nodepool_support import request_state, wait_until
 
 launchers = support.launchers
 requestor = support.requestor
 zk = support.zk
+netns_provider = nodes.netns_provider
 
 CONFIG = """
 labels:
@@ -54,3 +56,19 @@ def test_instance_ready_within_launch_timeout_is_used(launchers, requestor, zk):
     assert len(launcher.adapters['sim'].created) == 1
     requestor.release(handle)
     wait_until(launcher, lambda: not zk.get_nodes(), 'used node deleted')
+
+
+@nodes.needs_netns
+def test_netns_host_not_up_within_launch_timeout_fails(netns_provider, launchers, requestor,
+                                                       zk, ssh_keypair):
+    # Starting a namespace and its sshd takes far longer than 1 ms.
+    text = nodes.netns_config(netns_provider, ssh_keypair.public_key).replace(
+        '    boot-timeout: 60\n', '    boot-timeout: 60\n    launch-timeout: 0.001\n'
+        '    launch-retries: 0\n')
+    launcher = launchers.make(text)
+    handle = requestor.submit(['netns-node'])
+    assert handle.wait(120)
+    assert not handle.fulfilled
+    manager = launcher.adapters[netns_provider['name']].manager
+    wait_until(launcher, lambda: not zk.get_nodes(), 'failed node removed', timeout=60)
+    assert manager.list(netns_provider['name'] + '-') == []

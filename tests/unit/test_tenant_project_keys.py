@@ -104,3 +104,114 @@ def test_without_always_dynamic_branches_every_branch_is_static(systems, tmp_pat
               always-dynamic-branches: ['feature/.*']""", '          - org/proj')
     scheduler, _ = _start(systems, tmp_path, main, repos)
     assert 'feature-job' in scheduler.tenants['t1'].layout.jobs
+
+
+# -- configure-projects ----------------------------------------------------------
+
+CONFIGURE_MAIN = """
+- tenant:
+    name: t1
+    source:
+      gerrit:
+        config-projects: [org/config]
+        untrusted-projects:
+          - org/jobs:
+              configure-projects: ['org/app[0-9]', org/named]
+          - org/app1
+          - org/named
+          - org/other
+"""
+
+JOBS = """
+- job:
+    name: lint
+- project:
+    name: %s
+    check:
+      jobs: [lint]
+"""
+
+
+def _configure_repos(target):
+    return {'org/config': {'master': CONFIG}, 'org/jobs': {'master': JOBS % target}}
+
+
+@pytest.mark.parametrize('target', ['org/app1', 'org/named', 'review.example.org/org/app1'])
+def test_configure_projects_lets_a_project_configure_the_projects_it_names(
+        systems, tmp_path, target):
+    scheduler, executor = _start(systems, tmp_path, CONFIGURE_MAIN,
+                                 _configure_repos(target))
+    assert [e for e in scheduler.tenants['t1'].layout.errors if e.severity == 'error'] == []
+    project = target.split('/', 1)[1] if target.startswith('review') else target
+    enqueue_ref(scheduler, 't1', 'check', project)
+    assert _jobs(executor) == ['lint']
+    executor.finish_all()
+    assert scheduler.wait_until_settled(60)
+
+
+@pytest.mark.parametrize('target', ['org/other', 'org/config'])
+def test_configure_projects_does_not_reach_other_or_trusted_projects(
+        systems, tmp_path, target):
+    scheduler, executor = _start(systems, tmp_path, CONFIGURE_MAIN,
+                                 _configure_repos(target))
+    [error] = [e for e in scheduler.tenants['t1'].layout.errors if e.severity == 'error']
+    assert error.project == 'org/jobs' and 'may not configure another project' in \
+        error.reason
+    enqueue_ref(scheduler, 't1', 'check', target)
+    assert executor.requests == []
+
+
+def test_configure_projects_regex_must_compile(tmp_path):
+    from zuul.configloader.tenant import load_tenant_config
+    path = tmp_path / 'main.yaml'
+    path.write_text(CONFIGURE_MAIN.replace("'org/app[0-9]'", "'org/app['"))
+    [error] = load_tenant_config(str(path)).errors
+    assert 'configure-projects: invalid regular expression "org/app["' in error.reason
+
+
+# -- include-provider-config --------------------------------------------------------
+
+PROVIDER_MAIN = """
+- tenant:
+    name: t1
+    source:
+      gerrit:
+        config-projects: [org/config]
+        untrusted-projects:
+          - org/plain
+          - org/granted:
+              include-provider-config: true
+          - org/picky:
+              include: [job]
+              include-provider-config: true
+              exclude: [flavor]
+"""
+
+
+def _label_repo(name):
+    return {'master': f"""
+        - image: {{name: {name}-img, type: zuul}}
+        - flavor: {{name: {name}-flv}}
+        - label: {{name: {name}-lbl, image: {name}-img, flavor: {name}-flv}}
+        - job: {{name: {name}-job}}
+        """}
+
+
+def test_untrusted_projects_load_provider_config_only_when_included(systems, tmp_path):
+    repos = {'org/config': {'master': CONFIG + '- label: {name: cfg-lbl}\n'},
+             'org/plain': _label_repo('plain'), 'org/granted': _label_repo('granted'),
+             'org/picky': {'master': """
+        - image: {name: picky-img, type: zuul}
+        - flavor: {name: picky-flv}
+        - job: {name: picky-job}
+        - nodeset: {name: picky-nodes, nodes: []}
+        """}}
+    scheduler, _ = _start(systems, tmp_path, PROVIDER_MAIN, repos)
+    layout = scheduler.tenants['t1'].layout
+    # Config projects always; untrusted ones only with the key (after
+    # include, before exclude).
+    assert sorted(layout.labels) == ['cfg-lbl', 'granted-lbl']
+    assert sorted(layout.images) == ['granted-img', 'picky-img']
+    assert sorted(layout.flavors) == ['granted-flv']
+    assert {'plain-job', 'granted-job', 'picky-job'} <= set(layout.jobs)
+    assert 'picky-nodes' not in layout.nodesets

@@ -8,6 +8,7 @@ is neither an attribute nor a pipeline is an error naming it."""
 
 from __future__ import annotations
 
+import re2
 import voluptuous as vs
 
 from zuul.configloader.job_parser import JobParser, check_variables, compile_regexes
@@ -108,10 +109,33 @@ class ProjectParser:
         resolved = self.context.resolve_project(name) if self.context is not None else name
         if resolved is None:
             raise ConfigurationError(f'unknown project "{name}" (not in this tenant)')
-        if not sc.trusted and sc.project and resolved != sc.project:
+        if not sc.trusted and sc.project and resolved != sc.project and \
+                not self._may_configure(sc.project, resolved):
             raise ConfigurationError(f'project {sc.project} may not configure another '
-                                     f'project ("{name}"); only config projects may')
+                                     f'project ("{name}"); only config projects may, and '
+                                     'projects whose configure-projects lists it')
         return resolved
+
+    def _may_configure(self, source: str, target: str) -> bool:
+        """The tenant file's ``configure-projects`` of ``source``: names or
+        RE2 regexes of the untrusted projects it may configure."""
+        tenant = getattr(self.context, 'tenant', None)
+        projects = getattr(tenant, 'projects', None) or ()
+        granted = next((tp.configure_projects for tp in projects if tp.name == source), ())
+        target_tp = next((tp for tp in projects if tp.name == target), None)
+        if not granted or target_tp is None or target_tp.trusted:
+            return False
+        aliases = [n for n, stored in (self.context.known_projects or {}).items()
+                   if stored == target] or [target]
+        for pattern in granted:
+            if self.context.resolve_project(pattern) == target:
+                return True
+            try:
+                if any(re2.fullmatch(pattern, alias) for alias in aliases):
+                    return True
+            except re2.error:
+                continue
+        return False
 
     def _common(self, obj: ProjectConfig, conf, sections: dict, sc: SourceContext) -> None:
         if 'vars' in conf:

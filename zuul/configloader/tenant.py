@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 
+import re2
 import voluptuous as vs
 
 from zuul.configloader.semaphore import SEMAPHORE_SCHEMA
 from zuul.lib import yamlutil
 from zuul.model.errors import ConfigError, SourceContext
 from zuul.model.semaphore import Semaphore
-from zuul.model.tenant import ALL_CLASSES, Tenant, TenantConfig, TenantProject
+from zuul.model.tenant import ALL_CLASSES, PROVIDER_CLASSES, Tenant, TenantConfig, TenantProject
 
 _str_list = vs.Any(str, [str])
 _class_list = vs.Any(str, [str])
@@ -68,18 +69,42 @@ def _as_list(value) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _load_classes(options: dict) -> frozenset:
+def _load_classes(options: dict, trusted: bool) -> frozenset:
+    """Object types a project's configuration may define: ``include``
+    (default: all, but for untrusted projects not the provider objects),
+    plus the provider objects with ``include-provider-config: true``,
+    minus ``exclude``."""
     include = options.get('include')
     exclude = options.get('exclude')
-    classes = set(ALL_CLASSES) if include is None else set(_as_list(include))
+    if include is not None:
+        classes = set(_as_list(include))
+    else:
+        classes = set(ALL_CLASSES) if trusted else set(ALL_CLASSES - PROVIDER_CLASSES)
+    if options.get('include-provider-config'):
+        classes |= PROVIDER_CLASSES
     classes -= set(_as_list(exclude))
     return frozenset(classes)
 
 
+_REGEX_OPTIONS = ('include-branches', 'exclude-branches', 'always-dynamic-branches',
+                  'configure-projects')
+
+
+def _check_regexes(name: str, options: dict) -> None:
+    for key in _REGEX_OPTIONS:
+        for pattern in _as_list(options.get(key)):
+            try:
+                re2.compile(pattern)
+            except re2.error as e:
+                raise TenantConfigError(f'project {name}: {key}: invalid regular '
+                                        f'expression "{pattern}": {e}') from None
+
+
 def _tenant_project(connection: str, name: str, trusted: bool, options: dict) -> TenantProject:
+    _check_regexes(name, options)
     return TenantProject(
         connection=connection, name=name, trusted=trusted,
-        load_classes=_load_classes(options),
+        load_classes=_load_classes(options, trusted),
         shadow=tuple(_as_list(options.get('shadow'))),
         exclude_unprotected_branches=options.get('exclude-unprotected-branches'),
         include_branches=tuple(_as_list(options.get('include-branches'))),
@@ -87,7 +112,8 @@ def _tenant_project(connection: str, name: str, trusted: bool, options: dict) ->
         extra_config_paths=tuple(_as_list(options.get('extra-config-paths'))),
         load_branch=options.get('load-branch'),
         implicit_branch_matcher=options.get('implied-branch-matchers'),
-        always_dynamic_branches=tuple(_as_list(options.get('always-dynamic-branches'))))
+        always_dynamic_branches=tuple(_as_list(options.get('always-dynamic-branches'))),
+        configure_projects=tuple(_as_list(options.get('configure-projects'))))
 
 
 def _projects_from_list(connection: str, entries, trusted: bool):

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 ALL_CLASSES = frozenset({'pipeline', 'job', 'semaphore', 'project', 'project-template',
                          'nodeset', 'secret', 'queue', 'pragma', 'image', 'flavor',
                          'label', 'section', 'provider'})
+# Node and image objects (seed 001): loaded from config projects, and from
+# untrusted projects only with ``include-provider-config: true``.
+PROVIDER_CLASSES = frozenset({'image', 'flavor', 'label', 'section', 'provider'})
 
 
 @dataclass
@@ -26,6 +29,9 @@ class TenantProject:
     load_branch: str | None = None
     implicit_branch_matcher: bool | None = None
     always_dynamic_branches: tuple = ()
+    # Names or regexes of untrusted projects whose project stanzas this
+    # project may write (``configure-projects``).
+    configure_projects: tuple = ()
 
 
 @dataclass

@@ -32,7 +32,7 @@ CONNECTIONS = {'gerrit': 'gerrit', 'gerrithub': 'gerrit', 'opendev': 'gerrit',
                'gitea': 'gitea', 'smtp': 'smtp', 'mysql': 'sql', 'sql': 'sql'}
 HOSTNAMES = {'gerrit': 'opendev.org', 'github': 'github.com',
              'googlesource': 'gerrit.googlesource.com'}
-UNSUPPORTED_DRIVERS = {'github', 'gitlab', 'gitea'}
+UNSUPPORTED_DRIVERS = {'gitlab', 'gitea'}
 
 REFERENCE = re.compile(
     r'^(?:[\w-]+: job "[^"]+": )?(unknown parent job|unknown nodeset|unknown '
@@ -106,6 +106,8 @@ def test_opendev_openstack_tenant_loads():
     assert {'check', 'gate', 'post', 'periodic'} <= set(layout.pipelines)
     gate = layout.pipelines['gate']
     assert gate.manager == 'dependent' and 'gerrit' in gate.triggers
+    # OpenDev's GitHub triggers and reporters load with the github driver.
+    assert 'github' in layout.pipelines['check'].triggers
     # Real secrets stay encrypted, chunked, until a job runs.
     secret = next(iter(layout.secrets.values()))
     assert all(v.ciphertext for v in secret.encrypted_values())

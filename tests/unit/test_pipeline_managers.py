@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 from zuul.manager import manager_for
+from zuul.manager.cycles import CYCLE_REFUSED, Dependencies, dependency_groups
 from zuul.model import item as m
 from zuul.model.change import Change, Ref
 from zuul.scheduler.semaphores import SemaphoreHandler
@@ -36,8 +37,18 @@ class Collaborators:
 
     def __init__(self, jobs=('job1',), broken=(), conflicting=(), queues=None,
                  needs=None, nodes=False, deps=None, semaphores=None, job_semaphores=None,
-                 failed_nodes=(), hold_jobs=()):
+                 failed_nodes=(), hold_jobs=(), allow_cycles=False, by_topic=False,
+                 topics=None, job_attrs=None, fail_own=None):
         self.jobs = jobs
+        # Dependency cycles: the queue's allow-circular-dependencies and
+        # dependencies-by-topic, change number -> topic, job -> frozen
+        # attributes (deduplicate, required_projects), and
+        # (change number, job) pairs whose own build fails.
+        self.allow_cycles = allow_cycles
+        self.by_topic = by_topic
+        self.topics = topics or {}
+        self.job_attrs = job_attrs or {}
+        self.fail_own = set(fail_own or ())
         self.hold_jobs = set(hold_jobs)
         self.layout = SimpleNamespace(semaphores={
             name: SimpleNamespace(max=n) for name, n in (semaphores or {}).items()})
@@ -70,8 +81,27 @@ class Collaborators:
         return [self.changes[n] for n in self.needs.get(change.number, ())
                 if not self.changes[n].is_merged]
 
+    def resolve_dependencies(self, pipeline, change):
+        if not isinstance(change, Change):
+            return Dependencies(groups=[[change]])
+
+        def needed_of(c):
+            deps = self.get_needed_changes(c)
+            topic = self.topics.get(c.number)
+            if self.by_topic and topic:
+                deps += [self.changes[n] for n, t in sorted(self.topics.items())
+                         if t == topic and n != c.number and not self.changes[n].is_merged]
+            return deps
+        groups = dependency_groups(change, needed_of)
+        error = None
+        if any(len(g) > 1 for g in groups) and not self.allow_cycles:
+            error = CYCLE_REFUSED.format(project=change.project)
+        return Dependencies(groups=groups, error=error)
+
     def missing_needed_changes(self, item):
         ahead = {i.change.key for i in item.items_ahead()}
+        if item.bundle is not None:
+            ahead |= {i.change.key for i in item.bundle.live_items()}
         for n in self.needs.get(item.change.number, ()):
             dep = self.changes[n]
             if not dep.is_merged and dep.key not in ahead:
@@ -95,7 +125,8 @@ class Collaborators:
     def freeze_jobs(self, pipeline, item):
         return [m.JobRef(j, hard_dependencies=tuple(self.deps.get(j, ())),
                          semaphores=tuple(self.job_semaphores.get(j, ())),
-                         hold_following_changes=j in self.hold_jobs)
+                         hold_following_changes=j in self.hold_jobs,
+                         frozen=dict(self.job_attrs[j]) if j in self.job_attrs else None)
                 for j in self.jobs], []
 
     def acquire_semaphores(self, item, job):
@@ -176,8 +207,10 @@ class Collaborators:
                 build = self.running.pop(0)
                 if build.build_set.item.current_build_set is not build.build_set:
                     continue
-                result = m.FAILURE if set(build.tested) & self.broken and \
-                    build.job.name in ('job1', 'job2') else m.SUCCESS
+                own = (build.build_set.item.change.number, build.job.name)
+                result = m.FAILURE if (set(build.tested) & self.broken and
+                                       build.job.name in ('job1', 'job2')) or \
+                    own in self.fail_own else m.SUCCESS
                 self.history.append((build.job.name, result, tuple(build.tested)))
                 self.manager.on_build_completed(build, result)
                 continue

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 
+from zuul.manager.bundles import BundleReporting
+from zuul.manager.cycles import CYCLE_QUEUES, deduplication_source
 from zuul.model import item as m
 from zuul.model.change import Change
 
@@ -39,7 +41,7 @@ def item_log(item: m.QueueItem) -> ItemLogAdapter:
     return ItemLogAdapter(log, {'event_id': item.event_id})
 
 
-class PipelineManager:
+class PipelineManager(BundleReporting):
     """Template-method base for independent, dependent and supercedent."""
 
     dependent = False
@@ -63,9 +65,10 @@ class PipelineManager:
     def get_queue(self, change, create: bool = True) -> m.ChangeQueue | None:
         raise NotImplementedError
 
-    def enqueue_needed_changes(self, change, event, quiet) -> bool:
-        """Make sure the changes ``change`` needs are merged or ahead of it;
-        returns False if it must not be enqueued."""
+    def enqueue_needed_changes(self, change, event, quiet, deps) -> bool:
+        """Make sure the changes ``change`` needs (``deps``, a
+        ``cycles.Dependencies``) are merged or ahead of it; returns False
+        if it must not be enqueued."""
         return True
 
     # -- queries --------------------------------------------------------
@@ -100,13 +103,20 @@ class PipelineManager:
             return None
         if not self._connection_allowed(change):
             return None
-        if live and self._over_tenant_limits(change, self._needed_for_limits(change)):
+        deps = None
+        if live and not self.pipeline.ignore_dependencies:
+            deps = self.ctx.resolve_dependencies(self.pipeline, change)
+            if deps.error:
+                self._refuse(change, event, quiet, deps.error)
+                return None
+        if live and self._over_tenant_limits(change, self._needed_for_limits(change, deps)):
             return None
-        if live and not self.pipeline.ignore_dependencies and \
-                not self.enqueue_needed_changes(change, event, quiet):
+        if deps is not None and not self.enqueue_needed_changes(change, event, quiet, deps):
             log.info('%s: dependencies not satisfied, not enqueueing in %s',
                      change.describe(), self.name)
             return None
+        if deps is not None and len(deps.cycle) > 1:
+            return self._enqueue_bundle(change, deps.cycle, event, quiet, ignore_requirements)
         queue = self.get_queue(change)
         if queue is None:
             return None
@@ -118,6 +128,79 @@ class PipelineManager:
         if live and not quiet:
             self.ctx.report(self.pipeline, item, 'enqueue')
         return item
+
+    # -- dependency cycles ------------------------------------------------
+
+    def _refuse(self, change, event, quiet: bool, message: str) -> None:
+        """``change`` may not be enqueued (a dependency cycle its queue
+        does not allow): it gets the pipeline's failure report with
+        ``message`` as a warning, as released Zuul reports it."""
+        log.info('[e: %s] Not enqueueing %s in %s: %s',
+                 getattr(event, 'event_id', None), change.describe(), self.name, message)
+        if quiet:
+            return
+        item = m.QueueItem(change=change, event=event)
+        item.warnings.append(message)
+        item.current_build_set.jobs = []
+        item.current_build_set.merge_state = m.MERGE_COMPLETE
+        item.reported = True
+        self._report_result(item, 'failure')
+
+    def _cycle_members_allowed(self, change, others, ignore_requirements: bool) -> bool:
+        for other in others:
+            if not ignore_requirements and not self.ctx.change_meets_requirements(
+                    self.pipeline, other):
+                log.info('%s is in a dependency cycle with %s, which does not meet the '
+                         'requirements of %s: not enqueueing the cycle', change.describe(),
+                         other.describe(), self.name)
+                return False
+            if not self._connection_allowed(other):
+                return False
+        return True
+
+    def _take_out_for_bundle(self, cycle) -> None:
+        """Items of the cycle's changes enqueued before the cycle closed
+        leave (unreported): the bundle replaces them."""
+        keys = {c.key for c in cycle}
+        for item in list(self.all_items()):
+            if item.live and item.change.key in keys and _in_queue(item):
+                item_log(item).info('%s is now part of a dependency cycle: replacing its '
+                                    'item by the cycle\'s', item.change.describe())
+                self.remove_item(item)
+
+    def _enqueue_bundle(self, change, cycle, event, quiet: bool, ignore_requirements: bool,
+                        queue=None, ahead=()) -> m.QueueItem | None:
+        """Enqueue every change of ``cycle`` (which holds ``change``) as
+        one bundle of live items, one after the other in one queue (the
+        shared queue of the changes, or ``queue``), behind the changes
+        ``ahead`` as items that are not live."""
+        others = [c for c in cycle if c.key != change.key]
+        if not self._cycle_members_allowed(change, others, ignore_requirements):
+            return None
+        if queue is None:
+            queue = self.get_queue(change)
+            if queue is None:
+                return None
+            if any(self.get_queue(other) is not queue for other in others):
+                self._refuse(change, event, quiet, CYCLE_QUEUES.format(
+                    changes=', '.join(c.describe() for c in cycle)))
+                return None
+        self._take_out_for_bundle(cycle)
+        for dep in ahead:
+            queue.enqueue_item(m.QueueItem(change=dep, event=event, live=False))
+        bundle = m.Bundle()
+        for c in cycle:
+            item = m.QueueItem(change=c, event=event, live=True, quiet=quiet)
+            bundle.add(item)
+            queue.enqueue_item(item)
+        log.info('[e: %s] Enqueued the dependency cycle %s in %s queue %s',
+                 bundle.items[0].event_id, bundle.describe(), self.name,
+                 queue.name or '<independent>')
+        for item in bundle.items:
+            self.ctx.item_enqueued(self.pipeline, item)
+            if not quiet:
+                self.ctx.report(self.pipeline, item, 'enqueue')
+        return next(i for i in bundle.items if i.change.key == change.key)
 
     def _connection_allowed(self, change) -> bool:
         """``allow-other-connections: false``: only changes (live, or
@@ -145,11 +228,14 @@ class PipelineManager:
         return self._tenant_limit('max_changes_per_pipeline') is not None or \
             self._tenant_limit('max_dependencies') is not None
 
-    def _needed_for_limits(self, change) -> list:
-        """The unmerged changes ``change`` needs, looked up only when a
-        tenant limit is set (the lookup is not free)."""
+    def _needed_for_limits(self, change, deps=None) -> list:
+        """The unmerged changes ``change`` needs (with the other changes
+        of its dependency cycle), looked up only when a tenant limit is
+        set (the lookup is not free)."""
         if self.pipeline.ignore_dependencies or not self._limits_set():
             return []
+        if deps is not None:
+            return deps.needed + [c for c in deps.cycle if c.key != change.key]
         return self.ctx.get_needed_changes(change) or []
 
     def changes_in_pipeline(self) -> int:
@@ -274,8 +360,14 @@ class PipelineManager:
         if item.live:
             self.ctx.item_reported(self.pipeline, item, 'dequeued')
         left = [item]
+        if item.bundle is not None:
+            for other in item.bundle.items:
+                if _in_queue(other):
+                    left += self.dequeue_item(
+                        other, f'it is in a dependency cycle with {item.change.describe()}, '
+                        f'which left ({reason})', event, report)
         for other in self._items_needing(item, behind):
-            if other.queue is not None:
+            if _in_queue(other):
                 left += self.dequeue_item(
                     other, f'it needs {item.change.describe()}, which left ({reason})',
                     event, report)
@@ -316,9 +408,15 @@ class PipelineManager:
             self.ctx.cancel_merge(bs)
 
     def reset_item(self, item: m.QueueItem, why: str) -> None:
-        item_log(item).info('Resetting %s: %s', item.change.describe(), why)
-        self.cancel_jobs(item)
-        item.reset_build_set()
+        """Start testing ``item`` afresh; the items of its dependency
+        cycle are tested with it, so they start afresh too."""
+        items = [item]
+        if item.bundle is not None:
+            items += [i for i in item.bundle.items if i is not item and _in_queue(i)]
+        for each in items:
+            item_log(each).info('Resetting %s: %s', each.change.describe(), why)
+            self.cancel_jobs(each)
+            each.reset_build_set()
 
     # -- the main loop --------------------------------------------------
 
@@ -372,16 +470,26 @@ class PipelineManager:
         queue = item.queue
         if self.dependent and item.live and not self._needed_changes_ok(item):
             return True, nnfi
-        if self.dependent and queue.move_item(item, nnfi):
+        if self.dependent and queue.move_item(item, self._expected_ahead(item, nnfi)):
             self.reset_item(item, 'the items ahead of it changed')
             changed = True
+        elif self.dependent and self._built_on_other_items(item):
+            self.reset_item(item, 'the items it was tested with changed')
+            changed = True
+        bundle_failing = item.bundle is not None and item.bundle.is_failing()
         actionable = queue.is_actionable(item)
         if actionable:
             changed |= self._prepare(item)
-            if item.live:
+            if item.live and not bundle_failing:
                 changed |= self._start_jobs(item)
-        failing = item.is_failing() if item.live else False
-        if item.live and self._ready_to_report(item):
+        if bundle_failing:
+            changed |= self._stop_failed_bundle(item)
+        failing = (item.is_failing() or bundle_failing) if item.live else False
+        if item.bundle is not None and item.live:
+            if self._bundle_ready_to_report(item.bundle):
+                self._report_bundle(item.bundle)
+                return True, nnfi
+        elif item.live and self._ready_to_report(item):
             self._report_and_remove(item)
             return True, nnfi
         if not item.live and not any(i.live for i in self._items_behind_in_list(item)):
@@ -438,9 +546,37 @@ class PipelineManager:
 
     def _merge_items(self, item: m.QueueItem) -> list[m.QueueItem]:
         """The items whose changes this one is tested on top of, oldest
-        first, then the item itself."""
+        first, then the item itself, then (in a dependency cycle) the
+        items of its bundle behind it: each item of a bundle is tested
+        with all of them."""
         ahead = [i for i in item.items_ahead() if not getattr(i, 'merged', False)]
-        return list(reversed(ahead)) + [item]
+        behind = []
+        if item.bundle is not None:
+            members = [i for i in item.bundle.items if _in_queue(i)]
+            behind = members[members.index(item) + 1:] if item in members else []
+        return list(reversed(ahead)) + [item] + behind
+
+    def _expected_ahead(self, item: m.QueueItem, nnfi):
+        """The item ``item`` is to be tested behind: the nearest
+        non-failing item ahead, but an item of a bundle stays right behind
+        the bundle item before it."""
+        if item.bundle is not None:
+            members = [i for i in item.bundle.items if _in_queue(i)]
+            position = members.index(item) if item in members else 0
+            if position > 0:
+                return members[position - 1]
+        return nnfi
+
+    def _built_on_other_items(self, item: m.QueueItem) -> bool:
+        """Whether ``item``'s speculative merge holds other items than it
+        would now (an item ahead of an item ahead was taken out of the
+        chain, a bundle changed): then it is tested again."""
+        bs = item.current_build_set
+        if bs.merge_state == m.MERGE_NEW or not item.live:
+            return False
+        was = [i for i in bs.dependent_items if _in_queue(i)]
+        now = [i for i in self._merge_items(item) if i is not item]
+        return was != now
 
     def _start_jobs(self, item: m.QueueItem) -> bool:
         bs = item.current_build_set
@@ -451,6 +587,16 @@ class PipelineManager:
         changed = item.skip_dependents_of_failures()
         for job in item.ready_jobs():
             if job.name in bs.node_requests or job.name in bs.nodesets:
+                continue
+            source = deduplication_source(item, job)
+            if source == 'wait':
+                continue    # an earlier item of the bundle may run it for both
+            if source is not None:
+                bs.deduplicated[job.name] = source
+                item_log(item).info('%s of %s is deduplicated: the build of %s counts',
+                                    job.name, item.change.describe(),
+                                    source.item.change.describe())
+                changed = True
                 continue
             if not self.ctx.acquire_semaphores(item, job):
                 continue  # waits until a holder elsewhere in the tenant finishes
@@ -493,18 +639,23 @@ class PipelineManager:
             return False
         return True
 
-    def _report_and_remove(self, item: m.QueueItem) -> None:
+    @staticmethod
+    def _item_action(item: m.QueueItem) -> str:
+        """The report an item's own results call for."""
         bs = item.current_build_set
         if bs.unable_to_merge:
-            action = 'merge-failure'
-        elif bs.config_errors:
-            action = 'config-error'
-        elif not bs.jobs:
-            action = 'no-jobs'
-        elif item.did_all_jobs_succeed():
-            action = 'success'
-        else:
-            action = 'failure'
+            return 'merge-failure'
+        if bs.config_errors:
+            return 'config-error'
+        if not bs.jobs:
+            return 'no-jobs'
+        if item.did_all_jobs_succeed():
+            return 'success'
+        return 'failure'
+
+    def _report_and_remove(self, item: m.QueueItem) -> None:
+        bs = item.current_build_set
+        action = self._item_action(item)
         merged = False
         was_disabled = self.disabled
         if not item.quiet:
@@ -640,6 +791,10 @@ def _fail_fast_reason(build: m.Build) -> str:
 
 def _manually_enqueued(item: m.QueueItem) -> bool:
     return getattr(item.event, 'type', None) in ('zuul-enqueue', 'zuul-enqueue-ref')
+
+
+def _in_queue(item: m.QueueItem) -> bool:
+    return item.queue is not None and item in item.queue.queue
 
 
 def _same_version(a, b) -> bool:

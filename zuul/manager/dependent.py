@@ -32,12 +32,11 @@ class DependentPipelineManager(PipelineManager):
         self.queues.append(queue)
         return queue
 
-    def enqueue_needed_changes(self, change, event, quiet) -> bool:
-        needed = self.ctx.get_needed_changes(change)
-        if needed is None:
-            return False
+    def enqueue_needed_changes(self, change, event, quiet, deps) -> bool:
+        # A needed change in a cycle of its own brings its whole bundle
+        # (add_change); the other changes of that cycle are then found.
         queue = self.get_queue(change, create=False)
-        for dep in needed:
+        for dep in deps.needed:
             existing = self.find_item(dep)
             if existing is not None:
                 if existing.queue is not queue:

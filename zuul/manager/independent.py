@@ -4,6 +4,7 @@ on top of the changes it depends on that have not merged yet."""
 from __future__ import annotations
 
 from zuul.manager.base import PipelineManager
+from zuul.manager.cycles import Dependencies
 from zuul.model import item as m
 
 
@@ -29,16 +30,23 @@ class IndependentPipelineManager(PipelineManager):
         if not ignore_requirements and not self.ctx.change_meets_requirements(
                 self.pipeline, change):
             return None
-        needed = [] if self.pipeline.ignore_dependencies else \
-            self.ctx.get_needed_changes(change)
-        if needed is None:  # a cycle or an unknown change
+        if self.pipeline.ignore_dependencies:
+            deps = Dependencies(groups=[[change]])
+        else:
+            deps = self.ctx.resolve_dependencies(self.pipeline, change)
+        if deps.error:
+            self._refuse(change, event, quiet, deps.error)
             return None
+        needed = deps.needed
+        others = [c for c in deps.cycle if c.key != change.key]
         if not all(self._connection_allowed(c) for c in [change, *needed]):
             return None
         # Each queue holds its own copies of the changes needed, so all of
         # them count towards max-changes-per-pipeline.
-        if self._limits_set() and self._over_tenant_limits(change, needed):
+        if self._limits_set() and self._over_tenant_limits(change, needed + others):
             return None
+        if others:
+            return self._enqueue_cycle(change, deps, event, quiet, ignore_requirements)
         queue = self.get_queue(change)
         for dep in needed:
             queue.enqueue_item(m.QueueItem(change=dep, event=event, live=False))
@@ -48,6 +56,16 @@ class IndependentPipelineManager(PipelineManager):
         if not quiet:
             self.ctx.report(self.pipeline, item, 'enqueue')
         return item
+
+    def _enqueue_cycle(self, change, deps, event, quiet, ignore_requirements):
+        """A change in a dependency cycle: one queue holds the changes the
+        cycle needs (not live), then every change of the cycle as one
+        bundle of live items, each tested with all of them."""
+        others = [c for c in deps.cycle if c.key != change.key]
+        if not self._cycle_members_allowed(change, others, ignore_requirements):
+            return None
+        return self._enqueue_bundle(change, deps.cycle, event, quiet, True,
+                                    queue=self.get_queue(change), ahead=deps.needed)
 
     def _new_changes_for(self, change, needed) -> int:
         return 1 + len(needed)
@@ -60,3 +78,4 @@ class IndependentPipelineManager(PipelineManager):
     @staticmethod
     def _is_newer(change, old) -> bool:
         return change.is_update_of(old) if hasattr(change, 'is_update_of') else False
+

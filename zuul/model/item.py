@@ -113,8 +113,12 @@ class BuildSet:
     # The project-pipeline's ``debug``: notes on how the jobs were chosen,
     # added to the report (None: not asked for).
     debug_messages: list | None = None
-    # The items ahead whose changes this build set was built on.
+    # The items ahead whose changes this build set was built on (and, in
+    # a dependency cycle, the other items of its bundle).
     dependent_items: tuple = ()
+    # Job ``deduplicate``: job name -> the build set (of another item of
+    # the same bundle) whose build of that job counts for this one too.
+    deduplicated: dict[str, BuildSet] = field(default_factory=dict)
 
     def job(self, name: str) -> JobRef | None:
         for j in self.jobs or ():
@@ -130,10 +134,35 @@ class BuildSet:
             if job is not None and build.job is not job:
                 build.job = job
 
+    def build_for(self, name: str) -> Build | None:
+        """This build set's build of job ``name``, or the one of the
+        bundle item it was deduplicated to (while that is current)."""
+        build = self.builds.get(name)
+        if build is not None:
+            return build
+        owner = self.deduplicated.get(name)
+        if owner is None:
+            return None
+        if owner.item.current_build_set is not owner:
+            del self.deduplicated[name]     # the owner was reset: run again
+            return None
+        if name in owner.skipped:
+            return None
+        return owner.builds.get(name)
+
+    def is_started(self, name: str) -> bool:
+        """Whether job ``name`` has a build, is skipped, or is
+        deduplicated to another item's build."""
+        return name in self.builds or name in self.skipped or name in self.deduplicated
+
     def result_of(self, name: str) -> str | None:
         if name in self.skipped:
             return SKIPPED
-        build = self.builds.get(name)
+        owner = self.deduplicated.get(name)
+        if owner is not None and owner.item.current_build_set is owner and \
+                name in owner.skipped:
+            return SKIPPED
+        build = self.build_for(name)
         return build.result if build else None
 
 
@@ -159,6 +188,11 @@ class QueueItem:
     dequeued_missing_requirements: bool = False
     id: str = field(default_factory=new_uuid)
     current_build_set: BuildSet | None = None
+    # The dependency cycle this item's change is part of (with
+    # ``allow-circular-dependencies``), None for a change on its own.
+    bundle: Bundle | None = None
+    # Notes added to the item's report (e.g. why it was not enqueued).
+    warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         if self.current_build_set is None:
@@ -184,7 +218,7 @@ class QueueItem:
         bs = self.current_build_set
         ready = []
         for job in bs.jobs or ():
-            if job.name in bs.builds or job.name in bs.skipped:
+            if bs.is_started(job.name):
                 continue
             if self._dependencies_met(job):
                 ready.append(job)
@@ -212,7 +246,7 @@ class QueueItem:
         while changed:
             changed = False
             for job in bs.jobs or ():
-                if job.name in bs.builds or job.name in bs.skipped:
+                if bs.is_started(job.name):
                     continue
                 for dep in job.hard_dependencies:
                     result = bs.result_of(dep)
@@ -226,7 +260,7 @@ class QueueItem:
         """zuul_return child-job selection: skip the named jobs."""
         bs = self.current_build_set
         for name in names:
-            if name not in bs.builds:
+            if name not in bs.builds and name not in bs.deduplicated:
                 bs.skipped[name] = reason
 
     def are_all_jobs_complete(self) -> bool:
@@ -241,7 +275,7 @@ class QueueItem:
             result = bs.result_of(job.name)
             if job.voting and result not in (None, SUCCESS, SKIPPED):
                 return True
-            build = bs.builds.get(job.name)
+            build = bs.build_for(job.name)
             if job.voting and result is None and build is not None and build.pre_fail:
                 return True
         return False
@@ -263,6 +297,39 @@ class QueueItem:
         while item is not None:
             yield item
             item = item.item_ahead
+
+
+@dataclass(eq=False)
+class Bundle:
+    """The items of one dependency cycle: enqueued together, each
+    tested with all of them, reported together, merged all or none."""
+
+    id: str = field(default_factory=new_uuid)
+    items: list[QueueItem] = field(default_factory=list)
+    # Set once the bundle's result is being reported, so each item
+    # reports the bundle's result and not only its own.
+    action: str | None = None
+
+    def add(self, item: QueueItem) -> None:
+        item.bundle = self
+        self.items.append(item)
+
+    def live_items(self) -> list[QueueItem]:
+        """The bundle's items still in their queue."""
+        return [i for i in self.items if i.queue is not None and i in i.queue.queue]
+
+    def is_failing(self) -> bool:
+        return any(i.is_failing() for i in self.live_items())
+
+    def is_complete(self) -> bool:
+        """Every item has its result: all jobs ended, or its merge or
+        configuration failed."""
+        return all(i.current_build_set.merge_state == MERGE_COMPLETE and
+                   (i.has_failed_merge_or_config() or i.are_all_jobs_complete())
+                   for i in self.live_items())
+
+    def describe(self) -> str:
+        return ', '.join(i.change.describe() for i in self.items)
 
 
 @dataclass(eq=False)

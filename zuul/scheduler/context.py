@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import logging
 
+from zuul.driver.gerrit.changes import topic_changes
 from zuul.manager.base import item_log
+from zuul.manager.cycles import CYCLE_QUEUES, CYCLE_REFUSED, Dependencies, dependency_groups
 from zuul.model import item as m
 from zuul.model.change import Branch, Change, Ref
 from zuul.model.events import TriggerEvent
+from zuul.model.queue import QueueConfig
 from zuul.scheduler.images import IMAGE_EVENTS, image_ref_for_event
 from zuul.scheduler.reporting import build_page_base, format_report
 
@@ -84,26 +87,72 @@ class SchedulerContext:
 
     def get_needed_changes(self, change):
         """Unmerged changes ``change`` needs, dependencies first; None if
-        they form a cycle (not supported)."""
+        they form a cycle (see ``resolve_dependencies`` for cycles)."""
         if not isinstance(change, Change):
             return []
-        ordered, seen, stack = [], set(), set()
+        groups = dependency_groups(change, self._needed)
+        if any(len(group) > 1 for group in groups):
+            return None
+        return [c for group in groups[:-1] for c in group]
 
-        def visit(c):
-            if c.key in stack:
-                return False
-            if c.key in seen:
-                return True
-            stack.add(c.key)
-            for dep in self._needed(c):
-                if not visit(dep):
-                    return False
-            stack.discard(c.key)
-            seen.add(c.key)
-            if c is not change:
-                ordered.append(c)
-            return True
-        return ordered if visit(change) else None
+    def resolve_dependencies(self, pipeline, change) -> Dependencies:
+        """The changes ``change`` needs, grouped into dependency cycles
+        (with ``dependencies-by-topic``, the open changes sharing a
+        topic count as one cycle); ``error`` says why a cycle keeps it
+        out (its queue lacks ``allow-circular-dependencies``)."""
+        if not isinstance(change, Change):
+            return Dependencies(groups=[[change]])
+        topics: dict = {}
+
+        def needed_of(c):
+            deps = self._needed(c)
+            if c.topic and self.queue_settings(pipeline, c).dependencies_by_topic:
+                if c.topic not in topics:
+                    topics[c.topic] = self._topic_changes(c)
+                known = {d.key for d in deps}
+                deps += [t for t in topics[c.topic]
+                         if t.key != c.key and t.key not in known]
+            return deps
+        groups = dependency_groups(change, needed_of)
+        return Dependencies(groups=groups, error=self._cycle_error(pipeline, groups))
+
+    def _cycle_error(self, pipeline, groups) -> str | None:
+        for group in groups:
+            if len(group) < 2:
+                continue
+            for c in group:
+                if not self.queue_settings(pipeline, c).allow_circular_dependencies:
+                    return CYCLE_REFUSED.format(project=c.project)
+            names = {self.get_queue_config(pipeline, c)[0] for c in group}
+            if len(names) > 1:
+                return CYCLE_QUEUES.format(changes=', '.join(c.describe() for c in group))
+        return None
+
+    def queue_settings(self, pipeline, change) -> QueueConfig:
+        """The ``- queue:`` of ``change``'s project (its project-pipeline's
+        queue, else the project's); defaults when it names none."""
+        layout = self.tenant.layout
+        branch = getattr(change, 'branch', None)
+        name = None
+        ppc = layout.get_project_pipeline_config(change.project, pipeline.name, branch)
+        if ppc is not None:
+            name = ppc.queue_name
+        if name is None:
+            name = layout.get_project_metadata(change.project)['queue_name']
+        queue = layout.queues.get(name) if name else None
+        return queue if queue is not None else QueueConfig(name=name or '')
+
+    def _topic_changes(self, change) -> list:
+        """The open changes sharing ``change``'s topic, on its connection."""
+        connection = self.connections.get(change.connection)
+        lookup = getattr(connection, 'changes_by_topic', None)
+        try:
+            found = lookup(change.topic) if lookup is not None else \
+                topic_changes(connection, change.topic)
+        except Exception:
+            log.exception('Unable to query the changes of topic %s', change.topic)
+            return []
+        return [c for c in found if not c.is_merged]
 
     def _needed(self, change):
         connection = self.connections.get(change.connection)
@@ -115,6 +164,8 @@ class SchedulerContext:
 
     def missing_needed_changes(self, item):
         ahead = {i.change.key for i in item.items_ahead()}
+        if item.bundle is not None:
+            ahead |= {i.change.key for i in item.bundle.items if i.queue is not None}
         for dep in self._needed(item.change):
             if dep.key not in ahead:
                 return dep.describe()

@@ -88,7 +88,7 @@ def job_lines(item: m.QueueItem, build_page: str | None = None) -> list[str]:
             reason = bs.skipped.get(job.name, '')
             lines.append(f'- {job.name} : SKIPPED {reason}'.rstrip())
             continue
-        build = bs.builds.get(job.name)
+        build = bs.build_for(job.name)     # another item's, when deduplicated
         url = (build.log_url or build.url) if build else None
         if build is not None and build_page:
             url = f'{build_page}{build.uuid}'
@@ -112,6 +112,17 @@ def job_lines(item: m.QueueItem, build_page: str | None = None) -> list[str]:
     return lines
 
 
+def _cycle_failure(item: m.QueueItem) -> str:
+    """Why a change of a dependency cycle failed: which changes of the
+    cycle failed (all of them are reported as failed)."""
+    failed = [i.change.describe() for i in item.bundle.items
+              if i is not item and i.is_failing()]
+    if not failed:
+        return 'This change is part of a dependency cycle.'
+    return ('This change is part of a dependency cycle that failed: '
+            f'{", ".join(failed)} failed, so no change of the cycle merges.')
+
+
 def format_report(pipeline, item: m.QueueItem, action: str,
                   build_page: str | None = None) -> str:
     """The full message for ``action`` on ``item``. A ``disabled`` report
@@ -129,9 +140,13 @@ def format_report(pipeline, item: m.QueueItem, action: str,
         parts.append(f'This change depends on a change that failed to merge.\n\n'
                      f'Change {item.dequeued_needing_change} is needed.')
     elif action in ('success', 'failure'):
+        if action == 'failure' and item.bundle is not None:
+            parts.append(_cycle_failure(item))
         lines = job_lines(item, build_page)
         if lines:
             parts.append('\n'.join(lines))
+    if item.warnings:
+        parts.append('Warning:\n' + '\n'.join(f'  {w}' for w in item.warnings))
     if bs.debug_messages and action in ('success', 'failure', 'merge-failure',
                                         'config-error', 'no-jobs'):
         parts.append('Debug information:\n' + '\n'.join(f'  {line}'

@@ -111,3 +111,12 @@ def change_from_query(data: dict, connection: str, patchset: int | None = None,
         change.needed_by_changes = [
             f'{connection}/{int(d["number"])}' for d in data.get('neededBy') or []]
     return change
+
+
+def topic_changes(connection, topic: str) -> list[Change]:
+    """The open changes of ``topic`` on a Gerrit ``connection`` (``gerrit
+    query status:open topic:<topic>``), for queue
+    ``dependencies-by-topic``."""
+    term = f'"{topic}"' if any(ch.isspace() for ch in topic) else topic
+    return [change_from_query(row, connection.name, baseurl=connection.baseurl)
+            for row in connection.ssh.query(f'status:open topic:{term}')]

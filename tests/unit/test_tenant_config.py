@@ -117,3 +117,45 @@ def test_tenant_conf_check_command(tmp_path, capsys):
                      '        untrusted-projects: [org/p]\n')
     assert tenant_conf_check(conf) == 1
     assert 'unknown connection "github"' in capsys.readouterr().out
+
+
+def test_tenant_conf_check_warns_exclude_unprotected_branches_without_protection(
+        tmp_path, capsys):
+    """Gerrit and git have no branch protection: the key changes nothing
+    there, and the check says so (once per tenant and connection)."""
+    _write(tmp_path, '''
+        - tenant:
+            name: a
+            exclude-unprotected-branches: true
+            source:
+              review:
+                untrusted-projects: [org/p, org/q]
+              local:
+                untrusted-projects:
+                  - org/r:
+                      exclude-unprotected-branches: false
+        - tenant:
+            name: b
+            source:
+              review:
+                untrusted-projects:
+                  - org/p
+                  - org/q:
+                      exclude-unprotected-branches: true
+        ''')
+    conf = _write(tmp_path, '[scheduler]\ntenant_config=main.yaml\n'
+                            '[connection review]\ndriver=gerrit\nserver=x\n'
+                            '[connection local]\ndriver=git\nbaseurl=/srv/git\n', 'zuul.conf')
+    assert tenant_conf_check(conf) == 0
+    out = capsys.readouterr().out
+    warnings = [line for line in out.splitlines() if line.startswith('warning: ')]
+    assert len(warnings) == 2
+    assert all('exclude-unprotected-branches acts only on connections with branch '
+               'protection; connection "review" (driver gerrit)' in w for w in warnings)
+    assert 'main.yaml:3: in tenant "a"' in warnings[0]
+    assert 'in tenant "b"' in warnings[1]
+    assert '2 tenant(s) OK' in out
+    _write(tmp_path, '- tenant:\n    name: a\n    source:\n      review:\n'
+                     '        untrusted-projects: [org/p]\n')
+    assert tenant_conf_check(conf) == 0
+    assert 'warning' not in capsys.readouterr().out

@@ -215,3 +215,42 @@ def test_untrusted_projects_load_provider_config_only_when_included(systems, tmp
     assert sorted(layout.flavors) == ['granted-flv']
     assert {'plain-job', 'granted-job', 'picky-job'} <= set(layout.jobs)
     assert 'picky-nodes' not in layout.nodesets
+
+
+# -- default-ansible-version ----------------------------------------------------------
+
+ANSIBLE_CONFIG = CONFIG + """
+- job:
+    name: plain
+- job:
+    name: pinned
+    ansible-version: '9'
+- project:
+    check:
+      jobs: [plain, pinned]
+"""
+
+
+@pytest.mark.parametrize('tenant_default,conf_default,expected', [
+    ("\n    default-ansible-version: '8'", '9', '8'),
+    ('', '9', '9'),
+    ('', None, None),
+])
+def test_default_ansible_version_reaches_the_job_spec(systems, tmp_path, tenant_default,
+                                                      conf_default, expected):
+    main = f"""
+- tenant:
+    name: t1{tenant_default}
+    source:
+      gerrit:
+        config-projects: [org/config]
+"""
+    scheduler, executor = _start(systems, tmp_path, main,
+                                 {'org/config': {'master': ANSIBLE_CONFIG}})
+    scheduler.layouts.default_ansible_version = conf_default
+    enqueue_ref(scheduler, 't1', 'check', 'org/config')
+    versions = {r.job.name: r.job.ansible_version for r in executor.requests}
+    # The job's own ansible-version wins over both defaults.
+    assert versions == {'plain': expected, 'pinned': '9'}
+    executor.finish_all()
+    assert scheduler.wait_until_settled(60)

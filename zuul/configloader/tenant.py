@@ -188,7 +188,7 @@ def _error(path, obj, reason, tenant=None):
 
 def load_tenant_config(path: str, connections=None) -> TenantConfig:
     """Parse main.yaml; errors are collected, valid tenants still load."""
-    result = TenantConfig()
+    result = TenantConfig(path=path)
     try:
         data = yamlutil.load_file(path)
     except yamlutil.YAMLSyntaxError as e:
@@ -311,7 +311,42 @@ def tenant_conf_check(zuul_conf_path: str, out=None) -> int:
     result = load_tenant_config(conf.scheduler.tenant_config, set(conf.connections))
     for error in result.errors:
         print(str(error), file=out)
+    drivers = {name: c.driver for name, c in conf.connections.items()}
+    for warning in unprotected_branch_warnings(result, drivers):
+        print(f'warning: {warning}', file=out)
     if result.errors:
         return 1
     print(f'{conf.scheduler.tenant_config}: {len(result.tenants)} tenant(s) OK', file=out)
     return 0
+
+
+def unprotected_branch_warnings(result: TenantConfig, connection_drivers: dict,
+                                registry=None) -> list[ConfigError]:
+    """``exclude-unprotected-branches`` acts only on connections whose
+    code-review system has branch protection (GitHub and GitLab in released
+    Zuul; a driver says so with ``supports_branch_protection``). Gerrit and
+    plain git have none: there the setting changes nothing and every branch
+    is loaded. One warning per tenant and such connection."""
+    if registry is None:
+        from zuul.driver.registry import default_registry
+        registry = default_registry()
+    out = []
+    for tenant in result.tenants.values():
+        seen = set()
+        for tp in tenant.projects:
+            wanted = tp.exclude_unprotected_branches
+            if wanted is None:
+                wanted = tenant.exclude_unprotected_branches
+            driver_name = connection_drivers.get(tp.connection, tp.connection)
+            driver = registry.get(driver_name) if driver_name in registry else None
+            if not wanted or getattr(driver, 'supports_branch_protection', False) or \
+                    tp.connection in seen:
+                continue
+            seen.add(tp.connection)
+            out.append(ConfigError(
+                f'exclude-unprotected-branches acts only on connections with branch '
+                f'protection; connection "{tp.connection}" (driver {driver_name}) has '
+                'none, so all of its branches are loaded', path=result.path,
+                line=tenant.source_line, object_type='tenant', object_name=tenant.name,
+                severity='warning'))
+    return out

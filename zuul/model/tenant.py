@@ -80,6 +80,7 @@ class Tenant:
 class TenantConfig:
     """Everything main.yaml defines."""
 
+    path: str = ''
     tenants: dict[str, Tenant] = field(default_factory=dict)
     admin_rules: dict[str, dict] = field(default_factory=dict)
     # ``global-semaphore`` objects by name (zuul.model.semaphore.Semaphore).

@@ -25,7 +25,7 @@ from zuul.configloader.layout import (
     is_always_dynamic,
     select_config_files,
 )
-from zuul.configloader.tenant import load_tenant_config
+from zuul.configloader.tenant import load_tenant_config, unprotected_branch_warnings
 from zuul.executor import protocol as ep
 from zuul.model import item as m
 from zuul.model.errors import ConfigError, UnknownNameError
@@ -140,6 +140,9 @@ class Layouts:
                                                 set(self.connection_drivers))
         for error in self.tenant_config.errors:
             log.error('Tenant configuration: %s', error)
+        for warning in unprotected_branch_warnings(self.tenant_config,
+                                                   self.connection_drivers, self.drivers):
+            log.warning('Tenant configuration: %s', warning)
         if projects is None and tenant_names is None:
             self._cache.clear()
         for name in projects or ():

@@ -495,3 +495,115 @@ def test_image_validate_item_asks_zuul_launcher_for_the_upload_under_test(trees)
     handle = adapter.request(item, job(('node', 'debian')), PIPELINE)
     assert only_request(launcher_zk).image_upload is None
     adapter.cancel(handle)
+
+
+# -- nodeset alternatives --------------------------------------------------------
+
+
+def wait_for_request_of(zk, node_types):
+    def requested():
+        for request_id in zk.get_request_ids():
+            request = zk.get_request(request_id)
+            if request is not None and request.node_types == node_types:
+                return True
+        return False
+    wait_for(requested, what=f'a request for {node_types}')
+
+
+def alternatives_job(layout, value):
+    """A job frozen with ``nodeset: value`` against ``layout`` (its
+    ``nodesets``), as freezing leaves it: the first alternative to request
+    and the rest."""
+    from zuul.model.errors import SourceContext
+    from zuul.model.freeze import FrozenJob, resolve_nodeset_alternatives
+    sc = SourceContext(project='org/config', branch='master', path='zuul.yaml', trusted=True)
+    frozen = FrozenJob(name='tox', attributes={'nodeset': value}, source_context=sc)
+    resolve_nodeset_alternatives(layout, frozen)
+    first = layout.nodesets[frozen.get('nodeset')]
+    frozen.nodeset_object = first
+    return m.JobRef('tox', nodes=tuple((n.name, n.label) for n in first.nodes), frozen=frozen)
+
+
+def alternatives_layout():
+    from zuul.configloader.nodeset import NodesetParser
+    from zuul.lib import yamlutil
+    from zuul.model.errors import SourceContext
+    sc = SourceContext(project='org/config', branch='master', path='zuul.yaml', trusted=True)
+    layout = make_layout()
+    layout.nodesets = {}
+    for obj in yamlutil.load('''
+- nodeset: {name: fast, nodes: [{name: controller, label: fast-label}]}
+- nodeset:
+    name: slow
+    nodes: [{name: controller, label: slow-label}, {name: worker, label: slow-label}]
+    groups: [{name: all-of-them, nodes: [controller, worker]}]
+- nodeset: {name: fast-or-slow, alternatives: [fast, slow]}
+''', 'zuul.yaml'):
+        nodeset = NodesetParser().parse(obj['nodeset'], sc)
+        layout.nodesets[nodeset.name] = nodeset
+    return layout
+
+
+def test_failed_request_tries_the_next_alternative_nodeset(trees):
+    adapter, scheduler, zk, _ = trees
+    layout = alternatives_layout()
+    item = add_tenant(scheduler, layout)
+    tox = alternatives_job(layout, 'fast-or-slow')
+    handle = adapter.request(item, tox, PIPELINE)
+    first = only_request(zk)
+    assert first.node_types == ['fast-label']
+    refuse(zk, first)
+    # No answer yet: the next alternative is requested instead.
+    wait_for_request_of(zk, ['slow-label', 'slow-label'])
+    assert scheduler.events.empty()
+    fulfil(zk, only_request(zk))
+    args = scheduler.next_event()
+    assert args['request'] is handle and not args['failed']
+    assert [(names, node['type']) for names, node in args['nodeset'].nodes] == [
+        (('controller',), 'slow-label'), (('worker',), 'slow-label')]
+    # The job runs on the alternative: its inventory groups come from it.
+    assert [g.name for g in tox.frozen.nodeset_object.groups] == ['all-of-them']
+    adapter.release(args['nodeset'])
+
+
+def test_every_alternative_failing_is_one_node_failure(trees):
+    adapter, scheduler, zk, _ = trees
+    layout = alternatives_layout()
+    item = add_tenant(scheduler, layout)
+    handle = adapter.request(item, alternatives_job(layout, 'fast-or-slow'), PIPELINE)
+    refuse(zk, only_request(zk))
+    wait_for_request_of(zk, ['slow-label', 'slow-label'])
+    refuse(zk, only_request(zk))
+    args = scheduler.next_event()
+    assert args['request'] is handle and args['failed'] and args['nodeset'] is None
+    assert scheduler.events.empty() and zk.get_request_ids() == []
+
+
+def test_canceling_an_alternatives_request_withdraws_the_current_one(trees):
+    adapter, scheduler, zk, _ = trees
+    layout = alternatives_layout()
+    item = add_tenant(scheduler, layout)
+    handle = adapter.request(item, alternatives_job(layout, 'fast-or-slow'), PIPELINE)
+    refuse(zk, only_request(zk))
+    wait_for_request_of(zk, ['slow-label', 'slow-label'])
+    adapter.cancel(handle)
+    assert zk.get_request_ids() == [] and scheduler.events.empty()
+
+
+def test_alternatives_flatten_in_order_and_refuse_cycles_and_unknown_names():
+    from zuul.model.freeze import FreezeError, FrozenJob, resolve_nodeset_alternatives
+    layout = alternatives_layout()
+    outer = {'alternatives': ['fast-or-slow', {'nodes': [{'name': 'n', 'label': 'x'}]}]}
+    frozen = FrozenJob(name='tox', attributes={'nodeset': outer})
+    resolve_nodeset_alternatives(layout, frozen)
+    assert frozen.get('nodeset') == 'fast'
+    assert frozen.nodeset_alternatives == ['slow', {'nodes': [{'name': 'n', 'label': 'x'}]}]
+    plain = FrozenJob(name='tox', attributes={'nodeset': 'slow'})
+    resolve_nodeset_alternatives(layout, plain)
+    assert plain.get('nodeset') == 'slow' and plain.nodeset_alternatives == []
+    layout.nodesets['loop'] = types.SimpleNamespace(alternatives=['fast', 'loop'])
+    with pytest.raises(FreezeError, match='cycle: loop -> loop'):
+        resolve_nodeset_alternatives(layout, FrozenJob('tox', {'nodeset': 'loop'}))
+    with pytest.raises(FreezeError, match='unknown nodeset "nope"'):
+        resolve_nodeset_alternatives(layout, FrozenJob('tox', {'nodeset': {
+            'alternatives': ['fast', 'nope']}}))

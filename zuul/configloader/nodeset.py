@@ -38,11 +38,18 @@ class NodesetParser:
     def __init__(self, context=None):
         self.context = context
 
-    def parse(self, conf, source_context: SourceContext, anonymous: bool = False) -> Nodeset:
+    def parse(self, conf, source_context: SourceContext, anonymous: bool = False,
+              _depth: int = 0) -> Nodeset:
+        if _depth > 10:
+            raise ConfigurationError('nodeset alternatives nest deeper than 10 levels')
         validate(ANONYMOUS_NODESET_SCHEMA if anonymous else NODESET_SCHEMA, dict(conf))
         if 'alternatives' in conf and ('nodes' in conf or 'groups' in conf):
             raise ConfigurationError('a nodeset with "alternatives" may not also have '
                                      '"nodes" or "groups"')
+        for alternative in conf.get('alternatives') or ():
+            if isinstance(alternative, dict):
+                # An inline alternative is an anonymous nodeset of its own.
+                self.parse(alternative, source_context, anonymous=True, _depth=_depth + 1)
         nodes = [self._node(n) for n in as_list(conf.get('nodes'))]
         self._check_unique(nodes)
         node_names = {name for n in nodes for name in n.names}

@@ -77,6 +77,10 @@ class FrozenJob:
     variants: list[Job] = field(default_factory=list)
     source_context: object = None
     final_from: str | None = None
+    # The nodesets to request, in order, after the one ``nodeset`` names
+    # fails (a nodeset's ``alternatives``, flattened; names or inline
+    # definitions).
+    nodeset_alternatives: list = field(default_factory=list)
 
     def get(self, attr: str, default=None):
         if attr in self.attributes:
@@ -483,6 +487,7 @@ def freeze_job_graph(layout, project_name: str, pipeline, branch: str | None,
                                  f'{branch} and the files changed')
                 continue
             _check_run_rules(frozen, project_name, pipeline)
+            resolve_nodeset_alternatives(layout, frozen)
             graph.add_job(frozen, frozen.dependencies)
             if debug is not None:
                 debug.append(f'Job {name} runs, frozen from: '
@@ -496,6 +501,58 @@ def freeze_job_graph(layout, project_name: str, pipeline, branch: str | None,
         errors.append(e.reason)
         graph.order = []
     return graph, errors
+
+
+# How deep ``alternatives`` may nest, and how many nodesets they may name
+# in all (untrusted config must not make freezing arbitrarily slow).
+MAX_ALTERNATIVES_DEPTH = 10
+MAX_ALTERNATIVES = 50
+
+
+def resolve_nodeset_alternatives(layout, frozen: FrozenJob) -> None:
+    """A nodeset with ``alternatives`` becomes the first nodeset of the
+    flattened list (in order, each alternative's own alternatives in its
+    place), the rest go to ``frozen.nodeset_alternatives``: requested in
+    turn when a node request fails. Raises FreezeError for an unknown
+    name, a cycle or too many."""
+    value = frozen.get('nodeset')
+    if value is None:
+        return
+    leaves: list = []
+    _flatten_alternatives(layout, value, leaves, [], frozen.name)
+    if not leaves:
+        raise FreezeError(f'Job "{frozen.name}": its nodeset has no alternatives to request')
+    if leaves[0] is not value:
+        frozen.attributes['nodeset'] = leaves[0]
+    frozen.nodeset_alternatives = leaves[1:]
+
+
+def _flatten_alternatives(layout, value, leaves: list, path: list, job: str) -> None:
+    nodesets = getattr(layout, 'nodesets', None) or {}
+    if isinstance(value, str):
+        if value in path:
+            raise FreezeError(f'Job "{job}": nodeset alternatives form a cycle: '
+                              + ' -> '.join(path[path.index(value):] + [value]))
+        nodeset = nodesets.get(value)
+        if nodeset is None:
+            raise FreezeError(f'Job "{job}": unknown nodeset "{value}"')
+        alternatives = list(getattr(nodeset, 'alternatives', None) or ())
+    elif isinstance(value, dict):
+        alternatives = list(value.get('alternatives') or ())
+    else:
+        alternatives = []
+    if not alternatives:
+        if len(leaves) >= MAX_ALTERNATIVES:
+            raise FreezeError(f'Job "{job}": more than {MAX_ALTERNATIVES} nodeset '
+                              'alternatives')
+        leaves.append(value)
+        return
+    if len(path) >= MAX_ALTERNATIVES_DEPTH:
+        raise FreezeError(f'Job "{job}": nodeset alternatives nest deeper than '
+                          f'{MAX_ALTERNATIVES_DEPTH}')
+    here = path + [value if isinstance(value, str) else '(inline nodeset)']
+    for alternative in alternatives:
+        _flatten_alternatives(layout, alternative, leaves, here, job)
 
 
 def _check_run_rules(frozen: FrozenJob, project_name: str, pipeline) -> None:

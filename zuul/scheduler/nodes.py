@@ -198,6 +198,45 @@ class RoutedRequest:
                 log.exception('Node request callback failed for %s', self.id)
 
 
+@dataclass(eq=False)
+class AlternativesRequest:
+    """What the scheduler keeps in ``bs.node_requests`` for a job whose
+    nodeset has alternatives: the request of the alternative being tried
+    (``current``) and the alternatives left. One answer is posted: the
+    first alternative fulfilled, or the last one's failure."""
+
+    item: object
+    job: object
+    pipeline: object
+    remaining: list
+    current: RoutedRequest | None = None
+    canceled: bool = False
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    @property
+    def id(self) -> str:
+        return getattr(self.current, 'id', '')
+
+    @property
+    def fulfilled(self) -> bool:
+        return self.current is not None and self.current.fulfilled
+
+    @property
+    def failed(self) -> bool:
+        return self.current is not None and self.current.failed and not self.remaining
+
+    def wait(self, timeout: float | None = None) -> bool:
+        current = self.current
+        return current.wait(timeout) if current is not None else False
+
+    def cancel(self) -> None:
+        with self.lock:
+            self.canceled = True
+            current = self.current
+        if current is not None:
+            current.cancel()
+
+
 class RestoredNodes:
     """The nodes of a build adopted after a scheduler restart, locked
     again by this scheduler: ``release`` marks them used and unlocks."""
@@ -248,24 +287,87 @@ class NodesAdapter:
         return frozen_with
 
     def request(self, item, job, pipeline):
-        labels = [label for _, label in job.nodes]
-        names = [name for name, _ in job.nodes]
+        """Request the job's nodes; a nodeset with ``alternatives`` (see
+        zuul/model/freeze.py resolve_nodeset_alternatives) is requested
+        alternative after alternative until one is fulfilled."""
+        frozen = getattr(job, 'frozen', None)
+        alternatives = list(getattr(frozen, 'nodeset_alternatives', None) or ())
+        if not alternatives:
+            return self._request(item, job, pipeline, list(job.nodes), self._answer(item, job))
+        chain = AlternativesRequest(item, job, pipeline, alternatives)
+        self._request(item, job, pipeline, list(job.nodes), self._next_alternative(chain),
+                      chain)
+        return chain
+
+    def _answer(self, item, job, handle=None, nodeset_object=None):
+        """The callback posting a request's outcome (``handle``: what the
+        scheduler keeps, when not the request itself)."""
+        def done(routed, nodes):
+            nodeset = None
+            if routed.fulfilled:
+                if nodeset_object is not None:
+                    # An alternative was fulfilled: the job runs on it.
+                    job.frozen.nodeset_object = nodeset_object
+                    job.nodes = nodes
+                nodeset = NodeSet(routed, [
+                    ((name,), {**node.to_dict(), 'id': node.id, 'type': label})
+                    for (name, label), node in zip(nodes, routed.nodes)])
+            self.scheduler.add_result_event('nodes-provisioned', item=item,
+                                            job_name=job.name,
+                                            request=handle or routed, nodeset=nodeset,
+                                            failed=not routed.fulfilled,
+                                            error_detail=routed.error_detail)
+        return done
+
+    def _next_alternative(self, chain: AlternativesRequest, nodeset_object=None):
+        """The callback of one alternative's request: a failure requests
+        the next alternative (on the requestor's thread, which may submit);
+        the last one's outcome, or a success, is posted."""
+        post = self._answer(chain.item, chain.job, chain, nodeset_object)
+
+        def done(routed, nodes):
+            with chain.lock:
+                if chain.canceled or routed.fulfilled or not chain.remaining:
+                    pass
+                else:
+                    value = chain.remaining.pop(0)
+                    log.info('[e: %s] Nodes for %s could not be provided %s; requesting '
+                             'the next alternative nodeset', chain.item.event_id,
+                             chain.job.name, routed.error_detail or '')
+                    try:
+                        self._request_alternative(chain, value)
+                        return
+                    except Exception:
+                        log.exception('Unable to request the next alternative for %s',
+                                      chain.job.name)
+            post(routed, nodes)
+        return done
+
+    def _request_alternative(self, chain: AlternativesRequest, value):
+        from zuul.configloader.nodeset import NodesetParser
+        frozen = chain.job.frozen
+        layout = chain.item.current_build_set.layout
+        if isinstance(value, str):
+            nodeset = (getattr(layout, 'nodesets', None) or {}).get(value)
+            if nodeset is None:
+                raise RoutingError(f'nodeset "{value}" is no longer defined')
+        else:
+            nodeset = NodesetParser().parse(value if isinstance(value, dict)
+                                            else {'nodes': value},
+                                            frozen.source_context, anonymous=True)
+        nodes = [(n.name, n.label) for n in nodeset.nodes]
+        return self._request(chain.item, chain.job, chain.pipeline, nodes,
+                             self._next_alternative(chain, nodeset), chain)
+
+    def _request(self, item, job, pipeline, nodes, on_done, chain=None):
+        labels = [label for _, label in nodes]
         priority = PRIORITY.get(getattr(pipeline, 'precedence', 'normal'), 200)
         layout = self._tenant_layout(item)
         tenant = getattr(getattr(layout, 'tenant', None), 'name', None) or \
             getattr(layout, 'tenant_name', None)
-
-        def done(routed):
-            nodeset = None
-            if routed.fulfilled:
-                nodeset = NodeSet(routed, [
-                    ((name,), {**node.to_dict(), 'id': node.id, 'type': label})
-                    for name, label, node in zip(names, labels, routed.nodes)])
-            self.scheduler.add_result_event('nodes-provisioned', item=item,
-                                            job_name=job.name, request=routed,
-                                            nodeset=nodeset, failed=not routed.fulfilled,
-                                            error_detail=routed.error_detail)
-        routed = RoutedRequest(labels, callback=done)
+        routed = RoutedRequest(labels, callback=lambda r: on_done(r, nodes))
+        if chain is not None:
+            chain.current = routed  # before any answer, which may be at once
         try:
             routes = route_labels(layout, labels)
             if any(s == ZUUL_LAUNCHER for s, _ in routes) and self.launcher_client is None:
@@ -282,6 +384,10 @@ class NodesAdapter:
         data = {'job': job.name, 'buildset': item.current_build_set.uuid}
         if tenant:
             data['tenant'] = tenant
+        self._submit_parts(item, job, routed, routes, priority, data)
+        return routed
+
+    def _submit_parts(self, item, job, routed, routes, priority, data) -> None:
         # An image-validate item's nodes boot from the upload under test.
         from zuul.scheduler.images import image_upload_for
         upload = image_upload_for(item)
@@ -302,7 +408,6 @@ class NodesAdapter:
             except Exception:
                 routed.cancel()     # withdraw what was submitted
                 raise
-        return routed
 
     def cancel(self, handle) -> None:
         try:

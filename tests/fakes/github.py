@@ -18,10 +18,15 @@ carry ETags and answer 304 to a matching If-None-Match.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import os
 import re
 import secrets
+import shutil
+import subprocess
+import tempfile
 import threading
 import time
 from datetime import datetime, timezone
@@ -51,6 +56,7 @@ class FakeGithub:
         self.lock = threading.Lock()
         self._server = None
         self._next_id = 1000
+        self.git_root = tempfile.mkdtemp(prefix='fake-github-git-')
 
     # -- arranging ----------------------------------------------------------
     def repo(self, name: str) -> dict:
@@ -106,10 +112,13 @@ class FakeGithub:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        shutil.rmtree(self.git_root, ignore_errors=True)
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         url = urlparse(h.path)
         length = int(h.headers.get('Content-Length') or 0)
+        if re.match(r'^/[^/]+/[^/]+\.git/', url.path):
+            return self._git(h, url, h.rfile.read(length) if length else b'')
         body = json.loads(h.rfile.read(length)) if length else None
         status, payload, headers = self._route(h.command, url.path, parse_qs(url.query),
                                                h.headers, body)
@@ -126,6 +135,53 @@ class FakeGithub:
         h.send_header('Content-Length', str(len(raw)))
         h.end_headers()
         h.wfile.write(raw)
+
+    # -- git over HTTP (git http-backend, GitHub's URL layout) ---------------
+    def bare_repo(self, name: str) -> str:
+        """The bare repository behind ``https://github.com/<name>.git``
+        (made on first use under ``git_root``)."""
+        path = os.path.join(self.git_root, name + '.git')
+        if not os.path.isdir(path):
+            subprocess.run(['git', 'init', '-q', '--bare', '-b', 'main', path], check=True)
+        return path
+
+    def _git(self, h, url, data: bytes) -> None:
+        name = url.path[1:].split('.git/', 1)[0]
+        auth = h.headers.get('Authorization') or ''
+        ok = name in self.repos and not self.repos[name].get('private')
+        if auth.startswith('Basic '):
+            user, _, token = base64.b64decode(auth[6:]).decode().partition(':')
+            known = self.tokens.get(token)
+            ok = token in self.personal_tokens or bool(known and known[1] > time.time())
+        self.requests.append(('GIT', url.path, 'token' if auth else 'anonymous'))
+        if not ok or name not in self.repos:
+            h.send_response(401 if name in self.repos else 404)
+            h.send_header('WWW-Authenticate', 'Basic realm="GitHub"')
+            h.send_header('Content-Length', '0')
+            h.end_headers()
+            return
+        self.bare_repo(name)
+        env = dict(os.environ, GIT_PROJECT_ROOT=self.git_root, GIT_HTTP_EXPORT_ALL='1',
+                   PATH_INFO=url.path, QUERY_STRING=url.query, REQUEST_METHOD=h.command,
+                   CONTENT_TYPE=h.headers.get('Content-Type') or '',
+                   CONTENT_LENGTH=str(len(data)), REMOTE_USER='zuul', REMOTE_ADDR='127.0.0.1')
+        out = subprocess.run(['git', 'http-backend'], input=data, env=env,
+                             capture_output=True).stdout
+        head, _, payload = out.partition(b'\r\n\r\n')
+        status = 200
+        headers = []
+        for line in head.decode().split('\r\n'):
+            key, _, value = line.partition(':')
+            if key.lower() == 'status':
+                status = int(value.split()[0])
+            elif key:
+                headers.append((key, value.strip()))
+        h.send_response(status)
+        for key, value in headers:
+            h.send_header(key, value)
+        h.send_header('Content-Length', str(len(payload)))
+        h.end_headers()
+        h.wfile.write(payload)
 
     # -- authentication -----------------------------------------------------
     def _auth(self, headers) -> tuple[str, object]:

@@ -5,6 +5,8 @@ pull requests as changes, ETags, rate limits, webhook checks, reporting."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from types import SimpleNamespace
 
@@ -18,6 +20,7 @@ from zuul.driver.github.connection import GithubConnection, WebhookRejectedError
 from zuul.driver.github.events import sign
 from zuul.driver.github.reporter import GithubReporter
 from zuul.lib import jwt
+from zuul.merger.repos import RepoUrlResolver
 
 SHA = 'a' * 40
 
@@ -215,3 +218,43 @@ def test_jwt_round_trip_and_refusals(app_key):
     head, claims, sig = token.split('.')
     with pytest.raises(jwt.TokenError):
         jwt.decode(f'{head}.{jwt._b64encode(b"{}")}.{sig}', app_key[1])
+
+
+def _push_pull_head(github, repo: str, number: int, tmp_path) -> str:
+    """A commit on main and one at refs/pull/<n>/head, as GitHub keeps them."""
+    bare = github.bare_repo(repo)
+    work = tmp_path / 'work'
+    run = lambda *a: subprocess.run(a, cwd=work, check=True, capture_output=True,  # noqa: E731
+                                    text=True).stdout.strip()
+    work.mkdir()
+    run('git', 'init', '-q', '-b', 'main')
+    run('git', '-c', 'user.name=a', '-c', 'user.email=a@b', 'commit', '-q',
+        '--allow-empty', '-m', 'base')
+    run('git', 'push', '-q', bare, 'main')
+    run('git', '-c', 'user.name=a', '-c', 'user.email=a@b', 'commit', '-q',
+        '--allow-empty', '-m', 'the change')
+    sha = run('git', 'rev-parse', 'HEAD')
+    run('git', 'push', '-q', bare, f'HEAD:refs/pull/{number}/head')
+    return sha
+
+
+def test_mergers_clone_with_the_installation_token(github, app_key, tmp_path):
+    github.repo('acme/widget')['private'] = True
+    sha = _push_pull_head(github, 'acme/widget', 7, tmp_path)
+    key_file = tmp_path / 'app.pem'
+    key_file.write_text(app_key[0])
+    options = {'app_id': '4242', 'app_key': str(key_file), 'api_url': github.url,
+               'git_host': github.url, 'server': 'github.example.com'}
+    resolver = RepoUrlResolver({'github': {'driver': 'github', 'options': options}})
+    remote = resolver.remote('github', 'acme/widget')
+    assert remote.url == f'{github.url}/acme/widget.git'
+    refs = subprocess.run(['git', 'ls-remote', remote.url], env={**os.environ, **remote.env},
+                          capture_output=True, text=True, check=True).stdout
+    assert f'{sha}\trefs/pull/7/head' in refs
+    assert ('GIT', '/acme/widget.git/info/refs', 'token') in github.requests
+    # Without credentials a private repository is refused.
+    anonymous = RepoUrlResolver({'github': {'driver': 'github', 'options': {
+        'git_host': github.url}}}).remote('github', 'acme/widget')
+    denied = subprocess.run(['git', 'ls-remote', anonymous.url], capture_output=True,
+                            text=True, env={**os.environ, 'GIT_TERMINAL_PROMPT': '0'})
+    assert denied.returncode != 0

@@ -126,6 +126,27 @@ def gerrit_remote(options: dict, project: str) -> RepoRemote:
     return RepoRemote(f'{baseurl}/{project}', _config_env(pairs) if pairs else {})
 
 
+def github_remote(options: dict, project: str, token: str | None) -> RepoRemote:
+    """As released Zuul: HTTPS from the server (or ``git_host``, a host or
+    a base URL) with the App installation token or ``api_token`` as
+    ``x-access-token``; with neither, SSH as ``git@server`` with
+    ``sshkey`` when one is configured, else anonymous HTTPS."""
+    server = options.get('server') or 'github.com'
+    pairs = []
+    if _bool_option(options.get('verify_ssl')) is False:
+        pairs.append(('http.sslVerify', 'false'))
+    if not token and options.get('sshkey'):
+        return RepoRemote(f'ssh://git@{server}/{project}.git',
+                          {'GIT_SSH_COMMAND': _ssh_command(options)})
+    host = options.get('git_host') or server
+    base = host if '://' in host else f'https://{host}'
+    if token:
+        basic = base64.b64encode(f'x-access-token:{token}'.encode()).decode()
+        pairs.append(('http.extraHeader', f'Authorization: Basic {basic}'))
+    return RepoRemote(f'{base.rstrip("/")}/{project}.git',
+                      _config_env(pairs) if pairs else {})
+
+
 def _join(base: str, project: str) -> str:
     if re.match(r'^[^/]+@[^/]+:$', base):  # scp-like "git@host:"
         return base + project
@@ -150,6 +171,7 @@ class RepoUrlResolver:
 
     def __init__(self, mapping: dict):
         self.mapping = dict(mapping)
+        self._github: dict[str, object] = {}   # connection -> GithubClient (tokens)
 
     def remote(self, connection: str, project: str) -> RepoRemote:
         spec = self.mapping.get(connection)
@@ -164,9 +186,19 @@ class RepoUrlResolver:
         if options.get('baseurl'):
             return RepoRemote(f'{options["baseurl"].rstrip("/")}/{project}')
         if driver == 'github':
-            return RepoRemote(f'https://{options.get("server") or "github.com"}/{project}')
+            return github_remote(options, project, self._github_token(connection, options,
+                                                                      project))
         raise UnknownConnectionError(
             f'connection {connection!r} (driver {driver}) has no git URL (set baseurl)')
+
+    def _github_token(self, connection: str, options: dict, project: str) -> str | None:
+        if not (options.get('api_token') or options.get('app_id')):
+            return None
+        github = self._github.get(connection)
+        if github is None:
+            from zuul.driver.github.connection import GithubConnection
+            github = self._github[connection] = GithubConnection(connection, options)
+        return github.git_token(project)
 
     def url(self, connection: str, project: str) -> str:
         return self.remote(connection, project).url

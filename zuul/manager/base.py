@@ -166,7 +166,11 @@ class PipelineManager(BundleReporting):
             if item.live and item.change.key in keys and _in_queue(item):
                 item_log(item).info('%s is now part of a dependency cycle: replacing its '
                                     'item by the cycle\'s', item.change.describe())
+                queue = item.queue
                 self.remove_item(item)
+                if not any(i.live for i in queue.queue):
+                    for support in list(queue.queue):   # needed only by that item
+                        self.remove_item(support)
 
     def _enqueue_bundle(self, change, cycle, event, quiet: bool, ignore_requirements: bool,
                         queue=None, ahead=()) -> m.QueueItem | None:
@@ -425,8 +429,8 @@ class PipelineManager(BundleReporting):
         for queue in list(self.queues):
             nnfi = None
             for item in list(queue.queue):
-                if item.queue is not queue:
-                    continue  # removed while processing
+                if item.queue is not queue or item not in queue.queue:
+                    continue  # removed while processing (e.g. with its bundle)
                 try:
                     item_changed, nnfi = self._process_item(item, nnfi)
                 except Exception:

@@ -88,7 +88,8 @@ class BundleReporting:
                 item.current_build_set.unable_to_merge = True
                 item.warnings.append(_partial_merge_warning(merged_items, unmerged))
             merged = self._report_bundle_item(item, action)
-            (merged_items if merged else unmerged).append(item)
+            if self.dependent:
+                (merged_items if merged else unmerged).append(item)
             if self.dependent and action == 'success' and not merged:
                 item.current_build_set.unable_to_merge = True
                 item.warnings.append(_partial_merge_warning(merged_items, unmerged))

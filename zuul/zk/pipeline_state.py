@@ -184,12 +184,14 @@ def event_signature(event) -> dict:
 
 
 class TriggerEventQueue:
-    """Trigger events, durable until processed."""
+    """Trigger events, durable until processed (``root``: another queue of
+    the same kind, e.g. a connection's webhook deliveries)."""
 
-    def __init__(self, client):
+    def __init__(self, client, root: str = EVENT_ROOT):
         self.client = client
+        self.root = root
         try:
-            self.client.ensure_path(EVENT_ROOT)
+            self.client.ensure_path(root)
         except NodeExistsError:
             pass
 
@@ -198,17 +200,17 @@ class TriggerEventQueue:
         once, even if the connection goes before the answer comes."""
         from nodepool.zk.api import create_once
         data = json.dumps(event, default=str).encode('utf8')
-        return create_once(self.client, EVENT_ROOT, 'event-', data)
+        return create_once(self.client, self.root, 'event-', data)
 
     def pending(self) -> list[tuple[str, dict]]:
         """Every stored event, oldest first, as (path, event)."""
         try:
-            children = sorted(self.client.get_children(EVENT_ROOT))
+            children = sorted(self.client.get_children(self.root))
         except NoNodeError:
             return []
         out = []
         for child in children:
-            path = f'{EVENT_ROOT}/{child}'
+            path = f'{self.root}/{child}'
             try:
                 data, _ = self.client.get(path)
                 out.append((path, json.loads(data.decode('utf8'))))

@@ -296,3 +296,63 @@ def test_restore_of_an_unreachable_source_stops_rather_than_drops(monkeypatch):
     down = _FlakyConnections({c.number: c for c in changes}, failures=10 ** 6)
     with pytest.raises(state.RestoreError, match='Channel closed'):
         Restorer(new_mgr, down).restore(snapshot(mgr))
+
+
+# -- dependency cycles -------------------------------------------------------------
+
+
+def _cycle_mid_run(jobs=('job1', 'job2')):
+    """A gate holding a cycle of two changes of one project (its job1 is
+    deduplicated: it runs once for both; job2 runs for each), merges
+    done, builds running."""
+    ctx, mgr = _setup(_pipeline(), jobs=jobs, allow_cycles=True, needs={1: [2], 2: [1]},
+                      job_attrs={'job1': {'name': 'job1'},
+                                 'job2': {'name': 'job2', 'deduplicate': False}})
+    changes = [_change(ctx, n) for n in (1, 2)]
+    mgr.add_change(changes[0])
+    for _ in range(20):
+        mgr.process_queues()
+        if ctx.pending_merges:
+            bs, numbers = ctx.pending_merges.pop(0)
+            mgr.on_merge_completed(bs, MergeResult(True, {'changes': numbers}, commit='c'))
+    return ctx, mgr, changes
+
+
+def test_a_bundle_and_its_deduplicated_jobs_survive_a_restart():
+    ctx, mgr, changes = _cycle_mid_run()
+    first, second = mgr.all_items()
+    assert second.current_build_set.deduplicated['job1'] is first.current_build_set
+    assert sorted(b.job.name for b in ctx.running) == ['job1', 'job2', 'job2']
+    saved = json.loads(json.dumps(snapshot(mgr)))
+    assert saved['version'] == 2
+    new_mgr = manager_for(mgr.pipeline, ctx)
+    ctx.manager = new_mgr
+    ctx.running.clear()
+    restorer = Restorer(new_mgr, _Connections({c.number: c for c in changes}), _Executor())
+    assert restorer.restore(saved) == 2
+    one, two = new_mgr.all_items()
+    assert one.bundle is not None and one.bundle is two.bundle
+    assert one.bundle.id == first.bundle.id and one.bundle.items == [one, two]
+    assert two.current_build_set.deduplicated == {'job1': one.current_build_set}
+    assert two.current_build_set.dependent_items == (one,)
+    assert one.current_build_set.dependent_items == (two,)
+    for item in (one, two):
+        for build in item.current_build_set.builds.values():
+            new_mgr.on_build_completed(build, m.SUCCESS)
+    ctx.run()
+    assert sorted(ctx.reports) == [(1, 'success'), (2, 'success')]
+    assert not ctx.running and not ctx.merges[2:]    # nothing launched or merged again
+
+
+def test_state_of_version_1_without_bundles_is_still_restored():
+    ctx, mgr, changes = _gate_mid_run()
+    saved = json.loads(json.dumps(snapshot(mgr)))
+    saved['version'] = 1
+    for queue in saved['queues']:
+        for item in queue['items']:
+            del item['bundle']
+            del item['buildset']['deduplicated']
+    new_mgr = manager_for(mgr.pipeline, ctx)
+    assert Restorer(new_mgr, _Connections({c.number: c for c in changes}),
+                    _Executor()).restore(saved) == 3
+    assert all(i.bundle is None for i in new_mgr.all_items())

@@ -35,7 +35,11 @@ from zuul.model.events import TriggerEvent
 
 log = logging.getLogger('zuul.scheduler.state')
 
-VERSION = 1
+# 2: items carry their dependency cycle (``bundle``) and build sets the
+# jobs deduplicated to another item's build (``deduplicated``); state of
+# version 1 has neither and is read as such.
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 # Changes looked up at their source at the same time while restoring, and
 # how often a lookup that failed for another reason than "no such change"
 # (the code-review system unreachable, a dropped connection) is tried.
@@ -102,6 +106,7 @@ def _buildset_data(bs: m.BuildSet, nodes) -> dict:
         'dependent_items': [i.id for i in bs.dependent_items],
         'tries': dict(bs.tries), 'skipped': dict(bs.skipped),
         'builds': {name: _build_data(b) for name, b in bs.builds.items()},
+        'deduplicated': {name: owner.item.id for name, owner in bs.deduplicated.items()},
         'nodesets': {},
     }
     if merged:
@@ -127,6 +132,7 @@ def _item_data(item: m.QueueItem, nodes) -> dict:
             'reporting': getattr(item, 'reporting', None),
             'reporting_time': getattr(item, 'reporting_time', None),
             'ahead': item.item_ahead.id if item.item_ahead is not None else None,
+            'bundle': item.bundle.id if item.bundle is not None else None,
             'buildset': _buildset_data(item.current_build_set, nodes)}
 
 
@@ -173,8 +179,9 @@ class Restorer:
         self._looked_up: dict = {}
 
     def restore(self, state: dict) -> int:
-        if state.get('version') != VERSION:
-            raise ValueError(f'pipeline state version {state.get("version")} is not {VERSION}')
+        if state.get('version') not in READABLE_VERSIONS:
+            raise ValueError(f'pipeline state version {state.get("version")} is not one of '
+                             f'{", ".join(map(str, READABLE_VERSIONS))}')
         manager = self.manager
         self._prefetch(state)
         manager.disabled = bool(state.get('disabled'))
@@ -194,11 +201,14 @@ class Restorer:
             for queue in manager.queues:
                 if qdata.get('window') and queue.name == qdata['name'] and queue.window:
                     queue.window = qdata['window']
+        _restore_bundles(saved)
         for item, idata in saved:
             ahead = by_id.get(idata.get('ahead'))
             if item.queue is not None and ahead is not None and ahead.queue is item.queue:
                 item.queue.move_item(item, ahead)
             self._buildset(item, idata['buildset'], by_id)
+        for item, idata in saved:
+            _restore_deduplicated(item, idata['buildset'], by_id)
         return len(saved)
 
     def _prefetch(self, state: dict) -> None:
@@ -336,3 +346,32 @@ class Restorer:
                 follow(build, lost_detail='lost while no scheduler ran')
         self.followed = []
 
+
+
+def _restore_bundles(saved) -> None:
+    """Items saved with the same bundle id are one bundle again, in their
+    queue order. A bundle that lost an item (its change merged or closed
+    meanwhile) is not whole: its items are left out of the bundle and
+    the dependency checks of the pipeline dequeue them."""
+    bundles: dict[str, m.Bundle] = {}
+    for item, idata in saved:
+        bundle_id = idata.get('bundle')
+        if bundle_id:
+            bundle = bundles.setdefault(bundle_id, m.Bundle(id=bundle_id))
+            bundle.add(item)
+    for bundle in bundles.values():
+        if len(bundle.items) < 2:
+            for item in bundle.items:
+                item.bundle = None
+
+
+def _restore_deduplicated(item: m.QueueItem, data: dict, by_id: dict) -> None:
+    """Jobs of ``item`` whose build is another bundle item's: linked to
+    that item's (restored) build set again."""
+    bs = item.current_build_set
+    if bs.merge_state != m.MERGE_COMPLETE:
+        return      # tested afresh: the jobs are deduplicated again
+    for name, owner_id in (data.get('deduplicated') or {}).items():
+        owner = by_id.get(owner_id)
+        if owner is not None and owner.bundle is item.bundle and item.bundle is not None:
+            bs.deduplicated[name] = owner.current_build_set

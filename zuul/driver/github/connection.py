@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 
 from zuul.driver.github.client import AppAuth, GithubClient, GithubError
 from zuul.driver.github.events import (
@@ -72,6 +73,8 @@ class GithubConnection:
                                    timeout=float(options.get('request_timeout') or 30),
                                    retries=int(options.get('retries') or 3))
         self._on_event = None
+        self.queue = None
+        self._thread = None
 
     def __repr__(self):
         return f'<GithubConnection {self.name} {self.server}>'
@@ -96,14 +99,81 @@ class GithubConnection:
         except (ValueError, MalformedEventError) as exc:
             raise WebhookRejectedError(f'unreadable {kind} payload: {exc}') from None
 
+    # Deliveries go from zuul-web to the scheduler through ZooKeeper
+    # (``/zuul/events/connection/<name>``): zuul-web answers GitHub as soon
+    # as a delivery is stored; the leading scheduler takes them in order
+    # and removes each once its event is in the scheduler's own durable
+    # event queue, so a restart of either loses none.
+
+    def attach_zookeeper(self, client) -> None:
+        from zuul.zk.pipeline_state import TriggerEventQueue
+        self.queue = TriggerEventQueue(client, f'/zuul/events/connection/{self.name}')
+
+    def enqueue_webhook(self, headers: dict, body: bytes) -> str | None:
+        """Check a delivery (WebhookRejectedError) and store it; None when
+        it carries nothing to act on (a ping, an ignored action)."""
+        event = self.check_webhook(headers, body)
+        if event is None:
+            return None
+        lowered = {k.lower(): v for k, v in headers.items()}
+        return self.queue.put({'kind': lowered.get('x-github-event'),
+                               'delivery': lowered.get('x-github-delivery'),
+                               'payload': json.loads(body)})
+
     def start(self, on_event) -> None:
         self._on_event = on_event
+        if getattr(self, 'queue', None) is None:
+            return
+        self._stopped = threading.Event()
+        self._wake = threading.Event()
+        self.queue.client.ChildrenWatch(self.queue.root, lambda _: self._wake.set())
+        self._thread = threading.Thread(target=self._consume, daemon=True,
+                                        name=f'github-events-{self.name}')
+        self._thread.start()
 
     def stop(self) -> None:
         self._on_event = None
+        if getattr(self, '_thread', None) is not None:
+            self._stopped.set()
+            self._wake.set()
+            self._thread.join(10)
+            self._thread = None
+
+    def _consume(self) -> None:
+        while not self._stopped.is_set():
+            self._wake.clear()
+            try:
+                self.process_deliveries()
+            except Exception:
+                log.exception('%s: handling webhook deliveries failed; trying again',
+                              self.name)
+                self._stopped.wait(2)
+                continue
+            self._wake.wait(5)
+
+    def process_deliveries(self) -> int:
+        """Stored deliveries, oldest first, to the scheduler; each removed
+        once handed over (a malformed one is logged and dropped)."""
+        count = 0
+        for path, stored in self.queue.pending():
+            if self._on_event is None or self._stopped.is_set():
+                break
+            try:
+                event = parse_webhook(stored.get('kind') or '', stored.get('payload'),
+                                      self.name, stored.get('delivery'))
+            except MalformedEventError as exc:
+                log.error('%s: dropping malformed %s delivery %s: %s', self.name,
+                          stored.get('kind'), stored.get('delivery'), exc)
+                event = None
+            if event is not None:
+                log.info('[e: %s] %s: %s', event.event_id, self.name, event.describe())
+                self._on_event(event)
+                count += 1
+            self.queue.ack(path)
+        return count
 
     def deliver(self, event: TriggerEvent) -> None:
-        """Hand an event (taken from the webhook queue) to the scheduler."""
+        """Hand an event to the scheduler directly (tests, tools)."""
         if self._on_event is not None:
             self._on_event(event)
 

@@ -155,6 +155,10 @@ class SchedulerService:
             self.scheduler.recent_events.update(since['recent'])
         self.scheduler.start()
         self.images.start()
+        for connection in self.connections.all():
+            # Webhook deliveries (GitHub) wait in ZooKeeper for the leader.
+            if hasattr(connection, 'attach_zookeeper'):
+                connection.attach_zookeeper(self.zk.client)
         self.connections.start(self.scheduler.add_trigger_event)
         if since is not None:
             self._catch_up(since)

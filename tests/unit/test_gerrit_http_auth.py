@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import base64
 import http.client
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import voluptuous as vs
 
+from tests.harness.tls import TestCA
 from zuul.devtools.gerrit.checks import checks_for
 from zuul.devtools.gerrit.rest import http_auth_for
 from zuul.driver.gerrit import GerritDriver
 from zuul.driver.gerrit.gerrit_connection import GerritConnection
-from zuul.driver.gerrit.rest import GerritAuthError, GerritRESTClient
+from zuul.driver.gerrit.rest import GerritAuthError, GerritHTTPError, GerritRESTClient
 
 
 def _client(gerrit, auth_type, password=None):
@@ -103,3 +107,35 @@ def test_rest_answers_carry_gerrits_guard_line(dev_gerrit_http):
     resp = conn.getresponse()
     resp.read()
     assert resp.status == 401 and resp.getheader('WWW-Authenticate').startswith('Digest')
+
+
+class _SelfHandler(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - http.server API
+        data = b")]}'\n{\"username\": \"zuul\"}"
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_verify_ssl_false_accepts_a_certificate_nobody_vouches_for(tmp_path):
+    files = TestCA(str(tmp_path)).issue('gerrit.example.com')
+    server = ThreadingHTTPServer(('127.0.0.1', 0), _SelfHandler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(files.cert, files.key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        options = {'server': '127.0.0.1', 'password': 'p',
+                   'baseurl': f'https://127.0.0.1:{server.server_address[1]}'}
+        with pytest.raises(GerritHTTPError, match='CERTIFICATE_VERIFY_FAILED'):
+            GerritConnection('review', options).rest.get('accounts/self')
+        unchecked = GerritConnection('review', dict(options, verify_ssl='false'))
+        assert unchecked.rest.get('accounts/self') == {'username': 'zuul'}
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -295,9 +295,13 @@ class ReviewStore:
             return change
 
     def add_patchset(self, change: Change, files: dict[str, str | None],
-                     uploader: str | None = None) -> PatchSet:
-        """Upload a new patchset: the previous one's tree plus ``files``."""
+                     uploader: str | None = None, footer: str | None = None) -> PatchSet:
+        """Upload a new patchset: the previous one's tree plus ``files``;
+        with ``footer`` the commit message gets it (e.g. a ``Depends-On:``
+        that closes a dependency cycle) in place of the previous one."""
         with self.lock:
+            if footer is not None:
+                change.message = _commit_message(change.subject, footer, change.change_id)
             who = self.account(uploader or change.owner.username)
             prev = change.current
             base = prev.parents[0] if prev.parents else None

@@ -377,10 +377,13 @@ def _load_provider(c: _Collector, registry, i: int, raw: Any) -> ProviderConfig 
     if data is None:
         return None
     try:
-        return driver.load_provider(data)
+        provider = driver.load_provider(data)
     except v.Invalid as e:
         c.invalid(where, e)
         return None
+    for path, message in provider.warnings:
+        c.add(where + list(path), message, severity=WARNING)
+    return provider
 
 
 def _cross_check(c: _Collector, doc, config: NodepoolConfig) -> None:

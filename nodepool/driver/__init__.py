@@ -82,6 +82,12 @@ class InstanceSpec:
     #: reports them on the instance unless its own settings say otherwise.
     connection_type: str | None = None
     connection_port: int | None = None
+    #: The request that prompted this launch (released Nodepool's fields:
+    #: ``id``, ``labels``, ``requestor``, ``requestor_data``,
+    #: ``relative_priority``, ``event_id``, ``created_time``,
+    #: ``tenant_name``); None when no request did.  The node may end up
+    #: serving another request: this is not updated then.
+    request: dict | None = None
 
 
 @dataclass
@@ -287,6 +293,11 @@ class ProviderAdapter:
     def delete_image(self, external_id: str) -> None:
         """Remove an uploaded image (return quietly if it is gone)."""
         raise ProviderError(f'provider {self.provider.name!r} does not take image uploads')
+
+    def cleanup_leaks(self) -> None:
+        """Remove what the provider leaked besides instances (floating
+        IPs, ports).  Called by the cleanup loop once per full pass;
+        raise ``ProviderError`` if the provider cannot be reached."""
 
     def static_hosts(self) -> list[StaticHost]:
         """For ``reuses_nodes`` providers: the hosts to register."""

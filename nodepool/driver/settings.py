@@ -73,6 +73,9 @@ class ProviderConfig:
     #: Built images (top-level ``diskimages:``) this provider uploads and
     #: launches from, by name.  Drivers that take uploads fill this in.
     diskimages: dict[str, ProviderDiskImage] = field(default_factory=dict)
+    #: (path under the provider, message): what the driver warns about
+    #: (deprecated keys); reported as configuration warnings.
+    warnings: list[tuple[list, str]] = field(default_factory=list)
 
 
 # Keys every provider may have, whatever its driver.

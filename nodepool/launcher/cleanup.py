@@ -13,6 +13,7 @@ Seed 000's three cases, and what else leaks in practice:
 - a ``hold`` node past its ``hold_expiration`` or the top-level
   ``max-hold-age`` (whichever is shorter): deleted;
 - an instance a provider reports that has no node record: deleted;
+- what a provider leaks besides instances (``ProviderAdapter.cleanup_leaks``);
 - a ``pending`` request whose lock is gone (its launcher died): put back
   to ``requested``, its ready nodes unallocated;
 - lock directories of requests that no longer exist.
@@ -115,8 +116,8 @@ class CleanupWorker(threading.Thread):
     def run_pass(self, full: bool, min_ready: bool = True) -> None:
         steps = [self._node_states if full else self._quick_node_states]
         if full:
-            steps += [self.static.sync, self._leaked_instances, self._lost_requests,
-                      self._stale_request_locks]
+            steps += [self.static.sync, self._leaked_instances, self._provider_leaks,
+                      self._lost_requests, self._stale_request_locks]
         if min_ready:
             steps.append(self.min_ready.run)
         for step in steps:
@@ -269,6 +270,17 @@ class CleanupWorker(threading.Thread):
                 log.info('Provider %s: instance %s has no node record (node %s); '
                          'deleting it', name, inst.external_id, inst.node_id)
                 self.launcher.delete_instance(adapter, inst.external_id)
+
+    def _provider_leaks(self) -> None:
+        """What providers leak besides instances (the openstack driver's
+        unattached floating IPs and long-DOWN ports)."""
+        for name, adapter in self.launcher.adapters.items():
+            if adapter.reuses_nodes or name in self.launcher.broken_providers:
+                continue
+            try:
+                adapter.cleanup_leaks()
+            except Exception as e:
+                log.warning('Provider %s: cleaning up leaked resources failed: %s', name, e)
 
     # -- requests -----------------------------------------------------------------
 

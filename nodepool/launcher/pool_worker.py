@@ -29,7 +29,7 @@ import time
 
 from nodepool.driver import Quota
 from nodepool.launcher.handler import FINISHED, RequestHandler
-from nodepool.launcher.state_machine import NodeLaunchStateMachine
+from nodepool.launcher.state_machine import NodeLaunchStateMachine, request_info
 from nodepool.launcher.tenant_limits import (
     node_resources,
     over_limit,
@@ -495,7 +495,7 @@ class PoolWorker(threading.Thread):
             self.launcher.settings.boot_poll_interval, on_done=self._launch_done,
             semaphore=self.launcher.launch_semaphore(self.provider.name), image=image,
             launch_timeout=None if self.adapter.times_own_launch
-            else self.provider.launch_timeout)
+            else self.provider.launch_timeout, request=request_info(request))
         log.info('Request %s: launching node %s (%s) in %s/%s', request.id, node.id, label,
                  self.provider.name, self.pool.name)
         self.launcher.track(machine)

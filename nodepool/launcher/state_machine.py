@@ -31,7 +31,7 @@ from nodepool.driver import (
 )
 from nodepool.driver.sshutil import SSHCheckError, wait_for_ssh
 from nodepool.zk import api as zkapi
-from nodepool.zk.records import DELETING, READY, TESTING, Node, apply_instance
+from nodepool.zk.records import DELETING, READY, TESTING, Node, NodeRequest, apply_instance
 
 log = logging.getLogger('nodepool.launcher.node')
 
@@ -44,14 +44,27 @@ DONE = 'done'
 FAILED = 'failed'
 
 
+def request_info(request: NodeRequest) -> dict:
+    """``InstanceSpec.request`` for a launch prompted by ``request``."""
+    return {'id': request.id, 'labels': list(request.node_types),
+            'requestor': request.requestor,
+            'requestor_data': dict(request.requestor_data or {}),
+            'relative_priority': (request.extra or {}).get('relative_priority', 0),
+            'event_id': request.event_id, 'created_time': request.created_time,
+            'tenant_name': request.tenant}
+
+
 class NodeLaunchStateMachine:
     """Brings one locked ``building`` node to ``ready`` (or removes it)."""
 
     def __init__(self, zk: zkapi.NodepoolZooKeeper, adapter: ProviderAdapter, node: Node,
                  spec_settings: dict, boot_timeout: float, poll_interval: float = 1.0,
                  on_done=None, semaphore: threading.Semaphore | None = None,
-                 image: ImageRef | None = None, launch_timeout: float | None = None):
+                 image: ImageRef | None = None, launch_timeout: float | None = None,
+                 request: dict | None = None):
         self.zk = zk
+        #: What the adapter is told of the request (``InstanceSpec.request``).
+        self.request = request
         self.image = image
         #: Seconds from issuing the create until the instance is ready
         #: (the provider's ``launch-timeout``); ``boot_timeout`` then
@@ -117,7 +130,8 @@ class NodeLaunchStateMachine:
                             username=node.username, metadata={'nodepool_node_id': node.id},
                             image=self.image, az=node.az,
                             connection_type=node.connection_type if self.image else None,
-                            connection_port=node.connection_port if self.image else None)
+                            connection_port=node.connection_port if self.image else None,
+                            request=self.request)
         self.state = CREATING
         started = time.monotonic()
         limit = self.launch_timeout if self.launch_timeout is not None else self.boot_timeout

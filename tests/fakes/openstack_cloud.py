@@ -10,7 +10,8 @@ One threaded HTTP server on 127.0.0.1 serves, under one base URL:
   ``os-getConsoleOutput``, flavors, limits, os-keypairs,
   os-availability-zone);
 - ``/image``: Glance v2 (images list/get/create/upload/delete/patch);
-- ``/network``: Neutron v2.0 (networks list/get).
+- ``/network``: Neutron v2.0 (networks list/get; ports list/get/delete;
+  floating IPs list/create/get/update/delete), in openstack_network.py.
 
 Every request but discovery and token creation must carry a token the
 fake issued.  Bodies and status codes follow the API references; the
@@ -27,11 +28,13 @@ scans run for real.
 Tests change the cloud through methods: ``set_limits``,
 ``fail_next_servers``, ``make_undeletable``, ``add_server`` (a server
 made by someone else), ``fail_next_uploads``, ``hold_boots``,
-``revoke_tokens``.  What happened is in ``requests`` (method, path,
-time), ``servers`` and ``images``.
+``revoke_tokens``, ``add_port``, ``add_floating_ip``.  What happened is
+in ``requests`` (method, path, time), ``servers``, ``images``, ``ports``
+and ``floating_ips``.
 
-This module holds the cloud's state, Keystone, Glance and Neutron; Nova
-is in openstack_compute.py, the HTTP plumbing in openstack_http.py.
+This module holds the cloud's state, Keystone and Glance; Nova is in
+openstack_compute.py, Neutron in openstack_network.py, the HTTP
+plumbing in openstack_http.py.
 
 The formats come from the API references (docs.openstack.org/api-ref:
 identity v3, compute v2.1, image v2, networking v2.0); nothing here is
@@ -54,14 +57,10 @@ import pytest
 import yaml
 
 from tests.fakes.openstack_compute import DEFAULT_FLAVORS, UNLIMITED, ComputeApi, FakeServer
-from tests.fakes.openstack_http import (
-    ApiError,
-    Context,
-    Handler,
-    neutron_error,
-)
+from tests.fakes.openstack_http import ApiError, Context, Handler
 from tests.fakes.openstack_http import later as _later
 from tests.fakes.openstack_http import now as _now
+from tests.fakes.openstack_network import NETWORK_ROUTES, FakeFloatingIp, FakePort, NetworkApi
 
 
 @dataclass
@@ -81,7 +80,7 @@ class FakeImage:
     fail_upload: bool = False
 
 
-class FakeOpenStackCloud(ComputeApi):
+class FakeOpenStackCloud(ComputeApi, NetworkApi):
     """The cloud's state and behaviour; ``start`` serves it over HTTP."""
 
     def __init__(self, *, region: str = 'RegionOne', username: str = 'demo',
@@ -112,6 +111,8 @@ class FakeOpenStackCloud(ComputeApi):
         self.images: dict[str, FakeImage] = {}
         self.keypairs: dict[str, dict] = {}
         self.networks: dict[str, dict] = {}
+        self.ports: dict[str, FakePort] = {}
+        self.floating_ips: dict[str, FakeFloatingIp] = {}
         self.limits = {'instances': UNLIMITED, 'cores': UNLIMITED, 'ram': UNLIMITED}
         #: Every request: (method, path, monotonic time).
         self.requests: list[tuple[str, str, float]] = []
@@ -473,38 +474,6 @@ class FakeOpenStackCloud(ComputeApi):
             image.updated_at = _now()
         return self._image_body(image)
 
-    # -- network ------------------------------------------------------------------------
-
-    def version_network(self, ctx):
-        return {'versions': [{'id': 'v2.0', 'status': 'CURRENT',
-                              'links': [{'rel': 'self', 'href': f'{self.url}/network/v2.0/'}]}]}
-
-    def _network_body(self, net: dict) -> dict:
-        return {'id': net['id'], 'name': net['name'], 'status': 'ACTIVE', 'subnets': [],
-                'admin_state_up': True, 'shared': False, 'tenant_id': self.project_id,
-                'project_id': self.project_id, 'router:external': net['external'],
-                'mtu': 1500, 'description': '', 'availability_zones': [],
-                'port_security_enabled': True, 'tags': [], 'revision_number': 1,
-                'ipv4_address_scope': None, 'ipv6_address_scope': None,
-                'created_at': _now(), 'updated_at': _now()}
-
-    def networks_list(self, ctx):
-        with self.lock:
-            nets = [self._network_body(n) for n in self.networks.values()]
-        for key, value in ctx.query.items():
-            nets = [n for n in nets if key not in n or str(n[key]).lower() == value.lower()]
-        return {'networks': nets}
-
-    def networks_get(self, ctx, net_id):
-        with self.lock:
-            net = self.networks.get(net_id)
-        if net is None:
-            raise neutron_error(404, 'NetworkNotFound', f'Network {net_id} could not be found.')
-        return {'network': self._network_body(net)}
-
-    def network_extensions(self, ctx):
-        return {'extensions': []}
-
 
 ROUTES = [
     ('GET', r'/identity/?', 'identity_versions'),
@@ -536,10 +505,7 @@ ROUTES = [
     ('DELETE', r'/image/v2/images/([^/]+)', 'images_delete'),
     ('PATCH', r'/image/v2/images/([^/]+)', 'images_patch'),
     ('PUT', r'/image/v2/images/([^/]+)/file', 'images_upload'),
-    ('GET', r'/network/?', 'version_network'),
-    ('GET', r'/network/v2\.0/networks', 'networks_list'),
-    ('GET', r'/network/v2\.0/networks/([^/]+)', 'networks_get'),
-    ('GET', r'/network/v2\.0/extensions', 'network_extensions'),
+    *NETWORK_ROUTES,
 ]
 
 

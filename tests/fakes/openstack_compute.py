@@ -185,6 +185,7 @@ class ComputeApi:
         with self.lock:
             if server.id not in self.servers or server.task_state == 'deleting':
                 self._release_host(server)
+                self._unplug(server.id)
                 return
             if error is not None:
                 server.status, server.task_state = 'ERROR', None
@@ -217,7 +218,9 @@ class ComputeApi:
                 v4 = f'203.0.113.{n % 250 + 1}'
             else:
                 v4 = f'10.0.{n // 250 % 250}.{n % 250 + 1}'
-            mac = 'fa:16:3e:%02x:%02x:%02x' % (n >> 16 & 255, n >> 8 & 255, n & 255)
+            mac = self._mac(n)
+            with self.lock:
+                self._plug(server, net_id, v4, mac)
             entries = [{'version': 4, 'addr': v4, 'OS-EXT-IPS:type': 'fixed',
                         'OS-EXT-IPS-MAC:mac_addr': mac}]
             if net['external']:
@@ -273,7 +276,7 @@ class ComputeApi:
                 'image': {'id': s.image_id, 'links': self._links('images', s.image_id)}
                 if s.image_id else '',
                 'flavor': flavor, 'created': s.created_at, 'updated': _now(),
-                'addresses': json.loads(json.dumps(s.addresses)),
+                'addresses': self._addresses_of(s),
                 'accessIPv4': '', 'accessIPv6': '',
                 'links': self._links('servers', s.id),
                 'OS-DCF:diskConfig': 'MANUAL', 'progress': 0,
@@ -296,6 +299,14 @@ class ComputeApi:
                 body['fault'] = dict(s.fault)
         return body
 
+    def _addresses_of(self, s: FakeServer) -> dict:
+        """Its fixed addresses and the floating IPs on its ports (with
+        the lock)."""
+        addresses = json.loads(json.dumps(s.addresses))
+        for name, entries in self._floating_addresses(s.id).items():
+            addresses.setdefault(name, []).extend(entries)
+        return addresses
+
     def servers_delete(self, ctx, server_id):
         server = self._server(server_id)
         with self.lock:
@@ -316,6 +327,7 @@ class ComputeApi:
         with self.lock:
             if not server.undeletable:
                 self.servers.pop(server.id, None)
+                self._unplug(server.id)
         self._notify()
 
     def servers_metadata(self, ctx, server_id):

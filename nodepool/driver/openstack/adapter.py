@@ -18,7 +18,8 @@ user data and properties, and nodepool's metadata.  ``poll`` waits for
 returns once Nova no longer knows the server.  ``list`` reports the
 servers whose metadata names this provider, so the launcher's cleanup
 finds leaked ones.  ``quota`` is the cloud's absolute limits less what
-servers that are not this provider's use.
+servers that are not this provider's use.  Floating IPs and the
+cleanup of leaked floating IPs and ports are in network.py.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from nodepool.driver import (
     Quota,
     UploadSpec,
 )
+from nodepool.driver.openstack.network import NeutronJanitor
 from nodepool.driver.settings import PoolConfig
 from nodepool.driver.sshutil import SSHCheckError, paramiko_keyscan, ssh_banner
 from nodepool.launcher.ratelimit import RateLimiter
@@ -94,6 +96,8 @@ class _Launch:
     console_log: bool
     started: float
     active_at: float | None = None
+    #: The pool's ``auto-floating-ip``.
+    auto_floating_ip: bool = False
 
 
 def pick_flavor(flavors, name: str | None, min_ram: int | None):
@@ -106,6 +110,22 @@ def pick_flavor(flavors, name: str | None, min_ram: int | None):
         fits.sort(key=lambda f: (f.ram, f.vcpus, f.name))
         return fits[0] if fits else None
     return next((f for f in usable if name in (f.name, f.id)), None)
+
+
+def dynamic_properties(templates: dict, request: dict | None, node_id: str) -> dict:
+    """A label's ``dynamic-instance-properties``, formatted with
+    ``request`` (``InstanceSpec.request``).  A property that cannot be
+    formatted (a launch no request prompted, a key its requestor_data
+    lacks) is left out, with a warning."""
+    fields = SimpleNamespace(**(request or {}))
+    out = {}
+    for key, template in templates.items():
+        try:
+            out[str(key)] = template.format(request=fields)
+        except (AttributeError, KeyError, IndexError, ValueError) as e:
+            log.warning('Node %s: dynamic-instance-property %s (%r) left out: %r', node_id,
+                        key, template, e)
+    return out
 
 
 class OpenStackAdapter(ProviderAdapter):
@@ -137,6 +157,7 @@ class OpenStackAdapter(ProviderAdapter):
         self._quota: tuple[float, Quota] | None = None
         #: HTTP requests made so far (tests and benchmarks read it).
         self.api_calls = 0
+        self.neutron = NeutronJanitor(self)
 
     # -- connection -------------------------------------------------------------------
 
@@ -290,6 +311,8 @@ class OpenStackAdapter(ProviderAdapter):
             [spec.label]
         meta = {str(k): str(val) for k, val in (settings.get('instance-properties') or
                                                 {}).items()}
+        meta.update(dynamic_properties(settings.get('dynamic-instance-properties') or {},
+                                       spec.request, spec.node_id))
         meta.update({str(k): str(val) for k, val in spec.metadata.items()})
         meta.update({
             'groups': ','.join(groups),
@@ -346,11 +369,13 @@ class OpenStackAdapter(ProviderAdapter):
             if 'quota' in str(e).lower():
                 self.invalidate_quota()
             raise LaunchError(f'creating server {request["name"]}: {e}') from None
+        self.neutron.created(server.id)
         with self._lock:
             self._launches[server.id] = _Launch(
                 spec=spec, source=source,
                 host_key_checking=settings.get('host-key-checking', True),
-                console_log=bool(settings.get('console-log')), started=time.monotonic())
+                console_log=bool(settings.get('console-log')), started=time.monotonic(),
+                auto_floating_ip=pool.settings.get('auto-floating-ip', True))
         log.info('Provider %s: server %s (%s) created for node %s', self.provider.name,
                  server.id, request['name'], spec.node_id)
         return server.id
@@ -388,11 +413,31 @@ class OpenStackAdapter(ProviderAdapter):
         inst.connection_type = launch.source.connection_type
         inst.connection_port = launch.source.connection_port
         inst.username = launch.source.username
-        if not self._reachable(launch, inst, server, now):
+        if not self._floating_ip(launch, inst, server, now) or \
+                not self._reachable(launch, inst, server, now):
             return None
         inst.ready = True
         self._forget(external_id)
         return inst
+
+    def _floating_ip(self, launch: _Launch, inst: Instance, server, now: float) -> bool:
+        """With ``auto-floating-ip``, a server without a public IPv4 gets
+        a floating IP, which becomes its public and interface address.
+        False while its port is not there yet (LaunchError once
+        ``boot-timeout`` has passed since ACTIVE)."""
+        if not launch.auto_floating_ip or inst.public_ipv4:
+            return True
+        try:
+            address = self.neutron.attach(server.id)
+        except LaunchError as e:
+            self._fail(launch, server, str(e))
+        if address is None:
+            if now - launch.active_at > self.settings['boot-timeout']:
+                self._fail(launch, server, f'server {server.id}: no port for a floating IP '
+                                           f'within boot-timeout {self.settings["boot-timeout"]}s')
+            return False
+        inst.public_ipv4 = inst.interface_ip = address
+        return True
 
     def _reachable(self, launch: _Launch, inst: Instance, server, now: float) -> bool:
         """Whether the server can be handed out: it has an address and,
@@ -478,6 +523,8 @@ class OpenStackAdapter(ProviderAdapter):
 
     def delete(self, external_id: str) -> None:
         self._forget(external_id)
+        self.neutron.release(external_id, look_up=any(
+            p.settings.get('auto-floating-ip', True) for p in self.provider.pools.values()))
         compute = self._proxy('compute')
         self._api(f'deleting server {external_id}', compute.delete_server, external_id,
                   ignore_missing=True)
@@ -513,6 +560,14 @@ class OpenStackAdapter(ProviderAdapter):
                                 node_id=metadata.get('nodepool_node_id'),
                                 az=server.availability_zone or None, hostname=server.name))
         return out
+
+    def cleanup_leaks(self) -> None:
+        """``clean-floating-ips`` and ``port-cleanup-interval``."""
+        if self.settings.get('clean-floating-ips'):
+            self.neutron.clean_floating_ips()
+        interval = self.settings.get('port-cleanup-interval') or 0
+        if interval > 0:
+            self.neutron.clean_ports(interval)
 
     # -- quota and availability zones ------------------------------------------------------
 

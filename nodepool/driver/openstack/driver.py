@@ -10,6 +10,8 @@
       launch-retries: 3
       hostname-format: '{label.name}-{provider.name}-{node.id}'
       image-name-format: '{image_name}-{timestamp}'
+      clean-floating-ips: true     # cleanup deletes unattached floating IPs
+      port-cleanup-interval: 600   # ... and ports DOWN this long (0: never)
       diskimages:                  # built images this provider takes
         - name: ubuntu-jammy
           config-drive: true
@@ -27,18 +29,24 @@
           networks: [public]
           security-groups: [default]
           host-key-checking: true
+          auto-floating-ip: true   # a floating IP when no public IPv4
           labels:
             - name: ubuntu-jammy
               diskimage: ubuntu-jammy    # or cloud-image: cirros
               min-ram: 8192              # smallest flavor with this much
               flavor-name: Performance   # (with min-ram: a name filter)
               key-name: infra-root-keys
+              dynamic-instance-properties:   # server metadata, per request
+                request_info: 'Created for request {request.id}'
 
 Released Nodepool's timeouts differ from the framework's single one:
 ``launch-timeout`` bounds the time until the server is ``ACTIVE`` and
 ``boot-timeout`` the time from then until SSH answers.  The adapter
 enforces both; the framework's overall deadline
 (``ProviderConfig.boot_timeout``) is their sum.
+
+``nodepool-id`` is deprecated in released Nodepool and has no effect: it
+is accepted with a warning.
 """
 
 from __future__ import annotations
@@ -176,6 +184,23 @@ def _check_label(raw_label: dict, path: list, diskimages: dict, cloud_images: di
         problems.append(v.Invalid(f'label {name!r} needs flavor-name or min-ram', path=path))
 
 
+class _AnyItem:
+    """Stands for a request's list or dict in the load-time check of
+    ``dynamic-instance-properties``: any index or key formats."""
+
+    def __getitem__(self, key):
+        return ''
+
+    def __format__(self, spec):
+        return ''
+
+
+# The fields released Nodepool gives ``dynamic-instance-properties``.
+SAMPLE_REQUEST = SimpleNamespace(id='100-0000000001', labels=_AnyItem(), requestor='zuul',
+                                 requestor_data=_AnyItem(), relative_priority=0,
+                                 event_id='e', created_time=0.0, tenant_name='t')
+
+
 class OpenStackDriver(Driver):
     name = 'openstack'
 
@@ -197,6 +222,11 @@ class OpenStackDriver(Driver):
             for j, raw_label in enumerate(raw_pool.get('labels') or []):
                 _check_label(raw_label, ['pools', i, 'labels', j], diskimages, cloud_images,
                              raw['name'], problems)
+                for key, template in (raw_label.get('dynamic-instance-properties') or
+                                      {}).items():
+                    _check_format(template, ['pools', i, 'labels', j,
+                                             'dynamic-instance-properties', key],
+                                  {'request': SAMPLE_REQUEST}, problems)
         if problems:
             raise v.MultipleInvalid(problems)
         return self._build(raw, diskimages, cloud_images)
@@ -214,7 +244,7 @@ class OpenStackDriver(Driver):
             'launch-timeout': launch,
             'hostname-format': raw.get('hostname-format', DEFAULT_HOSTNAME_FORMAT),
             'image-name-format': raw.get('image-name-format'),
-            'clean-floating-ips': raw.get('clean-floating-ips', False),
+            'clean-floating-ips': raw.get('clean-floating-ips', True),
             'port-cleanup-interval': raw.get('port-cleanup-interval', 600),
             'post-upload-hook': raw.get('post-upload-hook'),
             'cloud-images': {name: _cloud_image(entry) for name, entry in cloud_images.items()},
@@ -229,6 +259,10 @@ class OpenStackDriver(Driver):
         for raw_pool in raw.get('pools') or []:
             pool = _pool(provider, raw_pool)
             provider.pools[pool.name] = pool
+        if 'nodepool-id' in raw:
+            provider.warnings.append((['nodepool-id'], (
+                f'provider {provider.name!r}: nodepool-id is deprecated in released Nodepool '
+                'and has no effect; remove it')))
         return provider
 
     def get_adapter(self, provider: ProviderConfig):

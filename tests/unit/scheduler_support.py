@@ -85,17 +85,21 @@ class HeldExecutor:
             self.finish(request)
 
 
-def start_system(tmp_path, main: str, repos: dict, connections=None):
+def start_system(tmp_path, main: str, repos: dict, connections=(), history=None):
     """(scheduler, executor) over the tenant file ``main``; the caller
-    stops the scheduler."""
+    stops the scheduler. ``connections`` are live connection objects
+    (with ``name`` and ``driver_name``) besides the config-only
+    ``gerrit``; ``history`` is the ``[database]`` BuildHistory."""
     path = tmp_path / 'main.yaml'
     path.write_text(textwrap.dedent(main))
     fetcher = DictFetcher(repos)
-    layouts = Layouts(str(path), ConnectionRegistry(), default_registry(), fetcher,
-                      {'gerrit': 'gerrit'}, {'gerrit': HOST})
+    registry = ConnectionRegistry(connections)
+    drivers = {'gerrit': 'gerrit', **{c.name: c.driver_name for c in connections}}
+    layouts = Layouts(str(path), registry, default_registry(), fetcher, drivers,
+                      {'gerrit': HOST})
     executor = HeldExecutor()
-    scheduler = Scheduler(layouts, connections or ConnectionRegistry(),
-                          DictMerger(fetcher), None, None)
+    scheduler = Scheduler(layouts, registry, DictMerger(fetcher), None, None,
+                          history=history)
     scheduler.executor = ExecutorAdapter(executor, scheduler, {'gerrit': HOST},
                                          layouts.job_spec_for)
     scheduler.start()

@@ -313,6 +313,7 @@ class LayoutLoader:
                     raise ConfigurationError('pipelines may only be defined in config '
                                              'projects')
                 pipeline = pipeline_parser.parse(conf, sc)
+                pipeline.tenant_name = layout.tenant_name
                 for problem in pipeline_parser.problems:
                     layout.errors.add(_error(sc, line, problem, 'pipeline', pipeline.name))
                 layout.add_unique('pipelines', pipeline)

@@ -57,6 +57,8 @@ class PipelineConfig(ConfigObject):
     reporters: dict[str, dict] = field(default_factory=dict)
     # connection name -> driver name, for every connection mentioned
     connection_drivers: dict[str, str] = field(default_factory=dict)
+    # The tenant whose layout defines it (set by the layout loader).
+    tenant_name: str = ''
 
     @property
     def merge_conflict_message(self) -> str:

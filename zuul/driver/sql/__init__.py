@@ -22,6 +22,10 @@ class SQLDriver(Driver, ConnectionInterface, ReporterInterface):
         history.name = name
         return history
 
+    def get_reporter(self, connection, pipeline, config):
+        from zuul.driver.sql.reporter import SQLReporter
+        return SQLReporter(connection, pipeline, config)
+
     def get_reporter_schema(self):
         return vs.Any(None, {})
 

@@ -25,8 +25,9 @@ from zuul.executor.sshagent import SshAgent
 PLAYS_HEADER = '- hosts: all\n  gather_facts: false\n  tasks:\n'
 
 
-def run_build(env, request, **kw):
-    """Run ``request``; ``kw`` goes to BuildExecution (``on_pre_fail``)."""
+def run_build(env, request, created=None, **kw):
+    """Run ``request``; ``kw`` goes to BuildExecution (``progress``,
+    ``on_pre_fail``); ``created(build)`` is called before it runs."""
     # The job dir stays for inspection; exec_env removes the whole root.
     env.settings.keep_jobdir = True
     agent = SshAgent(os.path.join(env.root, 'agent.sock')).start(env.settings.private_key_file)
@@ -34,6 +35,8 @@ def run_build(env, request, **kw):
         build = BuildExecution(request, env.settings, env.merger,
                                sandbox=default_sandbox(env.settings),
                                ssh_auth_sock=agent.socket_path, **kw)
+        if created is not None:
+            created(build)
         return build.run(), build
     finally:
         agent.stop()
@@ -258,3 +261,56 @@ def test_untrusted_local_execution_refused_trusted_allowed(exec_env):  # noqa: F
             assert 'prohibited' in json.dumps(host_result), (name, host_result)
     assert tasks['debug on localhost is fine']['localhost']['status'] == 'ok'
     assert result.result == 'SUCCESS', explain(build)
+
+
+MARK = PLAYS_HEADER + '    - copy: content=done dest={{ marker_dir }}/{{ marker }}\n'
+
+
+def test_abort_runs_only_the_cleanup_playbooks(exec_env):  # noqa: F811
+    """A stopped build runs its post-run entries marked ``cleanup`` and its
+    cleanup-run playbooks, not the other post-run ones; it is ABORTED."""
+    env = exec_env
+    env.upstream.create('org/project', {
+        'playbooks/sleep.yaml': RESULT_PLAYBOOKS['sleep.yaml'],
+        **{f'playbooks/mark-{m}.yaml': MARK.replace('{{ marker }}', m)
+           for m in ('post', 'cleanup-post', 'cleanup-run')}})
+    marker_dir = os.path.join(env.root, 'markers')
+    os.makedirs(marker_dir)
+    node = env.factory.make()
+    job = JobSpec(name='j', run=[playbook('org/project', 'playbooks/sleep.yaml')],
+                  post_run=[playbook('org/project', 'playbooks/mark-cleanup-post.yaml',
+                                     cleanup=True),
+                            playbook('org/project', 'playbooks/mark-post.yaml')],
+                  cleanup_run=[playbook('org/project', 'playbooks/mark-cleanup-run.yaml')],
+                  vars={'marker_dir': marker_dir})
+    request = execute_request('5' * 32, job, [node_spec(node, 'controller')],
+                              [item('org/project')])
+    builds = []
+
+    def stop_in_run(phase):
+        if phase == 'run':
+            builds[0].stop()
+    result, build = run_build(env, request, progress=stop_in_run, created=builds.append)
+    assert result.result == 'ABORTED', explain(build)
+    assert sorted(os.listdir(marker_dir)) == ['cleanup-post', 'cleanup-run'], explain(build)
+
+
+def test_cleanup_post_run_runs_like_the_others_when_not_aborted(exec_env):  # noqa: F811
+    env = exec_env
+    env.upstream.create('org/project', {
+        'playbooks/ok.yaml': RESULT_PLAYBOOKS['ok.yaml'],
+        **{f'playbooks/mark-{m}.yaml': MARK.replace('{{ marker }}', m)
+           for m in ('post', 'cleanup-post')}})
+    marker_dir = os.path.join(env.root, 'markers')
+    os.makedirs(marker_dir)
+    node = env.factory.make()
+    job = JobSpec(name='j', run=[playbook('org/project', 'playbooks/ok.yaml')],
+                  post_run=[playbook('org/project', 'playbooks/mark-cleanup-post.yaml',
+                                     cleanup=True),
+                            playbook('org/project', 'playbooks/mark-post.yaml')],
+                  vars={'marker_dir': marker_dir})
+    request = execute_request('6' * 32, job, [node_spec(node, 'controller')],
+                              [item('org/project')])
+    result, build = run_build(env, request)
+    assert result.result == 'SUCCESS', explain(build)
+    assert sorted(os.listdir(marker_dir)) == ['cleanup-post', 'post']

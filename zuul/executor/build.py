@@ -15,6 +15,10 @@ Zuul does:
   already failed before ``run`` or timed out;
 * cleanup-run: always runs, its result is ignored.
 
+A build stopped (aborted) runs no more playbooks but its cleanup ones:
+post-run entries marked ``cleanup`` and every cleanup-run playbook, each
+within ``cleanup_timeout``; the result is ABORTED.
+
 With ``failure-output`` the console of each run playbook is watched
 (``zuul.executor.failureoutput``): the first matching line is announced at
 once (``on_pre_fail``) and the result is FAILURE even if the playbooks
@@ -71,6 +75,9 @@ class BuildExecution:
         # The console line that matched ``failure-output``, if one did.
         self.early_failure: str | None = None
         self.runner = PlaybookProcessRunner()
+        # Cleanup playbooks (cleanup-run, post-run entries with ``cleanup``)
+        # run even once the build is stopped: a runner stop() leaves alone.
+        self.cleanup_runner = PlaybookProcessRunner()
         self.ansible_playbook = settings.ansible_playbook
         self.playbooks: dict[str, list[PreparedPlaybook]] = {p: [] for p in PHASES}
 
@@ -162,6 +169,7 @@ class BuildExecution:
             for index, spec in enumerate(getattr(job, phase)):
                 prepared = preparer.prepare(phase, index, spec)
                 prepared.secrets = dict(spec.secrets)
+                prepared.cleanup = bool(spec.cleanup)
                 prepared.label = (f'{"trusted" if spec.trusted else "untrusted"} : '
                                   f'{spec.project}/{spec.path}@{spec.branch}')
                 self.playbooks[phase].append(prepared)
@@ -222,18 +230,24 @@ class BuildExecution:
         job = self.request.job
         result, retry = self._run_main(job.timeout)
         post_timeout = job.post_timeout or self.settings.default_post_timeout
+        aborted = result == 'ABORTED'
         for playbook in self.playbooks['post_run']:
+            if aborted:
+                # Aborted: only the entries marked ``cleanup`` still run.
+                if playbook.cleanup:
+                    self._run_playbook(playbook, self.settings.cleanup_timeout, cleanup=True)
+                continue
             outcome = self._run_playbook(playbook, post_timeout)
             if outcome.status == ABORTED:
-                return 'ABORTED'
-            if outcome.unreachable:
+                aborted = True
+            elif outcome.unreachable:
                 retry = True
             elif not outcome.ok and result in ('SUCCESS', 'FAILURE'):
                 result = 'POST_FAILURE'
         for playbook in self.playbooks['cleanup_run']:
-            self._run_playbook(playbook, self.settings.cleanup_timeout)
-        if result == 'ABORTED':
-            return result
+            self._run_playbook(playbook, self.settings.cleanup_timeout, cleanup=True)
+        if aborted:
+            return 'ABORTED'
         if retry:
             attempts = max(1, self.request.job.attempts)
             return 'RETRY' if self.request.attempt < attempts else 'RETRY_LIMIT'
@@ -264,7 +278,10 @@ class BuildExecution:
             return 'FAILURE', False
         return result, False
 
-    def _run_playbook(self, playbook: PreparedPlaybook, timeout: float | None):
+    def _run_playbook(self, playbook: PreparedPlaybook, timeout: float | None,
+                      cleanup: bool = False):
+        """Run one playbook; ``cleanup`` ones run even after ``stop()``
+        (within ``cleanup_timeout``).  The outcome."""
         from zuul.executor.runner import PlaybookOutcome
         label = f'{_LABELS[playbook.phase]} START: [{playbook.label}]'
         self.progress(playbook.phase)
@@ -273,7 +290,8 @@ class BuildExecution:
         if timeout is not None and timeout <= 0:
             outcome = PlaybookOutcome(TIMED_OUT, None, 0.0)
         else:
-            outcome = self._start_playbook(playbook, timeout)
+            runner = self.cleanup_runner if cleanup else self.runner
+            outcome = self._start_playbook(playbook, timeout, runner)
         if watcher is not None and watcher.stop() is not None:
             self._log_line(f'Early failure in job: failure-output matched: {watcher.matched}')
         status = f'RESULT_{outcome.status}' if outcome.status != NORMAL else (
@@ -298,7 +316,7 @@ class BuildExecution:
             log.info('Build %s: failure-output matched %r', self.request.uuid, line)
             self.on_pre_fail(line)
 
-    def _start_playbook(self, playbook: PreparedPlaybook, timeout: float | None):
+    def _start_playbook(self, playbook: PreparedPlaybook, timeout: float | None, runner):
         home = (self.jobdir.playbook_home(playbook.phase, playbook.index) if playbook.trusted
                 else self.jobdir.home)
         secrets = _SecretsFile(playbook.secrets, self.jobdir, sandboxed=self._sandboxed(playbook))
@@ -310,8 +328,7 @@ class BuildExecution:
                 ssh_auth_sock=self.ssh_auth_sock, home=home)
             log_path = os.path.join(self.jobdir.playbook_dir(playbook.phase, playbook.index),
                                     'ansible.log')
-            return self.runner.run(command, env, cwd, log_path, timeout,
-                                   pass_fds=secrets.pass_fds)
+            return runner.run(command, env, cwd, log_path, timeout, pass_fds=secrets.pass_fds)
         finally:
             secrets.remove()
             if playbook.trusted:

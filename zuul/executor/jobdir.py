@@ -46,6 +46,8 @@ class PreparedPlaybook:
     project_root: str = ''
     label: str = ''
     secrets: dict = field(default_factory=dict)
+    # A post-run entry's ``cleanup``: it runs also when the build is aborted.
+    cleanup: bool = False
 
 
 class JobDir:

@@ -38,3 +38,77 @@ dburi=sqlite:///{tmp_path}/history.db
 def test_defaults_without_sections():
     settings = WebSettings.from_config(configparser.ConfigParser())
     assert (settings.listen_address, settings.port, settings.dburi) == ('127.0.0.1', 9000, None)
+
+
+# -- [web] static_cache_expiry and command_socket ------------------------------------------
+
+
+def _web_config(tmp_path, gearman_port, extra=''):
+    config = configparser.ConfigParser()
+    config.read_string(f"""
+[gearman]
+server=127.0.0.1
+port={gearman_port}
+[web]
+listen_address=127.0.0.1
+port=0
+command_socket={tmp_path}/web.socket
+{extra}
+""")
+    return config
+
+
+def _headers(url):
+    with urllib.request.urlopen(url) as r:
+        r.read()
+        return r.headers
+
+
+def test_static_cache_expiry_sets_max_age_of_static_files(tmp_path, gearman_server):
+    import pytest
+    for extra, expected in (('', 3600), ('static_cache_expiry=120', 120),
+                            ('static_cache_expiry=0', 0)):
+        web, rpc = build_web(WebSettings.from_config(
+            _web_config(tmp_path, gearman_server.port, extra)))
+        web.start()
+        try:
+            base = f'http://127.0.0.1:{web.port}'
+            assert _headers(f'{base}/static/zuul.css')['Cache-Control'] == \
+                f'public, max-age={expected}'
+            # Only static files: pages and the API are not cached this way.
+            assert _headers(f'{base}/')['Cache-Control'] is None
+        finally:
+            web.stop()
+            rpc.shutdown()
+    with pytest.raises(ValueError, match=r'\[web\] static_cache_expiry must be .* "soon"'):
+        WebSettings.from_config(_web_config(tmp_path, 1, 'static_cache_expiry=soon'))
+
+
+def test_command_socket_stops_zuul_web(tmp_path, gearman_server):
+    import os
+    import subprocess
+    import sys
+
+    from tests.harness.waiting import wait_for
+    conf = tmp_path / 'zuul.conf'
+    with open(conf, 'w') as f:
+        _web_config(tmp_path, gearman_server.port).write(f)
+    command = [sys.executable, '-m', 'zuul.cmd.web', '-c', str(conf)]
+    # Nothing listens yet: a clear error.
+    idle = subprocess.run(command + ['stop'], capture_output=True, text=True, timeout=60)
+    assert idle.returncode == 1 and 'no daemon is listening on' in idle.stderr
+    web = subprocess.Popen(command + ['-d'], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        socket_path = str(tmp_path / 'web.socket')
+        wait_for(lambda: os.path.exists(socket_path) or web.poll() is not None, 60,
+                 what='the command socket')
+        assert web.poll() is None
+        sent = subprocess.run(command + ['stop'], capture_output=True, text=True,
+                              timeout=60)
+        assert (sent.returncode, sent.stdout.strip()) == (0, 'ok')
+        assert web.wait(60) == 0
+    finally:
+        if web.poll() is None:
+            web.kill()
+            web.wait()

@@ -2,19 +2,26 @@
 
     zuul-web -c /etc/zuul/zuul.conf [-d] [--debug]
 
+    zuul-web -c /etc/zuul/zuul.conf stop
+
 Reads [gearman] (where the scheduler's RPC is), [web] listen_address,
-port and log_root (finished builds' logs, served at /logs/), and
-[database] dburi (build history; none means the history
-endpoints answer 404). SIGTERM/SIGINT stop the server.
+port, log_root (finished builds' logs, served at /logs/),
+static_cache_expiry (Cache-Control max-age of /static/ files) and
+command_socket, and [database] dburi (build history; none means the
+history endpoints answer 404). SIGTERM/SIGINT, or ``zuul-web stop``
+through the command socket, stop the server.
 """
 
 from __future__ import annotations
 
 import argparse
 import configparser
+import logging
 import signal
 import threading
 from dataclasses import dataclass
+
+DEFAULT_COMMAND_SOCKET = '/var/lib/zuul/web.socket'
 
 
 @dataclass
@@ -27,6 +34,8 @@ class WebSettings:
     table_prefix: str = ''
     gearman_tls: object = None   # zuul.lib.gearlib.GearTLS
     log_root: str | None = None
+    static_cache_expiry: int = 3600
+    command_socket: str = DEFAULT_COMMAND_SOCKET
 
     @classmethod
     def from_config(cls, config: configparser.ConfigParser) -> WebSettings:
@@ -39,7 +48,21 @@ class WebSettings:
             dburi=config.get('database', 'dburi', fallback=None),
             table_prefix=config.get('database', 'table_prefix', fallback=''),
             gearman_tls=GearTLS.from_config(config),
-            log_root=config.get('web', 'log_root', fallback=None) or None)
+            log_root=config.get('web', 'log_root', fallback=None) or None,
+            static_cache_expiry=_non_negative(config, 'static_cache_expiry', 3600),
+            command_socket=config.get('web', 'command_socket', fallback=None) or
+            DEFAULT_COMMAND_SOCKET)
+
+
+def _non_negative(config, key: str, default: int) -> int:
+    try:
+        value = config.getint('web', key, fallback=default)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f'[web] {key} must be a whole number of seconds (0 or more), '
+                         f'not "{config.get("web", key)}"')
+    return value
 
 
 def build_web(settings: WebSettings):
@@ -55,20 +78,30 @@ def build_web(settings: WebSettings):
     rpc = RPCClient(settings.gearman_server, settings.gearman_port, timeout=60,
                     name='zuul-web', tls=settings.gearman_tls)
     return ZuulWeb(settings.listen_address, settings.port, rpc, history,
-                   log_root=settings.log_root), rpc
+                   log_root=settings.log_root,
+                   static_cache_expiry=settings.static_cache_expiry), rpc
 
 
 def main(argv=None) -> int:
     from zuul.cmd import PidFile, daemonize, setup_logging
+    from zuul.lib.commandsocket import CommandSocket
     parser = argparse.ArgumentParser(prog='zuul-web', description=__doc__)
     parser.add_argument('-c', dest='config', default='/etc/zuul/zuul.conf')
     parser.add_argument('-d', dest='foreground', action='store_true',
                         help='do not detach; log to the console')
     parser.add_argument('--debug', action='store_true', help='debug logging')
+    parser.add_argument('command', nargs='?', choices=('stop',),
+                        help='send a command to the running zuul-web')
     args = parser.parse_args(argv)
     config = configparser.ConfigParser()
     if not config.read(args.config):
         parser.error(f'cannot read {args.config}')
+    try:
+        settings = WebSettings.from_config(config)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.command:
+        return _send(settings.command_socket, args.command)
     if not args.foreground:
         daemonize()
     setup_logging(config.get('web', 'log_config', fallback=None), args.foreground,
@@ -76,7 +109,7 @@ def main(argv=None) -> int:
     pidfile = None if args.foreground else config.get('web', 'pidfile',
                                                       fallback='/var/run/zuul/web.pid')
     with PidFile(pidfile):
-        web, rpc = build_web(WebSettings.from_config(config))
+        web, rpc = build_web(settings)
         done = threading.Event()
 
         def on_signal(signum, frame):
@@ -84,10 +117,34 @@ def main(argv=None) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, on_signal)
         web.start()
+        commands = CommandSocket(settings.command_socket, {'stop': done.set})
+        try:
+            commands.start()
+        except OSError as e:
+            # Serving matters more than the socket (signals still stop it).
+            logging.getLogger('zuul.web').error(
+                'Cannot open the command socket %s: %s', settings.command_socket, e)
+            commands = None
         done.wait()
+        if commands is not None:
+            commands.stop()
         web.stop()
         rpc.shutdown()
     return 0
+
+
+def _send(path: str, command: str) -> int:
+    """``zuul-web stop``: one command to the running zuul-web."""
+    import sys
+
+    from zuul.lib.commandsocket import send_command
+    try:
+        answer = send_command(path, command)
+    except OSError as e:
+        print(f'zuul-web: {e}', file=sys.stderr)
+        return 1
+    print(answer)
+    return 0 if answer == 'ok' else 1
 
 
 if __name__ == '__main__':

@@ -83,12 +83,18 @@ class PageRoot:
             raise cherrypy.HTTPError(404, f'Unknown tenant {tenant}')
 
 
-def build_app(api: ZuulWebAPI, log_root: str | None = None) -> cherrypy.Application:
+def build_app(api: ZuulWebAPI, log_root: str | None = None,
+              static_cache_expiry: int = 3600) -> cherrypy.Application:
+    """``static_cache_expiry`` ([web] static_cache_expiry): the
+    Cache-Control max-age, in seconds, of the files under /static/."""
     root = PageRoot(api)
     root.logs = LogsRoot(log_root)  # /logs
     config = {
         '/': {'tools.encode.on': True, 'tools.encode.encoding': 'utf-8'},
-        '/static': {'tools.staticdir.on': True, 'tools.staticdir.dir': STATIC_DIR},
+        '/static': {'tools.staticdir.on': True, 'tools.staticdir.dir': STATIC_DIR,
+                    'tools.response_headers.on': True,
+                    'tools.response_headers.headers': [
+                        ('Cache-Control', f'public, max-age={int(static_cache_expiry)}')]},
     }
     return cherrypy.Application(root, '', config)
 
@@ -97,11 +103,11 @@ class ZuulWeb:
     """The zuul-web HTTP server. ``port=0`` picks a free port (see ``.port``)."""
 
     def __init__(self, listen_address: str, port: int, rpc, history=None,
-                 log_root: str | None = None):
+                 log_root: str | None = None, static_cache_expiry: int = 3600):
         cherrypy.config.update({'environment': 'embedded', 'log.screen': False,
                                 'engine.autoreload.on': False})
         self.api = ZuulWebAPI(rpc, history)
-        self.app = build_app(self.api, log_root)
+        self.app = build_app(self.api, log_root, static_cache_expiry)
         self.server = wsgi.Server((listen_address, port), self.app, numthreads=10,
                                   server_name='zuul-web')
         # cheroot's selector loop wakes this often; stop() waits for it

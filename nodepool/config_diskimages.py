@@ -53,11 +53,12 @@ DISKIMAGE_KEYS = {
     'connection-type': str,
     'connection-port': int,
     'meta': dict,
+    'delete-after-upload': bool,
+    'keep-formats': [str],
 }
 
 # Keys of released Nodepool that this builder accepts and ignores.
-IGNORED_KEYS = ('checksum', 'build-checksum', 'delete-after-upload', 'keep-formats',
-                'image-types')
+IGNORED_KEYS = ('checksum', 'build-checksum', 'image-types')
 
 DISKIMAGE = v.Schema(DISKIMAGE_KEYS, extra=v.ALLOW_EXTRA)
 
@@ -65,6 +66,7 @@ _DASHED = {
     'rebuild-age': 'rebuild_age', 'build-timeout': 'build_timeout', 'env-vars': 'env_vars',
     'python-path': 'python_path', 'shell-type': 'shell_type', 'dib-cmd': 'dib_cmd',
     'connection-type': 'connection_type', 'connection-port': 'connection_port',
+    'delete-after-upload': 'delete_after_upload', 'keep-formats': 'keep_formats',
 }
 
 
@@ -88,6 +90,11 @@ class DiskImage:
     connection_type: str = 'ssh'
     connection_port: int = 22
     meta: dict = field(default_factory=dict)
+    #: Delete the build's files once every provider that takes the image
+    #: (and is not paused) has a ready upload of it, but for the
+    #: ``keep_formats``; the build stays in service.
+    delete_after_upload: bool = False
+    keep_formats: list[str] = field(default_factory=list)
     parent: str | None = None
     abstract: bool = False
     #: The line of its entry in nodepool.yaml (for messages).
@@ -106,8 +113,8 @@ def _apply(image: DiskImage, raw: dict) -> None:
             image.env_vars = {**image.env_vars, **{k: _env_str(val) for k, val in value.items()}}
         elif key == 'release':
             image.release = str(value)
-        elif key in ('formats', 'meta'):
-            setattr(image, attr, list(value) if key == 'formats' else dict(value))
+        elif key in ('formats', 'keep-formats', 'meta'):
+            setattr(image, attr, dict(value) if key == 'meta' else list(value))
         else:
             setattr(image, attr, value)
 
@@ -144,6 +151,9 @@ def build_diskimages(raw_list: list, add) -> dict[str, DiskImage]:
             images[name] = image
     for name, image in images.items():
         i = by_name[name][0]
+        if image.keep_formats and not image.delete_after_upload and not image.abstract:
+            add([i, 'keep-formats'], f'diskimage {name!r}: keep-formats has no effect '
+                                     'without delete-after-upload', severity='warning')
         if not image.abstract and not image.elements and image.dib_cmd == DEFAULT_DIB_CMD:
             add([i], f'diskimage {name!r} has no elements: disk-image-create would have '
                      'nothing to build (set elements, or dib-cmd for your own command)',

@@ -19,6 +19,9 @@ Each pass, for every image in ZooKeeper or in nodepool.yaml:
    image's newest (which is kept to pace retries), lose their files and
    record, by the builder that built them (the files are on its disk).
 5. An image no longer in nodepool.yaml and without builds is removed.
+6. ``delete-after-upload``: a ready build of this builder uploaded to
+   every (unpaused) provider of its image loses its files but for the
+   ``keep-formats``.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ class CleanupWorker(Worker):
         builds = self.images.get_builds(name)
         for build in builds:
             self._cleanup_uploads(name, build, wanted)
+            self._delete_after_upload(name, build)
         newest = builds[-1].id if builds else None
         for build in builds:
             if build.state == DELETING or (build.state == FAILED and
@@ -142,6 +146,34 @@ class CleanupWorker(Worker):
             log.info('Removed %s build %s-%s (record and %d file(s))', build.state, name,
                      build.id, len(removed))
             self.builder.notify_changed()
+
+    def _delete_after_upload(self, name: str, build: ImageBuild) -> None:
+        """``delete-after-upload``: once every provider that takes the
+        image (and is not paused) has a ready upload of this build, its
+        files go but for ``keep-formats``.  The build stays ready (its
+        uploads are in service); its ``formats`` say what is left."""
+        image = self.builder.config.diskimages.get(name)
+        if image is None or not image.delete_after_upload or build.state != READY or \
+                not self._mine(build):
+            return
+        doomed = [f for f in build.formats if f not in image.keep_formats]
+        providers = [p.name for p in self.builder.providers_for(name)
+                     if not p.diskimages[name].pause]
+        if not doomed or not providers:
+            return
+        for provider in providers:
+            if not any(u.state == READY for u in self.images.get_uploads(name, build.id,
+                                                                         provider)):
+                return
+        removed = dib.remove_formats(self.builder.output_path(name, build.id), doomed)
+        build.formats = [f for f in build.formats if f in image.keep_formats]
+        try:
+            self.images.store_build(name, build, expected_version=build.stat.version)
+        except (ImageRecordChangedError, ImageRecordGoneError):
+            return     # the next pass looks again (the files are gone already)
+        log.info('Build %s-%s is uploaded to %s: deleted %d file(s) (delete-after-upload), '
+                 'kept %s', name, build.id, ', '.join(providers), len(removed),
+                 ', '.join(build.formats) or 'none')
 
     # -- uploads ----------------------------------------------------------------
 

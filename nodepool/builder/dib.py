@@ -57,6 +57,20 @@ def output_files(output: str, formats: list[str]) -> dict[str, str]:
     return {f: f'{output}.{f}' for f in formats if os.path.isfile(f'{output}.{f}')}
 
 
+def remove_formats(output: str, formats: list[str]) -> list[str]:
+    """Delete the image files of ``formats`` (and their ``.md5`` and
+    ``.sha256`` checksum files); returns what was removed."""
+    removed = []
+    for fmt in formats:
+        for path in (f'{output}.{fmt}', f'{output}.{fmt}.md5', f'{output}.{fmt}.sha256'):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+            removed.append(path)
+    return removed
+
+
 def remove_outputs(output: str) -> list[str]:
     """Delete ``OUTPUT.*`` (image files, checksums, leftovers of the
     command); returns what was removed."""

@@ -89,12 +89,15 @@ def test_diskimage_errors_name_the_place(extra, message, tmp_path):
 
 def test_diskimage_warnings(tmp_path):
     issues = issues_of(BASE + '  - name: bare\n    typo-key: 1\n'
-                              '  - name: old\n    elements: [a]\n    keep-formats: 1\n',
+                              '  - name: old\n    elements: [a]\n    build-checksum: true\n'
+                              '  - name: kept\n    elements: [a]\n    keep-formats: [raw]\n',
                        tmp_path)
     assert any(":32: warning: diskimages[4].typo-key: diskimage 'bare': unknown key "
                "'typo-key' is ignored" in i for i in issues), issues
     assert any("diskimage 'bare' has no elements" in i for i in issues)
-    assert any("'keep-formats' is not supported by this builder" in i for i in issues)
+    assert any("'build-checksum' is not supported by this builder" in i for i in issues)
+    assert any("diskimage 'kept': keep-formats has no effect without delete-after-upload"
+               in i for i in issues), issues
     load_config_text(BASE + '  - name: bare\n    typo-key: 1\n')     # warnings only
 
 

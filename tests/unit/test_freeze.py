@@ -347,3 +347,99 @@ def test_match_on_config_updates_counts_include_vars_files():
 ''', app)
     assert _graph_jobs(layout, ['vars/other.yaml']) == []
     assert _graph_jobs(layout, ['vars/docs.yaml']) == ['docs']
+
+
+def _secrets_by_playbook(frozen) -> dict:
+    """{playbook path: {variable: secret name}} over every phase."""
+    out = {}
+    for phase in ('pre_run', 'run', 'post_run', 'cleanup_run'):
+        for ref in frozen.playbooks(phase):
+            out[ref.path] = {use.alias: use.name for use in ref.secrets}
+    return out
+
+
+PASS_TO_PARENT = '''
+- job: {name: base, parent: null, pre-run: base-pre.yaml, post-run: base-post.yaml}
+- job: {name: deploy, pre-run: deploy-pre.yaml, run: deploy.yaml,
+        secrets: [{name: token, secret: deploy-token}]}
+- job:
+    name: site-deploy
+    parent: deploy
+    post-run: site-post.yaml
+    secrets:
+      - {name: creds, secret: site-creds, pass-to-parent: true}
+      - {name: token, secret: site-token, pass-to-parent: true}
+      - {name: mine, secret: site-only}
+'''
+
+
+def test_pass_to_parent_secret_joins_every_parent_playbook():
+    frozen = freeze_job(Layout().add(PASS_TO_PARENT), 'site-deploy', 'master')
+    assert _secrets_by_playbook(frozen) == {
+        # Parent playbooks get the passed secrets, not the unpassed one;
+        # deploy's own ``token`` is kept, the child's is not given there.
+        'base-pre.yaml': {'creds': 'site-creds', 'token': 'site-token'},
+        'base-post.yaml': {'creds': 'site-creds', 'token': 'site-token'},
+        'deploy-pre.yaml': {'token': 'deploy-token', 'creds': 'site-creds'},
+        'deploy.yaml': {'token': 'deploy-token', 'creds': 'site-creds'},
+        # The child's own playbook has all of its secrets.
+        'site-post.yaml': {'creds': 'site-creds', 'token': 'site-token',
+                           'mine': 'site-only'},
+    }
+    assert frozen.post_review
+
+
+def test_secret_without_pass_to_parent_stays_with_its_variant():
+    layout = Layout().add('''
+- job: {name: base, parent: null, pre-run: base-pre.yaml}
+- job: {name: child, run: child.yaml, secrets: [{name: creds, secret: c}]}
+- job: {name: grandchild, parent: child, post-run: gc-post.yaml}
+''')
+    assert _secrets_by_playbook(freeze_job(layout, 'grandchild', 'master')) == {
+        'base-pre.yaml': {}, 'child.yaml': {'creds': 'c'}, 'gc-post.yaml': {}}
+
+
+def test_pass_to_parent_reaches_parents_only():
+    """Children of the passing job and earlier variants of the job itself
+    do not get the secret; a variant's parents do, and the layout's own
+    playbook references are left unchanged (another item freezes them
+    afresh)."""
+    layout = Layout().add('''
+- job: {name: base, parent: null, pre-run: base-pre.yaml}
+- job: {name: middle, pre-run: middle-pre.yaml}
+- job: {name: middle, branches: master, post-run: middle-master-post.yaml,
+        secrets: [{name: creds, secret: c, pass-to-parent: true}]}
+- job: {name: leaf, parent: middle, run: leaf.yaml}
+''')
+    assert _secrets_by_playbook(freeze_job(layout, 'leaf', 'master')) == {
+        'base-pre.yaml': {'creds': 'c'}, 'middle-pre.yaml': {},
+        'middle-master-post.yaml': {'creds': 'c'}, 'leaf.yaml': {}}
+    assert _secrets_by_playbook(freeze_job(layout, 'leaf', 'stable')) == {
+        'base-pre.yaml': {}, 'middle-pre.yaml': {}, 'leaf.yaml': {}}
+    assert layout.jobs['base'][0].get('pre_run')[0].secrets == ()
+
+
+def test_pass_to_parent_from_a_project_pipeline_variant():
+    layout = Layout().add('''
+- job: {name: base, parent: null, pre-run: base-pre.yaml}
+- job: {name: unit, run: unit.yaml}
+''')
+    pp = layout.pp({'unit': {'secrets': [{'name': 'creds', 'secret': 'c',
+                                          'pass-to-parent': True}]}})
+    frozen = freeze_job(layout, 'unit', 'master', project_variants=[pp])
+    assert _secrets_by_playbook(frozen) == {'base-pre.yaml': {'creds': 'c'},
+                                            'unit.yaml': {}}
+    assert frozen.post_review
+
+
+def test_nearer_pass_to_parent_secret_wins_a_shared_name():
+    """Two generations pass a secret under the same variable name: the
+    nearer job (applied first) gives it, the later one does not override."""
+    layout = Layout().add('''
+- job: {name: base, parent: null, run: base.yaml}
+- job: {name: middle, secrets: [{name: creds, secret: middle-c, pass-to-parent: true}]}
+- job: {name: leaf, parent: middle,
+        secrets: [{name: creds, secret: leaf-c, pass-to-parent: true}]}
+''')
+    assert _secrets_by_playbook(freeze_job(layout, 'leaf', 'master')) == {
+        'base.yaml': {'creds': 'middle-c'}}

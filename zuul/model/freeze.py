@@ -25,11 +25,17 @@ otherwise make freezing arbitrarily deep and slow).
 ``post-review`` is sticky: once a variant applied while freezing sets it,
 or uses a secret, no later variant can turn it off; and a job that has
 secrets runs only in a post-review pipeline whatever it says.
+
+A secret is bound to the playbooks of the variant that lists it; with
+``pass-to-parent`` it also joins every playbook of the job's parent jobs
+(those applied before the variant, under another job name), unless that
+playbook already has a secret of the same variable name.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 
 from zuul.lib import yamlutil
@@ -44,6 +50,8 @@ from zuul.model.job import (
     UNION,
     Job,
 )
+
+PLAYBOOK_PHASES = ('pre_run', 'run', 'post_run', 'cleanup_run')
 
 # The longest chain of jobs, from a job up to its base job (both
 # included), that freezing accepts. Real configurations stay below 15.
@@ -101,7 +109,7 @@ class FrozenJob:
         pass-to-parent ones included."""
         if self.secrets:
             return True
-        return any(ref.secrets for phase in ('pre_run', 'run', 'post_run', 'cleanup_run')
+        return any(ref.secrets for phase in PLAYBOOK_PHASES
                    for ref in self.playbooks(phase) if hasattr(ref, 'secrets'))
 
     @property
@@ -234,7 +242,7 @@ class JobFreezer:
         for variant in frozen.variants:
             if variant.source_context.project == self.project:
                 paths.add(variant.source_context.path)
-        for phase in ('pre_run', 'run', 'post_run', 'cleanup_run'):
+        for phase in PLAYBOOK_PHASES:
             for ref in frozen.playbooks(phase):
                 if getattr(ref, 'source_context', None) is not None and \
                         ref.source_context.project == self.project:
@@ -346,6 +354,9 @@ class JobFreezer:
                 raise FreezeError(f'Unable to modify final job "{frozen.name}" attribute '
                                   f'"{changed[0]}" in {variant.describe()} (final since '
                                   f'{final_attrs})')
+        passed = tuple(use for use in variant.secrets if use.pass_to_parent)
+        if passed:
+            _pass_to_parents(frozen, variant.name, passed)
         for attr, value in variant.attributes.items():
             frozen.attributes[attr] = _combine(attr, frozen.attributes.get(attr), value)
         for use in variant.secrets:
@@ -359,6 +370,30 @@ class JobFreezer:
         kind = 'project-pipeline variant' if variant.project_pipeline else 'variant'
         frozen.inheritance_path.append(f'{kind} job {variant.name}@{variant.location}')
         frozen.variants.append(variant)
+
+
+def _pass_to_parents(frozen: FrozenJob, job_name: str, uses: tuple) -> None:
+    """Give ``uses`` (``pass-to-parent`` secrets of a variant of
+    ``job_name``) to every playbook frozen so far that came from another
+    job. The walk applies a job's variants only after all of its parents'
+    (and never a child's before), so those are its parent jobs' playbooks;
+    earlier variants of the job itself keep their own secrets only. A
+    playbook that already has a secret of the same variable name keeps
+    it, and does not get the passed one."""
+    own = {id(ref) for variant in frozen.variants if variant.name == job_name
+           for phase in PLAYBOOK_PHASES
+           for ref in yamlutil.unwrap(variant.get(phase)) or ()}
+    for phase in PLAYBOOK_PHASES:
+        refs = frozen.attributes.get(phase)
+        if refs:
+            frozen.attributes[phase] = tuple(
+                ref if id(ref) in own else _with_secrets(ref, uses) for ref in refs)
+
+
+def _with_secrets(ref, uses: tuple):
+    taken = {use.alias for use in ref.secrets}
+    added = tuple(use for use in uses if use.alias not in taken)
+    return dataclasses.replace(ref, secrets=tuple(ref.secrets) + added) if added else ref
 
 
 def freeze_job(layout, name: str, branch: str | None, files=None, project_variants=(),

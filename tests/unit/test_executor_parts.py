@@ -211,3 +211,17 @@ def test_node_records_reach_the_inventory_with_cloud_and_host_id():
     variables = inventory.nodepool_vars(spec)
     assert (variables['cloud'], variables['host_id'], variables['az']) == \
         ('opendev', 'hyp-42', 'nova')
+
+
+def test_workspace_scheme_src_dirs_and_unknown_scheme():
+    from zuul.executor.workspace import WorkspaceError, src_dir
+    assert src_dir('golang', 'h.org', 'org/p') == 'src/h.org/org/p'
+    assert src_dir('flat', 'h.org', 'org/sub/p') == 'src/p'
+    assert src_dir('unique', 'h.org', 'org/sub/p') == 'src/h.org/org/org%2Fsub%2Fp'
+    assert src_dir('unique', 'h.org', 'p') == 'src/h.org/p/p'
+    with pytest.raises(WorkspaceError, match='workspace-scheme'):
+        src_dir('nested', 'h.org', 'org/p')
+    request = make_request(workspace_scheme='flat')
+    data = zuul_vars(request, JobDir('/tmp/jd', 'u1'), 'ex', {('gerrit', 'org/p'): 'master'})
+    assert data['project']['src_dir'] == 'src/p'
+    assert data['projects']['review.example.org/org/p']['src_dir'] == 'src/p'

@@ -44,7 +44,7 @@ from zuul.executor.runner import ABORTED, NORMAL, TIMED_OUT, PlaybookProcessRunn
 from zuul.executor.sandbox import BubblewrapSandbox, SandboxMounts, user_files
 from zuul.executor.settings import ExecutorSettings
 from zuul.executor.vars import git_head, zuul_vars
-from zuul.executor.workspace import MergeConflictError, Workspace
+from zuul.executor.workspace import MergeConflictError, Workspace, WorkspaceError
 from zuul.lib import safefile, yamlutil
 
 log = logging.getLogger('zuul.executor.build')
@@ -124,7 +124,10 @@ class BuildExecution:
             merged_state = self.workspace.merge()
         except MergeConflictError as exc:
             return 'MERGER_FAILURE', exc.detail
-        checkouts = self._prepare_sources(merged_state)
+        try:
+            checkouts = self._prepare_sources(merged_state)
+        except WorkspaceError as exc:
+            return 'ERROR', str(exc)
         trusted_state = self._trusted_state()
         if trusted_state is None:
             return 'ERROR', ('No repo state without the changes under test is known for '
@@ -158,7 +161,8 @@ class BuildExecution:
 
     def _prepare_sources(self, repo_state: dict) -> dict:
         projects = self.workspace.source_projects(repo_state)
-        self.workspace.checkout(repo_state, projects, self.jobdir.src_root)
+        self.workspace.checkout_sources(repo_state, projects, self.jobdir.work_root,
+                                        os.path.join(self.jobdir.root, 'src-staging'))
         item = self.request.items[-1] if self.request.items else None
         default = item.branch if item else None
         return {(c, p): (b or default) for c, p, b in projects}

@@ -3,7 +3,8 @@
 Layout (``<root>/<build uuid>/``)::
 
     work/                 the job's own tree (readable and writable by untrusted
-      src/<hostname>/<project>   playbooks): every required project, speculative state
+      src/...                    playbooks): every required project, speculative state
+                                 (laid out as the job's workspace-scheme says)
       logs/                      job-output.txt, job-output.json, job logs
       results.json               what zuul_return wrote
     ansible/              written by the executor only (read-only in the sandbox)

@@ -16,16 +16,18 @@ import subprocess
 
 from zuul.executor.jobdir import JobDir
 from zuul.executor.protocol import ExecuteRequest, ItemSpec
+from zuul.executor.workspace import src_dir
 
 
-def project_vars(canonical_hostname: str, name: str) -> dict:
-    """``{name, short_name, canonical_hostname, canonical_name, src_dir}``."""
+def project_vars(canonical_hostname: str, name: str, scheme: str = 'golang') -> dict:
+    """``{name, short_name, canonical_hostname, canonical_name, src_dir}``;
+    ``src_dir`` as the job's ``workspace-scheme`` lays the project out."""
     return {
         'name': name,
         'short_name': name.split('/')[-1],
         'canonical_hostname': canonical_hostname,
         'canonical_name': f'{canonical_hostname}/{name}',
-        'src_dir': os.path.join('src', canonical_hostname, name),
+        'src_dir': src_dir(scheme, canonical_hostname, name),
     }
 
 
@@ -37,12 +39,12 @@ def encode_message(message: str | None) -> str | None:
     return base64.b64encode(message.encode('utf8')).decode('ascii')
 
 
-def _ref_vars(item: ItemSpec) -> dict:
+def _ref_vars(item: ItemSpec, scheme: str = 'golang') -> dict:
     """The fields an item and ``zuul`` share: project, branch, change,
     patchset, change_url, change_message, topic, tag, oldrev, newrev,
     commit_id -- each only for the kinds of ref released Zuul sets it."""
     data = {
-        'project': project_vars(item.canonical_hostname, item.project),
+        'project': project_vars(item.canonical_hostname, item.project, scheme),
         'change_url': item.change_url,
     }
     if item.branch:
@@ -72,8 +74,8 @@ def _tag_of(ref: str | None) -> str | None:
     return None
 
 
-def _item_vars(item: ItemSpec) -> dict:
-    data = _ref_vars(item)
+def _item_vars(item: ItemSpec, scheme: str = 'golang') -> dict:
+    data = _ref_vars(item, scheme)
     if item.bundle_id:
         data['bundle_id'] = item.bundle_id
     return data
@@ -123,7 +125,8 @@ def projects_vars(request: ExecuteRequest, checkouts: dict, work_root: str | Non
     required = {(rp.connection, rp.project) for rp in request.job.required_projects}
     projects = {}
     for (connection, name), checkout in checkouts.items():
-        data = project_vars(hostnames.get(connection, connection), name)
+        data = project_vars(hostnames.get(connection, connection), name,
+                            job.workspace_scheme or 'golang')
         data['required'] = (connection, name) in required
         data['checkout'] = checkout
         data['checkout_description'] = _checkout_description(
@@ -151,6 +154,7 @@ def zuul_vars(request: ExecuteRequest, jobdir: JobDir, hostname: str,
     """The whole ``zuul`` dictionary for one build."""
     job = request.job
     ctx = request.zuul
+    scheme = job.workspace_scheme or 'golang'
     item = request.items[-1] if request.items else None
     if item is not None and item.message is None and ctx.message is not None:
         item = dataclasses.replace(item, message=ctx.message)
@@ -173,10 +177,10 @@ def zuul_vars(request: ExecuteRequest, jobdir: JobDir, hostname: str,
         'child_jobs': list(ctx.child_jobs or ()),
         'artifacts': [dict(a) for a in ctx.artifacts or ()],
         'ansible_version': installed_ansible_version(ansible_playbook),
-        'items': [_item_vars(i) for i in request.items[:-1]] + (
-            [_item_vars(item)] if item is not None else []),
-        'build_refs': [_ref_vars(item)] if item is not None else [],
-        'buildset_refs': [_ref_vars(item)] if item is not None else [],
+        'items': [_item_vars(i, scheme) for i in request.items[:-1]] + (
+            [_item_vars(item, scheme)] if item is not None else []),
+        'build_refs': [_ref_vars(item, scheme)] if item is not None else [],
+        'buildset_refs': [_ref_vars(item, scheme)] if item is not None else [],
         'projects': projects_vars(request, checkouts, jobdir.work_root),
         'playbook_context': playbook_context or {
             'playbook_projects': {}, 'pre_playbooks': [], 'playbooks': [],
@@ -201,7 +205,7 @@ def zuul_vars(request: ExecuteRequest, jobdir: JobDir, hostname: str,
     if message is not None or (item is not None and item.number is not None):
         data['message'] = encode_message(message or '')
     if item is not None:
-        data.update(_ref_vars(item))
+        data.update(_ref_vars(item, scheme))
         if item.newrev and item.number is not None:
             # A change's patchset commit (our own addition, kept).
             data['newrev'] = item.newrev

@@ -3,12 +3,40 @@
 The executor reproduces the speculative state the scheduler's merger
 computed: it merges the items again on top of the recorded ``repo_state``
 (the exact branch commits), then checks out every project the job needs
-under ``work/src/<canonical-hostname>/<project>``.
+under ``work/src`` as the job's ``workspace-scheme`` says:
+
+* ``golang`` (default): ``src/<canonical hostname>/<project>``;
+* ``flat``: ``src/<last component of the project name>``;
+* ``unique``: ``src/<canonical hostname>/<first component>/<the whole
+  name, URL-quoted>`` (``org%2Fproject``): never two projects in one place.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import urllib.parse
+
 from zuul.executor.protocol import ExecuteRequest
+
+SCHEMES = ('golang', 'flat', 'unique')
+
+
+class WorkspaceError(ValueError):
+    """The job's projects cannot be laid out as its scheme says."""
+
+
+def src_dir(scheme: str, canonical_hostname: str, name: str) -> str:
+    """Where ``name`` is checked out, relative to the work dir
+    (``zuul.projects[...].src_dir``)."""
+    if scheme == 'flat':
+        return os.path.join('src', name.split('/')[-1])
+    if scheme == 'unique':
+        return os.path.join('src', canonical_hostname, name.split('/')[0],
+                            urllib.parse.quote_plus(name))
+    if scheme == 'golang':
+        return os.path.join('src', canonical_hostname, name)
+    raise WorkspaceError(f'Unknown workspace-scheme {scheme!r} (one of {", ".join(SCHEMES)})')
 
 
 class MergeConflictError(Exception):
@@ -72,6 +100,32 @@ class Workspace:
     def checkout(self, repo_state: dict, projects: list, dest_root: str) -> dict:
         """``prepare_workspace`` for ``projects`` [(conn, project, branch)]."""
         return self.merger.prepare_workspace(repo_state, projects, dest_root, self.hostnames)
+
+    def checkout_sources(self, repo_state: dict, projects: list, work_root: str,
+                         staging_root: str) -> None:
+        """Check ``projects`` out into ``work_root/src`` following the
+        job's ``workspace-scheme``.  The merger lays checkouts out the
+        golang way: for another scheme they are made in ``staging_root``
+        (same file system) and moved into place.  Raises WorkspaceError."""
+        scheme = self.request.job.workspace_scheme or 'golang'
+        targets: dict = {}
+        for conn, project, _ in projects:
+            path = src_dir(scheme, self.hostnames.get(conn, conn), project)
+            if path in targets.values():
+                other = next(p for p, t in targets.items() if t == path)
+                raise WorkspaceError(
+                    f'workspace-scheme {scheme}: projects {other[1]} and {project} would '
+                    f'both be checked out at {path}')
+            targets[(conn, project)] = path
+        if scheme == 'golang':
+            self.checkout(repo_state, projects, os.path.join(work_root, 'src'))
+            return
+        paths = self.checkout(repo_state, projects, staging_root)
+        for key, path in paths.items():
+            dest = os.path.join(work_root, targets[key])
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            os.rename(path, dest)
+        shutil.rmtree(staging_root, ignore_errors=True)
 
     def source_projects(self, repo_state: dict) -> list[tuple]:
         """(connection, project, branch to check out) for work/src."""

@@ -340,10 +340,40 @@ class FakeGithub:
         missing = [c for c in required if c not in passed]
         if missing:
             return 405, {'message': f'Required status check "{missing[0]}" is expected.'}, {}
-        pr.update(state='closed', merged=True, updated_at=iso(time.time()))
-        r['merges'].append({'number': int(number), 'method': body.get('merge_method',
-                                                                      'merge')})
-        return 200, {'merged': True, 'sha': pr['head']['sha'], 'message': 'merged'}, {}
+        method = body.get('merge_method', 'merge')
+        sha = pr['head']['sha']
+        if os.path.isdir(os.path.join(self.git_root, name + '.git')):
+            sha = self._git_merge(name, pr['base']['ref'], pr['head']['sha'], method,
+                                  body.get('commit_title') or pr['title'])
+            if sha is None:
+                return 405, {'message': 'Pull Request is not mergeable'}, {}
+        pr.update(state='closed', merged=True, updated_at=iso(time.time()),
+                  merge_commit_sha=sha)
+        r['merges'].append({'number': int(number), 'method': method})
+        return 200, {'merged': True, 'sha': sha, 'message': 'Pull Request successfully '
+                                                          'merged'}, {}
+
+    def _git_merge(self, name: str, branch: str, head: str, method: str,
+                   title: str) -> str | None:
+        """Merge ``head`` into ``branch`` of the bare repository as GitHub
+        does: a merge commit (``merge``) or one new commit on the branch
+        with the merged tree (``squash``; ``rebase`` is the same here)."""
+        bare = os.path.join(self.git_root, name + '.git')
+
+        def git(*args):
+            return subprocess.run(['git', '-C', bare, *args], capture_output=True,
+                                  text=True, env=dict(os.environ, GIT_AUTHOR_NAME='GitHub',
+                                                      GIT_AUTHOR_EMAIL='noreply@github.com',
+                                                      GIT_COMMITTER_NAME='GitHub',
+                                                      GIT_COMMITTER_EMAIL='noreply@github.com'))
+        base = git('rev-parse', f'refs/heads/{branch}').stdout.strip()
+        tree = git('merge-tree', '--write-tree', base, head)
+        if tree.returncode != 0:
+            return None   # conflicts
+        parents = ['-p', base] + (['-p', head] if method == 'merge' else [])
+        sha = git('commit-tree', tree.stdout.split()[0], *parents, '-m', title).stdout.strip()
+        git('update-ref', f'refs/heads/{branch}', sha, base)
+        return sha
 
     _ROUTES = [
         (r'^/pulls$', get_pulls),

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 
-from zuul.manager.bundles import BundleReporting
-from zuul.manager.cycles import CYCLE_QUEUES, deduplication_source
+from zuul.manager.bundles import BundleHandling, in_queue
+from zuul.manager.cycles import deduplication_source
 from zuul.model import item as m
 from zuul.model.change import Change
 
@@ -41,7 +41,7 @@ def item_log(item: m.QueueItem) -> ItemLogAdapter:
     return ItemLogAdapter(log, {'event_id': item.event_id})
 
 
-class PipelineManager(BundleReporting):
+class PipelineManager(BundleHandling):
     """Template-method base for independent, dependent and supercedent."""
 
     dependent = False
@@ -128,83 +128,6 @@ class PipelineManager(BundleReporting):
         if live and not quiet:
             self.ctx.report(self.pipeline, item, 'enqueue')
         return item
-
-    # -- dependency cycles ------------------------------------------------
-
-    def _refuse(self, change, event, quiet: bool, message: str) -> None:
-        """``change`` may not be enqueued (a dependency cycle its queue
-        does not allow): it gets the pipeline's failure report with
-        ``message`` as a warning, as released Zuul reports it."""
-        log.info('[e: %s] Not enqueueing %s in %s: %s',
-                 getattr(event, 'event_id', None), change.describe(), self.name, message)
-        if quiet:
-            return
-        item = m.QueueItem(change=change, event=event)
-        item.warnings.append(message)
-        item.current_build_set.jobs = []
-        item.current_build_set.merge_state = m.MERGE_COMPLETE
-        item.reported = True
-        self._report_result(item, 'failure')
-
-    def _cycle_members_allowed(self, change, others, ignore_requirements: bool) -> bool:
-        for other in others:
-            if not ignore_requirements and not self.ctx.change_meets_requirements(
-                    self.pipeline, other):
-                log.info('%s is in a dependency cycle with %s, which does not meet the '
-                         'requirements of %s: not enqueueing the cycle', change.describe(),
-                         other.describe(), self.name)
-                return False
-            if not self._connection_allowed(other):
-                return False
-        return True
-
-    def _take_out_for_bundle(self, cycle) -> None:
-        """Items of the cycle's changes enqueued before the cycle closed
-        leave (unreported): the bundle replaces them."""
-        keys = {c.key for c in cycle}
-        for item in list(self.all_items()):
-            if item.live and item.change.key in keys and _in_queue(item):
-                item_log(item).info('%s is now part of a dependency cycle: replacing its '
-                                    'item by the cycle\'s', item.change.describe())
-                queue = item.queue
-                self.remove_item(item)
-                if not any(i.live for i in queue.queue):
-                    for support in list(queue.queue):   # needed only by that item
-                        self.remove_item(support)
-
-    def _enqueue_bundle(self, change, cycle, event, quiet: bool, ignore_requirements: bool,
-                        queue=None, ahead=()) -> m.QueueItem | None:
-        """Enqueue every change of ``cycle`` (which holds ``change``) as
-        one bundle of live items, one after the other in one queue (the
-        shared queue of the changes, or ``queue``), behind the changes
-        ``ahead`` as items that are not live."""
-        others = [c for c in cycle if c.key != change.key]
-        if not self._cycle_members_allowed(change, others, ignore_requirements):
-            return None
-        if queue is None:
-            queue = self.get_queue(change)
-            if queue is None:
-                return None
-            if any(self.get_queue(other) is not queue for other in others):
-                self._refuse(change, event, quiet, CYCLE_QUEUES.format(
-                    changes=', '.join(c.describe() for c in cycle)))
-                return None
-        self._take_out_for_bundle(cycle)
-        for dep in ahead:
-            queue.enqueue_item(m.QueueItem(change=dep, event=event, live=False))
-        bundle = m.Bundle()
-        for c in cycle:
-            item = m.QueueItem(change=c, event=event, live=True, quiet=quiet)
-            bundle.add(item)
-            queue.enqueue_item(item)
-        log.info('[e: %s] Enqueued the dependency cycle %s in %s queue %s',
-                 bundle.items[0].event_id, bundle.describe(), self.name,
-                 queue.name or '<independent>')
-        for item in bundle.items:
-            self.ctx.item_enqueued(self.pipeline, item)
-            if not quiet:
-                self.ctx.report(self.pipeline, item, 'enqueue')
-        return next(i for i in bundle.items if i.change.key == change.key)
 
     def _connection_allowed(self, change) -> bool:
         """``allow-other-connections: false``: only changes (live, or
@@ -366,12 +289,12 @@ class PipelineManager(BundleReporting):
         left = [item]
         if item.bundle is not None:
             for other in item.bundle.items:
-                if _in_queue(other):
+                if in_queue(other):
                     left += self.dequeue_item(
                         other, f'it is in a dependency cycle with {item.change.describe()}, '
                         f'which left ({reason})', event, report)
         for other in self._items_needing(item, behind):
-            if _in_queue(other):
+            if in_queue(other):
                 left += self.dequeue_item(
                     other, f'it needs {item.change.describe()}, which left ({reason})',
                     event, report)
@@ -416,7 +339,7 @@ class PipelineManager(BundleReporting):
         cycle are tested with it, so they start afresh too."""
         items = [item]
         if item.bundle is not None:
-            items += [i for i in item.bundle.items if i is not item and _in_queue(i)]
+            items += [i for i in item.bundle.items if i is not item and in_queue(i)]
         for each in items:
             item_log(each).info('Resetting %s: %s', each.change.describe(), why)
             self.cancel_jobs(each)
@@ -556,7 +479,7 @@ class PipelineManager(BundleReporting):
         ahead = [i for i in item.items_ahead() if not getattr(i, 'merged', False)]
         behind = []
         if item.bundle is not None:
-            members = [i for i in item.bundle.items if _in_queue(i)]
+            members = [i for i in item.bundle.items if in_queue(i)]
             behind = members[members.index(item) + 1:] if item in members else []
         return list(reversed(ahead)) + [item] + behind
 
@@ -565,7 +488,7 @@ class PipelineManager(BundleReporting):
         non-failing item ahead, but an item of a bundle stays right behind
         the bundle item before it."""
         if item.bundle is not None:
-            members = [i for i in item.bundle.items if _in_queue(i)]
+            members = [i for i in item.bundle.items if in_queue(i)]
             position = members.index(item) if item in members else 0
             if position > 0:
                 return members[position - 1]
@@ -578,7 +501,7 @@ class PipelineManager(BundleReporting):
         bs = item.current_build_set
         if bs.merge_state == m.MERGE_NEW or not item.live:
             return False
-        was = [i for i in bs.dependent_items if _in_queue(i)]
+        was = [i for i in bs.dependent_items if in_queue(i)]
         now = [i for i in self._merge_items(item) if i is not item]
         return was != now
 
@@ -795,10 +718,6 @@ def _fail_fast_reason(build: m.Build) -> str:
 
 def _manually_enqueued(item: m.QueueItem) -> bool:
     return getattr(item.event, 'type', None) in ('zuul-enqueue', 'zuul-enqueue-ref')
-
-
-def _in_queue(item: m.QueueItem) -> bool:
-    return item.queue is not None and item in item.queue.queue
 
 
 def _same_version(a, b) -> bool:

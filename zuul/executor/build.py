@@ -36,7 +36,14 @@ import subprocess
 import tempfile
 import time
 
-from zuul.executor import ansible_versions, ansiblecfg, failureoutput, inventory, logarchive
+from zuul.executor import (
+    ansible_versions,
+    ansiblecfg,
+    failureoutput,
+    includevars,
+    inventory,
+    logarchive,
+)
 from zuul.executor.jobdir import JobDir, PreparedPlaybook
 from zuul.executor.playbooks import PlaybookError, PlaybookPreparer
 from zuul.executor.protocol import BuildResult, ExecuteRequest
@@ -44,7 +51,7 @@ from zuul.executor.runner import ABORTED, NORMAL, TIMED_OUT, PlaybookProcessRunn
 from zuul.executor.sandbox import BubblewrapSandbox, SandboxMounts, user_files
 from zuul.executor.settings import ExecutorSettings
 from zuul.executor.vars import git_head, zuul_vars
-from zuul.executor.workspace import MergeConflictError, Workspace, WorkspaceError
+from zuul.executor.workspace import MergeConflictError, Workspace, WorkspaceError, src_dir
 from zuul.lib import safefile, yamlutil
 
 log = logging.getLogger('zuul.executor.build')
@@ -74,6 +81,8 @@ class BuildExecution:
         self.failure_regexes: list = []
         # The console line that matched ``failure-output``, if one did.
         self.early_failure: str | None = None
+        # Variables of the job's include-vars files (below its own vars).
+        self.included_vars: dict = {}
         self.runner = PlaybookProcessRunner()
         # Cleanup playbooks (cleanup-run, post-run entries with ``cleanup``)
         # run even once the build is stopped: a runner stop() leaves alone.
@@ -126,7 +135,8 @@ class BuildExecution:
             return 'MERGER_FAILURE', exc.detail
         try:
             checkouts = self._prepare_sources(merged_state)
-        except WorkspaceError as exc:
+            self.included_vars = self._load_include_vars(checkouts)
+        except (WorkspaceError, includevars.IncludeVarsError) as exc:
             return 'ERROR', str(exc)
         trusted_state = self._trusted_state()
         if trusted_state is None:
@@ -167,6 +177,29 @@ class BuildExecution:
         default = item.branch if item else None
         return {(c, p): (b or default) for c, p, b in projects}
 
+    def _load_include_vars(self, checkouts: dict) -> dict:
+        """The job's ``include-vars``, read from the projects' checkouts
+        (``use-ref``) or from their branches without the changes."""
+        entries = self.request.job.include_vars
+        if not entries:
+            return {}
+        item = self.request.items[-1] if self.request.items else None
+        default = (item.connection, item.project) if item else None
+        hostnames = self.workspace.hostnames
+        scheme = self.request.job.workspace_scheme or 'golang'
+        counter = iter(range(len(entries)))
+
+        def root(connection: str, project: str, use_ref: bool) -> str:
+            if use_ref:
+                return os.path.join(self.jobdir.work_root, src_dir(
+                    scheme, hostnames.get(connection, connection), project))
+            dest = os.path.join(self.jobdir.root, 'include-vars', str(next(counter)))
+            branch = checkouts.get((connection, project))
+            paths = self.workspace.checkout(self.workspace.base_state,
+                                            [(connection, project, branch)], dest)
+            return paths[(connection, project)]
+        return includevars.load_include_vars(entries, default, checkouts, hostnames, root)
+
     def _prepare_playbooks(self, preparer: PlaybookPreparer) -> None:
         job = self.request.job
         for phase in PHASES:
@@ -183,7 +216,7 @@ class BuildExecution:
         zuul = zuul_vars(request, self.jobdir, self.settings.hostname, checkouts,
                          playbook_context=self._playbook_context(),
                          ansible_playbook=self.ansible_playbook)
-        all_vars = dict(request.job.vars)
+        all_vars = {**self.included_vars, **request.job.vars}
         inv = inventory.build_inventory(request.job, request.nodes, all_vars)
         _write_yaml(self.jobdir.inventory_file, inv)
         with open(self.jobdir.known_hosts, 'w') as f:

@@ -1,6 +1,7 @@
 """GitHub pull requests gated end to end: a fake GitHub speaking the REST
 API and git over real HTTP (tests/fakes/github.py), webhook deliveries
-through zuul-web's receiver and ZooKeeper, the scheduler daemon's
+POSTed to zuul-web's /api/connection/github/payload and passed on through
+ZooKeeper, the scheduler daemon's
 service, zuul-merger, and zuul-executor running real ansible-playbook.
 What Zuul reports and merges is read back from the fake GitHub."""
 
@@ -10,6 +11,8 @@ import json
 import os
 import subprocess
 import textwrap
+import urllib.error
+import urllib.request
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -18,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from tests.fakes.github import FakeGithub
 from tests.functional.system_support import PIPELINES, zuul_system  # noqa: F401 - fixture
 from tests.harness.waiting import wait_for
+from zuul.cmd.web import WebSettings, build_web
 from zuul.configloader.zuulconf import load_zuul_conf
 from zuul.driver.github.connection import GithubConnection
 from zuul.driver.github.events import sign
@@ -130,10 +134,20 @@ class GithubSide:
         self._git('commit', '-q', '-m', 'Initial')
         self._git('push', '-q', self.fake.bare_repo(REPO), 'main')
 
-    def start_receiver(self, zk_client) -> None:
+    def start_web(self, zk_client) -> None:
+        """zuul-web with this connection's webhook receiver (port 0)."""
         web_side = GithubConnection('github', self.options)
         web_side.attach_zookeeper(zk_client)
-        self.receiver = WebhookReceiver({'github': web_side})
+        self.web, self.rpc = build_web(WebSettings(gearman_port=self.system.gear_port,
+                                                   port=0),
+                                       WebhookReceiver({'github': web_side}))
+        self.web.start()
+        self.payload_url = f'http://127.0.0.1:{self.web.port}/api/connection/github/payload'
+
+    def stop(self) -> None:
+        self.web.stop()
+        self.rpc.shutdown()
+        self.fake.stop()
 
     # -- git -----------------------------------------------------------------
     def _git(self, *args, cwd: str | None = 'work') -> str:
@@ -181,8 +195,14 @@ class GithubSide:
         body = json.dumps(payload).encode()
         headers = {'X-GitHub-Event': kind, 'X-GitHub-Delivery': f'{kind}-{len(body)}',
                    'X-Hub-Signature-256': sign(secret, body)}
-        status, _ = self.receiver.receive('github', 'POST', headers, body)
-        return status
+        request = urllib.request.Request(self.payload_url, data=body, method='POST',
+                                         headers={**headers,
+                                                  'Content-Type': 'application/json'})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status
+        except urllib.error.HTTPError as err:
+            return err.code
 
     def status(self, pr: dict, context: str) -> str | None:
         for s in self.fake.repo(REPO)['statuses'].get(pr['head']['sha'], []):
@@ -201,10 +221,10 @@ def github(zuul_system, tmp_path, zk_chroot):  # noqa: F811
     side = GithubSide(zuul_system, str(tmp_path))
     side.configure()
     zuul_system.create_projects(pipelines=PIPELINES + GITHUB_PIPELINES)
-    side.start_receiver(zk_chroot.client())
+    side.start_web(zk_chroot.client())
     zuul_system.start()
     yield side
-    side.fake.stop()
+    side.stop()
 
 
 def test_a_pull_request_is_checked_and_gated_into_main(zuul_system, github):  # noqa: F811

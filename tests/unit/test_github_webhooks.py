@@ -82,3 +82,26 @@ def test_a_stored_delivery_that_cannot_be_read_is_dropped(zk_client):
     assert conn.process_deliveries() == 1
     assert [e.change_number for e in got] == [6]
     assert conn.queue.pending() == []
+
+
+def test_zuul_web_takes_deliveries_for_the_github_connections_of_zuul_conf(zk_chroot,
+                                                                            tmp_path):
+    from zuul.cmd.web import webhook_receiver
+    conf = tmp_path / 'zuul.conf'
+    conf.write_text(f'[zookeeper]\nhosts = {zk_chroot.hosts}\n\n'
+                    '[connection review]\ndriver = gerrit\nserver = review.example.org\n\n'
+                    f'[connection gh]\ndriver = github\nwebhook_token = {SECRET}\n'
+                    'api_token = x\n')
+    receiver, zk = webhook_receiver(str(conf))
+    try:
+        assert sorted(receiver.connections) == ['gh']
+        headers, body = _delivery(8)
+        assert receiver.receive('gh', 'POST', headers, body) == (200, {'stored': True})
+        assert receiver.receive('review', 'POST', headers, body)[0] == 404
+        stored = zk_chroot.client().get_children('/zuul/events/connection/gh')
+        assert len(stored) == 1
+    finally:
+        zk.close()
+    plain = tmp_path / 'plain.conf'
+    plain.write_text('[connection review]\ndriver = gerrit\nserver = review.example.org\n')
+    assert webhook_receiver(str(plain)) == (None, None)

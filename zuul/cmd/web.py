@@ -8,7 +8,9 @@ Reads [gearman] (where the scheduler's RPC is), [web] listen_address,
 port, log_root (finished builds' logs, served at /logs/),
 static_cache_expiry (Cache-Control max-age of /static/ files) and
 command_socket, and [database] dburi (build history; none means the
-history endpoints answer 404). SIGTERM/SIGINT, or ``zuul-web stop``
+history endpoints answer 404). With GitHub connections in zuul.conf it
+takes their webhook deliveries at /api/connection/<name>/payload and
+stores them in ZooKeeper ([zookeeper]) for the scheduler. SIGTERM/SIGINT, or ``zuul-web stop``
 through the command socket, stop the server.
 """
 
@@ -65,7 +67,31 @@ def _non_negative(config, key: str, default: int) -> int:
     return value
 
 
-def build_web(settings: WebSettings):
+def webhook_receiver(config_path: str):
+    """A WebhookReceiver for the zuul.conf connections that take webhook
+    deliveries (GitHub), storing them in ZooKeeper (``[zookeeper]``);
+    None when there is no such connection. Returns (receiver, zk)."""
+    from zuul.configloader.zuulconf import load_zuul_conf
+    from zuul.driver.registry import default_registry
+    registry = default_registry()
+    conf = load_zuul_conf(config_path, registry)
+    takers = {name: cc for name, cc in conf.connections.items() if cc.driver == 'github'}
+    if not takers:
+        return None, None
+    from nodepool.zk.api import NodepoolZooKeeper
+    from zuul.web.webhooks import WebhookReceiver
+    zk = NodepoolZooKeeper.from_hosts(conf.zookeeper.hosts,
+                                      timeout=conf.zookeeper.session_timeout,
+                                      tls=conf.zookeeper.tls())
+    connections = {}
+    for name, cc in takers.items():
+        connection = registry.get(cc.driver).get_connection(name, cc.options)
+        connection.attach_zookeeper(zk.client)
+        connections[name] = connection
+    return WebhookReceiver(connections), zk
+
+
+def build_web(settings: WebSettings, webhooks=None):
     """The ZuulWeb for ``settings`` (not started); migrates the history
     schema first so the web never reads an old one."""
     from zuul.scheduler.rpc import RPCClient
@@ -79,7 +105,8 @@ def build_web(settings: WebSettings):
                     name='zuul-web', tls=settings.gearman_tls)
     return ZuulWeb(settings.listen_address, settings.port, rpc, history,
                    log_root=settings.log_root,
-                   static_cache_expiry=settings.static_cache_expiry), rpc
+                   static_cache_expiry=settings.static_cache_expiry,
+                   webhooks=webhooks), rpc
 
 
 def main(argv=None) -> int:
@@ -109,7 +136,8 @@ def main(argv=None) -> int:
     pidfile = None if args.foreground else config.get('web', 'pidfile',
                                                       fallback='/var/run/zuul/web.pid')
     with PidFile(pidfile):
-        web, rpc = build_web(settings)
+        webhooks, zk = webhook_receiver(args.config)
+        web, rpc = build_web(settings, webhooks)
         done = threading.Event()
 
         def on_signal(signum, frame):
@@ -130,6 +158,8 @@ def main(argv=None) -> int:
             commands.stop()
         web.stop()
         rpc.shutdown()
+        if zk is not None:
+            zk.close()
     return 0
 
 

@@ -73,9 +73,10 @@ class ZuulWebAPI:
     ``history`` a BuildHistory or None (history endpoints then answer 404).
     """
 
-    def __init__(self, rpc, history=None):
+    def __init__(self, rpc, history=None, webhooks=None):
         self.rpc = rpc
         self.history = history
+        self.webhooks = webhooks     # zuul.web.webhooks.WebhookReceiver or None
 
     # -- routing -------------------------------------------------------------
 
@@ -298,6 +299,8 @@ class APIRoot:
     @cherrypy.expose
     def default(self, *parts, **kw):
         response = cherrypy.response
+        if len(parts) == 3 and parts[0] == 'connection' and parts[2] == 'payload':
+            return self._payload(parts[1])
         response.headers['Access-Control-Allow-Origin'] = '*'
         try:
             result = self.api.dispatch(list(parts), kw)
@@ -318,6 +321,19 @@ class APIRoot:
         return json.dumps(result, default=str).encode()
 
     default._cp_config = {'response.stream': True}
+
+    def _payload(self, connection: str) -> bytes:
+        """A webhook delivery (``POST /api/connection/<name>/payload``)."""
+        request = cherrypy.request
+        receiver = self.api.webhooks
+        if receiver is None:
+            return _json_error(404, f'no connection {connection!r} takes webhooks')
+        body = request.body.read() if request.method == 'POST' else b''
+        status, answer = receiver.receive(connection, request.method,
+                                          dict(request.headers), body)
+        cherrypy.response.status = status
+        cherrypy.response.headers['Content-Type'] = 'application/json'
+        return json.dumps(answer).encode()
 
 
 def _json_error(status: int, message: str) -> bytes:

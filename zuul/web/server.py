@@ -103,10 +103,11 @@ class ZuulWeb:
     """The zuul-web HTTP server. ``port=0`` picks a free port (see ``.port``)."""
 
     def __init__(self, listen_address: str, port: int, rpc, history=None,
-                 log_root: str | None = None, static_cache_expiry: int = 3600):
+                 log_root: str | None = None, static_cache_expiry: int = 3600,
+                 webhooks=None):
         cherrypy.config.update({'environment': 'embedded', 'log.screen': False,
                                 'engine.autoreload.on': False})
-        self.api = ZuulWebAPI(rpc, history)
+        self.api = ZuulWebAPI(rpc, history, webhooks)
         self.app = build_app(self.api, log_root, static_cache_expiry)
         self.server = wsgi.Server((listen_address, port), self.app, numthreads=10,
                                   server_name='zuul-web')

@@ -81,7 +81,7 @@ def parent_artifacts(item: m.QueueItem, job_name: str) -> list[dict]:
     bs = item.current_build_set
     out = []
     for name in reversed(_ancestors(bs, job_name)):
-        build = bs.builds.get(name)
+        build = bs.build_for(name)
         if build is not None and build.result == m.SUCCESS:
             out.extend(artifact_entries(item, build))
     return out

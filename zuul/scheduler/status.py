@@ -20,7 +20,7 @@ def job_status(item: m.QueueItem, job: m.JobRef, estimates=None,
     seconds (the mean of recent successful builds, or None).
     ``estimates(item, job_name)`` supplies the estimate."""
     bs = item.current_build_set
-    build = bs.builds.get(job.name)
+    build = bs.build_for(job.name)
     result = bs.result_of(job.name)
     now = time.time() if now is None else now
     estimated = estimates(item, job.name) if estimates else None

@@ -4,6 +4,8 @@ real git repos and real ansible-playbook."""
 
 from __future__ import annotations
 
+import configparser
+
 import pytest
 
 from tests.functional.test_executor_builds import explain, run_build
@@ -16,6 +18,7 @@ from tests.functional.test_executor_support import (  # noqa: F401 - fixtures
     playbook,
 )
 from zuul.executor.protocol import JobSpec, RequiredProject
+from zuul.executor.settings import ExecutorSettings
 
 REPORT = """
 - hosts: localhost
@@ -77,3 +80,28 @@ def test_unusable_include_vars_end_the_build_with_an_error(exec_env, entry, file
     assert result.result == 'ERROR', explain(build)
     for word in words:
         assert word in result.error_detail
+
+
+SITE_REPORT = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - zuul_return:
+        data:
+          site_only: "{{ site_only }}"
+          contested: "{{ contested }}"
+"""
+
+
+def test_site_variables_reach_every_job_and_win(exec_env, tmp_path):  # noqa: F811
+    site = tmp_path / 'site-vars.yaml'
+    site.write_text('site_only: from-site\ncontested: from-site\n')
+    config = configparser.ConfigParser()
+    config.read_dict({'executor': {'variables': str(site)}})
+    exec_env.settings.site_variables = ExecutorSettings.from_config(config).site_variables
+    exec_env.upstream.create('org/app', {'playbooks/site.yaml': SITE_REPORT})
+    job = JobSpec(name='j', run=[playbook('org/app', 'playbooks/site.yaml', trusted=True)],
+                  vars={'contested': 'from-vars'}, extra_vars={'contested': 'from-extra'})
+    result, build = run_build(exec_env, execute_request('3' * 32, job, [], [item('org/app')]))
+    assert result.result == 'SUCCESS', explain(build)
+    assert result.data == {'site_only': 'from-site', 'contested': 'from-site'}

@@ -225,3 +225,30 @@ def test_workspace_scheme_src_dirs_and_unknown_scheme():
     data = zuul_vars(request, JobDir('/tmp/jd', 'u1'), 'ex', {('gerrit', 'org/p'): 'master'})
     assert data['project']['src_dir'] == 'src/p'
     assert data['projects']['review.example.org/org/p']['src_dir'] == 'src/p'
+
+
+def test_default_username_for_nodes_naming_none():
+    request = make_request()
+    request.nodes[0].username = None
+    inv = inventory.build_inventory(request.job, request.nodes, {}, default_username='ci')
+    assert inv['all']['hosts']['controller']['ansible_user'] == 'ci'
+    request.nodes[0].username = 'root'
+    inv = inventory.build_inventory(request.job, request.nodes, {}, default_username='ci')
+    assert inv['all']['hosts']['controller']['ansible_user'] == 'root'
+
+
+@pytest.mark.parametrize('text,words', [
+    ('- a\n', ['mapping']),
+    ('ansible_connection: local\n', ['ansible_connection']),
+    ('zuul: {}\n', ['zuul']),
+    ('a: [\n', ['cannot load']),
+])
+def test_site_variables_file_refused_clearly(tmp_path, text, words):
+    from zuul.executor.settings import load_site_variables
+    path = tmp_path / 'site.yaml'
+    path.write_text(text)
+    with pytest.raises(ValueError) as info:
+        load_site_variables(str(path))
+    assert str(path) in str(info.value) and all(w in str(info.value) for w in words)
+    with pytest.raises(ValueError, match='cannot load'):
+        load_site_variables(str(tmp_path / 'missing.yaml'))

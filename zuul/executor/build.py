@@ -217,7 +217,8 @@ class BuildExecution:
                          playbook_context=self._playbook_context(),
                          ansible_playbook=self.ansible_playbook)
         all_vars = {**self.included_vars, **request.job.vars}
-        inv = inventory.build_inventory(request.job, request.nodes, all_vars)
+        inv = inventory.build_inventory(request.job, request.nodes, all_vars,
+                                        self.settings.default_username)
         _write_yaml(self.jobdir.inventory_file, inv)
         with open(self.jobdir.known_hosts, 'w') as f:
             f.write('\n'.join(inventory.known_hosts_lines(request.nodes)) + '\n')
@@ -225,6 +226,8 @@ class BuildExecution:
         # can override them.
         _write_yaml(self.zuul_vars_file, {'zuul': zuul})
         _write_yaml(self.extra_vars_file, dict(request.job.extra_vars))
+        # Site variables ([executor] variables) outrank everything a job sets.
+        _write_yaml(self.site_vars_file, dict(self.settings.site_variables))
         ansiblecfg.write_configs(self.jobdir)
 
     def _playbook_context(self) -> dict:
@@ -257,6 +260,10 @@ class BuildExecution:
     @property
     def zuul_vars_file(self) -> str:
         return os.path.join(self.jobdir.ansible_root, 'zuul-vars.yaml')
+
+    @property
+    def site_vars_file(self) -> str:
+        return os.path.join(self.jobdir.ansible_root, 'site-vars.yaml')
 
     @property
     def extra_vars_file(self) -> str:
@@ -382,6 +389,7 @@ class BuildExecution:
                    '-e', f'@{self.extra_vars_file}', '-e', f'@{self.zuul_vars_file}']
         if secrets.path:
             command += ['-e', f'@{secrets.path}']
+        command += ['-e', f'@{self.site_vars_file}']
         cwd = self.jobdir.work_root
         if self._sandboxed(playbook):
             mounts = self._sandbox_mounts()

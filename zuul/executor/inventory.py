@@ -68,12 +68,12 @@ def nodepool_vars(node: NodeSpec) -> dict:
     }
 
 
-def _host_entry(node: NodeSpec, host_vars: dict) -> dict:
+def _host_entry(node: NodeSpec, host_vars: dict, default_username: str) -> dict:
     entry = dict(host_vars or {})
     entry.update({
         'ansible_host': node.address,
         'ansible_port': node.connection_port,
-        'ansible_user': node.username,
+        'ansible_user': node.username or default_username,
         'ansible_connection': node.connection_type or 'ssh',
         'nodepool': nodepool_vars(node),
     })
@@ -82,12 +82,15 @@ def _host_entry(node: NodeSpec, host_vars: dict) -> dict:
     return entry
 
 
-def build_inventory(job: JobSpec, nodes: list[NodeSpec], all_vars: dict) -> dict:
-    """The inventory as a dict ready for YAML; ``all_vars`` go to all.vars."""
+def build_inventory(job: JobSpec, nodes: list[NodeSpec], all_vars: dict,
+                    default_username: str = 'zuul') -> dict:
+    """The inventory as a dict ready for YAML; ``all_vars`` go to all.vars.
+    A node whose record names no user is reached as ``default_username``
+    (``[executor] default_username``)."""
     hosts = {}
     for node in nodes:
         for name in node.name:
-            hosts[name] = _host_entry(node, job.host_vars.get(name, {}))
+            hosts[name] = _host_entry(node, job.host_vars.get(name, {}), default_username)
     children = {}
     for group in job.groups:
         children[group.name] = {

@@ -204,7 +204,9 @@ class NodeSpec(_Wire):
     connection_port: int = 22
     connection_type: str = 'ssh'
     python_path: str = 'auto'
-    username: str = 'zuul'
+    # None: the node record names no user; the executor's
+    # ``default_username`` is used.
+    username: str | None = None
     host_keys: list[str] = field(default_factory=list)
 
     @property

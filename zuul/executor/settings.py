@@ -31,6 +31,10 @@ class ExecutorSettings:
     ``<log_root>/<uuid>/`` (at most ``max_log_bytes`` each); ``log_url``
     (``{build}``/``{uuid}`` replaced) is then the build's log URL, and
     build log dirs older than ``log_retention_days`` (0: never) are removed.
+
+    ``default_username`` is the user for nodes whose record names none;
+    ``site_variables`` (read from the YAML file ``[executor] variables``)
+    are given to every job with the highest precedence.
     """
 
     hostname: str = field(default_factory=socket.getfqdn)
@@ -53,6 +57,8 @@ class ExecutorSettings:
     log_url: str | None = None
     max_log_bytes: int = 1 << 30
     log_retention_days: float = 0
+    default_username: str = 'zuul'
+    site_variables: dict = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config) -> ExecutorSettings:
@@ -61,7 +67,7 @@ class ExecutorSettings:
         kw = {}
         for key in ('hostname', 'job_dir', 'state_dir', 'private_key_file',
                     'ansible_playbook', 'log_stream_host', 'log_stream_public_host',
-                    'log_url'):
+                    'log_url', 'default_username'):
             if key in sec:
                 kw[key] = sec[key]
         if sec.get('log_root'):
@@ -79,4 +85,27 @@ class ExecutorSettings:
             kw['keep_jobdir'] = str(sec['keep_jobdir']).lower() in ('1', 'true', 'yes')
         if 'hidden_paths' in sec:
             kw['hidden_paths'] = [p for p in str(sec['hidden_paths']).split(',') if p]
+        if sec.get('variables'):
+            kw['site_variables'] = load_site_variables(sec['variables'])
         return cls(**kw)
+
+
+def load_site_variables(path: str) -> dict:
+    """The ``[executor] variables`` file: a mapping of variables for every
+    job.  ValueError (naming the file) if it cannot be used."""
+    from zuul.executor.inventory import connection_variables
+    from zuul.lib import yamlutil
+    path = os.path.expanduser(path)
+    try:
+        data = yamlutil.load_file(path)
+    except (OSError, yamlutil.YAMLSyntaxError) as exc:
+        raise ValueError(f'[executor] variables: cannot load {path}: {exc}') from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f'[executor] variables: {path} does not hold a mapping of variables')
+    refused = connection_variables(data) + sorted(
+        k for k in data if k in ('zuul', 'nodepool', 'unsafe_vars', 'zuul_return'))
+    if refused:
+        raise ValueError(f'[executor] variables: {path} may not set {", ".join(refused)}')
+    return yamlutil.to_wire(dict(data))

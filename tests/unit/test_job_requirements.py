@@ -1,15 +1,16 @@
-"""``provides``/``requires`` between changes: a requiring job waits for
-the providing builds of the items ahead, gets their artifacts, and fails
-unlaunched when one of them failed; a change ahead that is not tested in
-the queue counts through the build history (real SQLite)."""
+"""``provides``/``requires`` between changes: a requiring job waits (no
+nodes, no build) until the providing builds of the items ahead ended,
+gets their artifacts, and fails unrun when one of them failed; a change
+ahead that is not tested in the queue counts through the build history
+(real SQLite)."""
 
 from __future__ import annotations
 
 import queue
 
-from tests.harness.waiting import wait_for
+from tests.unit.test_pipeline_managers import MergeResult, _change, _pipeline, _setup
 from zuul.driver.sql.history import BuildHistory
-from zuul.executor.protocol import BuildResult, ExecuteRequest, JobSpec
+from zuul.executor.protocol import ExecuteRequest, JobSpec
 from zuul.model import item as m
 from zuul.model.change import Branch, Change
 from zuul.model.freeze import FrozenJob
@@ -79,34 +80,70 @@ def launch(adapter, item, name):
     return build
 
 
-def test_requiring_job_waits_for_the_provider_ahead_and_gets_its_artifacts():
+def _gate(**kw):
+    """Two changes in a gate (the managers' collaborator interface of
+    test_pipeline_managers): 1 runs build-image (provides images), 2 runs
+    use-image (requires images)."""
+    attrs = {'build-image': {'provides': ('images',)}, 'use-image': {'requires': ('images',)}}
+    ctx, manager = _setup(_pipeline(), jobs=('build-image', 'use-image'), job_attrs=attrs,
+                          **kw)
+    return ctx, manager, [manager.add_change(_change(ctx, n)) for n in (1, 2)]
+
+
+def test_requiring_job_starts_only_after_the_provider_ahead_ended():
+    ctx, manager, (first, second) = _gate()
+    # Run until nothing but builds are left: the first item's builds run,
+    # the second's use-image waits (no build, no node request).
+    for _ in range(20):
+        if not manager.process_queues() and not ctx.pending_merges:
+            break
+        while ctx.pending_merges:
+            bs, numbers = ctx.pending_merges.pop(0)
+            manager.on_merge_completed(bs, MergeResult(True, {'changes': numbers}))
+    started = {(b.build_set.item.change.number, b.job.name) for b in ctx.running}
+    assert (1, 'build-image') in started and (2, 'use-image') not in started
+    assert 'use-image' not in second.current_build_set.builds
+    ctx.run()
+    order = [(job, tested[-1]) for job, _, tested in ctx.history]
+    assert order.index(('build-image', 1)) < order.index(('use-image', 2))
+    assert sorted(ctx.reports) == [(1, 'success'), (2, 'success')]
+
+
+def test_a_failed_provider_ahead_resets_the_gate_and_the_job_runs_without_it():
+    ctx, manager, (first, second) = _gate(fail_own={(1, 'build-image')})
+    ctx.run()
+    assert (1, 'failure') in ctx.reports and (2, 'success') in ctx.reports
+    # 2's use-image never ran on top of the failed provider.
+    assert [t for job, _, t in ctx.history if job == 'use-image' and t[-1] == 2] == [(2,)]
+
+
+def test_requiring_job_fails_unrun_when_a_provider_ahead_failed():
+    # (A provider that does not make its item fail, e.g. non-voting.)
+    ctx, manager, (first, second) = _gate()
+    provider = m.JobRef('build-image', voting=False, frozen={'provides': ('images',)})
+    first.current_build_set.jobs = [provider]
+    first.current_build_set.builds['build-image'] = m.Build(
+        provider, first.current_build_set, result=m.FAILURE)
+    consumer = m.JobRef('use-image', frozen={'requires': ('images',)})
+    second.current_build_set.jobs = [consumer]
+    assert not manager._requirements_met(second, consumer)
+    build = second.current_build_set.builds['use-image']
+    assert build.result == m.FAILURE and not ctx.running
+    assert 'build-image of 1,1' in build.error_detail and 'ended FAILURE' in build.error_detail
+
+
+def test_artifacts_of_the_providers_ahead_go_with_the_launch():
     adapter, client, builder, user = setup()
     provider = launch(adapter, builder, 'build-image')
-    launch(adapter, builder, 'lint')
+    provider.result = m.SUCCESS
+    provider.result_data = {'zuul': {'artifacts': [{'name': 'image',
+                                                    'url': 'https://x/image.tar'}]}}
     consumer = launch(adapter, user, 'use-image')
-    # Not launched while the providing build runs.
-    assert [r.job.name for r in client.requests] == ['build-image', 'lint']
-    client.complete[provider.uuid](BuildResult(result=m.SUCCESS, data={'zuul': {
-        'artifacts': [{'name': 'image', 'url': 'https://x/image.tar'}]}}))
-    wait_for(lambda: len(client.requests) == 3, what='the requiring job launched')
     request = client.requests[-1]
     assert request.uuid == consumer.uuid
     assert request.zuul.artifacts == [{
         'project': 'org/p1', 'change': '1', 'patchset': '1', 'job': 'build-image',
         'name': 'image', 'url': 'https://x/image.tar', 'metadata': {}}]
-
-
-def test_requiring_job_fails_unlaunched_when_the_provider_failed():
-    scheduler = Scheduler()
-    adapter, client, builder, user = setup(scheduler)
-    provider = launch(adapter, builder, 'build-image')
-    consumer = launch(adapter, user, 'use-image')
-    client.complete[provider.uuid](BuildResult(result=m.FAILURE))
-    events = [scheduler.events.get(timeout=30) for _ in range(2)]
-    (kind, args), = [e for e in events if e[1]['build'] is consumer]
-    assert kind == 'build-completed' and args['result'] == m.FAILURE
-    assert 'build-image of' in args['error_detail'] and 'FAILURE' in args['error_detail']
-    assert [r.job.name for r in client.requests] == ['build-image']
 
 
 def test_a_finished_provider_ahead_launches_at_once_and_a_retried_one_is_waited_for():
@@ -120,19 +157,6 @@ def test_a_finished_provider_ahead_launches_at_once_and_a_retried_one_is_waited_
     assert state.state == READY
     launch(adapter, user, 'use-image')
     assert [r.job.name for r in client.requests] == ['build-image', 'use-image']
-
-
-def test_a_canceled_waiting_build_ends_canceled_and_never_launches():
-    scheduler = Scheduler()
-    adapter, client, builder, user = setup(scheduler)
-    provider = launch(adapter, builder, 'build-image')
-    consumer = launch(adapter, user, 'use-image')
-    adapter.cancel(consumer)
-    kind, args = scheduler.events.get(timeout=30)
-    assert args['build'] is consumer and args['result'] == m.CANCELED
-    client.complete[provider.uuid](BuildResult(result=m.SUCCESS))
-    scheduler.events.get(timeout=30)     # the provider's own completion
-    assert [r.job.name for r in client.requests] == ['build-image']
 
 
 def test_jobs_without_requires_and_non_change_items_are_not_held():

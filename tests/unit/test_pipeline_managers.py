@@ -129,6 +129,10 @@ class Collaborators:
                          frozen=dict(self.job_attrs[j]) if j in self.job_attrs else None)
                 for j in self.jobs], []
 
+    def job_requirements(self, item, job):
+        from zuul.scheduler.requirements import requirements_state
+        return requirements_state(item, job)
+
     def acquire_semaphores(self, item, job):
         if not job.semaphores:
             return True

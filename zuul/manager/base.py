@@ -15,6 +15,7 @@ of each other (dependent) or alone (independent).
 from __future__ import annotations
 
 import logging
+import time
 
 from zuul.manager.bundles import BundleHandling, in_queue
 from zuul.manager.cycles import deduplication_source
@@ -525,6 +526,9 @@ class PipelineManager(BundleHandling):
                                     source.item.change.describe())
                 changed = True
                 continue
+            if not self._requirements_met(item, job):
+                changed = changed or job.name in bs.builds   # failed unrun
+                continue
             if not self.ctx.acquire_semaphores(item, job):
                 continue  # waits until a holder elsewhere in the tenant finishes
             request = self.ctx.request_nodes(self.pipeline, item, job)
@@ -543,6 +547,25 @@ class PipelineManager(BundleHandling):
             for job in abs_.jobs or ():
                 if job.hold_following_changes and abs_.result_of(job.name) != m.SUCCESS:
                     return True
+        return False
+
+    def _requirements_met(self, item: m.QueueItem, job: m.JobRef) -> bool:
+        """A job that ``requires`` something waits, before asking for
+        nodes, until the jobs providing it in the items ahead have ended;
+        if one of them failed it fails unrun, with the reason."""
+        from zuul.scheduler.requirements import FAIL, READY, requires_of
+        if not requires_of(job):
+            return True
+        state = self.ctx.job_requirements(item, job)
+        if state.state == READY:
+            return True
+        if state.state == FAIL:
+            item_log(item).info('%s: %s', job.name, state.reason)
+            bs = item.current_build_set
+            now = time.time()
+            build = m.Build(job, bs, start_time=now, end_time=now, error_detail=state.reason)
+            bs.builds[job.name] = build
+            self.on_build_completed(build, m.FAILURE)
         return False
 
     def _launch(self, item: m.QueueItem, job: m.JobRef, nodeset) -> None:

@@ -570,7 +570,7 @@ def _flatten_alternatives(layout, value, leaves: list, path: list, job: str) -> 
                               + ' -> '.join(path[path.index(value):] + [value]))
         nodeset = nodesets.get(value)
         if nodeset is None:
-            raise FreezeError(f'Job "{job}": unknown nodeset "{value}"')
+            raise FreezeError(f'Job "{job}" uses the unknown nodeset "{value}"')
         alternatives = list(getattr(nodeset, 'alternatives', None) or ())
     elif isinstance(value, dict):
         alternatives = list(value.get('alternatives') or ())

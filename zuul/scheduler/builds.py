@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
-from dataclasses import dataclass
 
 from zuul.executor.protocol import ExecuteRequest, ItemSpec, NodeSpec, ZuulContext
 from zuul.model import item as m
@@ -101,7 +99,7 @@ def node_specs(nodeset) -> list[NodeSpec]:
             public_ipv6=node.get('public_ipv6'),
             connection_port=int(node.get('connection_port') or node.get('port') or 22),
             connection_type=node.get('connection_type') or 'ssh',
-            username=node.get('username') or 'zuul',
+            username=node.get('username') or None,   # None: [executor] default_username
             python_path=node.get('python_path') or 'auto',
             host_keys=list(node.get('host_keys') or []),
             cloud=node.get('cloud'), host_id=node.get('host_id')))
@@ -119,56 +117,23 @@ class ExecutorAdapter:
         self.job_spec_for = job_spec_for
         self.merge_mode_for = merge_mode_for or (lambda item: 'merge-resolve')
         self.handles: dict[str, object] = {}
-        # Launches waiting for the jobs they require (build uuid -> _Launch),
-        # and results of builds not yet applied by the scheduler.
-        self._waiting: dict[str, _Launch] = {}
-        self._waiting_lock = threading.Lock()
-        self._outcomes: dict[str, tuple] = {}
         # zuul.zk.builds.BuildRecords (None: Gearman only, nothing adopted).
         self.records = None
 
     def execute(self, tenant: str, pipeline, item: m.QueueItem, job: m.JobRef, nodeset,
                 build: m.Build) -> None:
-        """Launch ``build``, once the jobs it ``requires`` (in the items
-        ahead) have ended: until then it waits here, re-examined each time
-        a build ends; if one of them failed it ends FAILURE unlaunched."""
-        launch = _Launch(tenant, pipeline, item, job, nodeset, build)
-        with self._waiting_lock:
-            self._waiting[build.uuid] = launch
-        self._examine([launch])
+        """Launch ``build``. The pipeline manager starts a job that
+        ``requires`` something only once its providers ahead have ended
+        (zuul/scheduler/requirements.py); their artifacts go with it."""
+        from zuul.scheduler.requirements import READY, requirements_state
+        tenant_state = (getattr(self.scheduler, 'tenants', None) or {}).get(tenant)
+        state = requirements_state(item, job, getattr(self.scheduler, 'history', None),
+                                   tenant, getattr(tenant_state, 'layout', None))
+        self._submit(tenant, pipeline, item, job, nodeset, build,
+                     state.artifacts if state.state == READY else [])
 
-    def _examine(self, launches) -> None:
-        from zuul.scheduler.requirements import FAIL, WAIT, requirements_state
-        for launch in launches:
-            tenant_state = (getattr(self.scheduler, 'tenants', None) or {}).get(launch.tenant)
-            state = requirements_state(
-                launch.item, launch.job, getattr(self.scheduler, 'history', None),
-                launch.tenant, getattr(tenant_state, 'layout', None), self._outcomes_copy())
-            if state.state == WAIT:
-                log.info('[e: %s] %s waits for the jobs providing what it requires',
-                         launch.item.event_id, launch.job.name)
-                continue
-            with self._waiting_lock:
-                if self._waiting.pop(launch.build.uuid, None) is None:
-                    continue    # canceled, or examined on another thread
-            if state.state == FAIL:
-                log.info('[e: %s] %s: %s', launch.item.event_id, launch.job.name,
-                         state.reason)
-                self.scheduler.add_result_event(
-                    'build-completed', build=launch.build, result=m.FAILURE,
-                    result_data={}, error_detail=state.reason, end_time=time.time(),
-                    start_time=None, log_url=None)
-                continue
-            self._submit(launch, state.artifacts)
-
-    def _outcomes_copy(self) -> dict:
-        with self._waiting_lock:
-            return dict(self._outcomes)
-
-    def _submit(self, launch, required_artifacts: list) -> None:
-        tenant, pipeline, item, job, nodeset, build = (
-            launch.tenant, launch.pipeline, launch.item, launch.job, launch.nodeset,
-            launch.build)
+    def _submit(self, tenant, pipeline, item, job, nodeset, build,
+                required_artifacts: list) -> None:
         bs = item.current_build_set
         items = list(bs.dependent_items) + [item]
         request = ExecuteRequest(
@@ -243,21 +208,6 @@ class ExecutorAdapter:
             'build-completed', build=build, result=outcome, result_data=data,
             error_detail=detail, end_time=end, start_time=start,
             log_url=log_url)
-        self._examine_waiting(build, outcome, data)
-
-    def _examine_waiting(self, build: m.Build, outcome: str, data) -> None:
-        """A build ended (on a client thread): launches that waited for
-        it are examined on a thread of their own (launching from a Gearman
-        callback would wait on the thread that answers it)."""
-        with self._waiting_lock:
-            waiting = list(self._waiting.values())
-            if not waiting:
-                return
-            self._outcomes[build.uuid] = (outcome, data)
-            while len(self._outcomes) > 1000:
-                self._outcomes.pop(next(iter(self._outcomes)))
-        threading.Thread(target=self._examine, args=(waiting,), daemon=True,
-                         name='requirements').start()
 
     def follow(self, build: m.Build, lost_detail: str | None = None,
                url: str | None = None, executor_gone: bool = False) -> None:
@@ -294,38 +244,16 @@ class ExecutorAdapter:
 
     def forget(self, build: m.Build) -> None:
         """The build's result is applied: its record is no longer needed."""
-        with self._waiting_lock:
-            self._outcomes.pop(build.uuid, None)
         if self.records is not None:
             self.records.delete(build.uuid)
 
     def cancel(self, build: m.Build) -> None:
-        with self._waiting_lock:
-            waiting = self._waiting.pop(build.uuid, None)
-        if waiting is not None:
-            # Never launched: it ends here.
-            self.scheduler.add_result_event(
-                'build-completed', build=build, result=m.CANCELED, result_data={},
-                error_detail=None, end_time=time.time(), start_time=None, log_url=None)
-            return
         handle = self.handles.pop(build.uuid, None)
         if handle is not None:
             try:
                 self.client.cancel(handle)
             except Exception:
                 log.exception('Unable to cancel build %s', build.uuid)
-
-
-@dataclass
-class _Launch:
-    """A build about to be launched (it may wait for what it requires)."""
-
-    tenant: str
-    pipeline: object
-    item: m.QueueItem
-    job: m.JobRef
-    nodeset: object
-    build: m.Build
 
 
 class _AdoptedHandle:

@@ -213,6 +213,13 @@ class SchedulerContext:
     def semaphores(self):
         return self.scheduler.semaphore_handler(self.tenant.name)
 
+    def job_requirements(self, item, job):
+        """Whether a job that ``requires`` something may start: a
+        RequirementsState (READY, WAIT, or FAIL with the reason)."""
+        from zuul.scheduler.requirements import requirements_state
+        return requirements_state(item, job, getattr(self.scheduler, 'history', None),
+                                  self.tenant.name, self.tenant.layout)
+
     def acquire_semaphores(self, item, job) -> bool:
         if not job.semaphores:
             return True

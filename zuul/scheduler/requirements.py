@@ -9,15 +9,15 @@ an independent pipeline) counts through its newest builds in the build
 history: artifacts of a build that already ended are still passed. Items
 that are not changes (branch tips, tags, periodic runs) ignore it.
 
-``requirements_state`` only reads pipeline state; zuul/scheduler/builds.py
-acts on its answer when it launches a build.
+``requirements_state`` only reads pipeline state: the pipeline manager
+asks it before a job's nodes are requested (a job waits, or fails
+unrun), and zuul/scheduler/builds.py for the artifacts at launch.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 from zuul.model import item as m
 from zuul.model.change import Change
@@ -44,10 +44,8 @@ def requires_of(job) -> set[str]:
 
 
 def requirements_state(item: m.QueueItem, job, history=None, tenant: str | None = None,
-                       layout=None, outcomes=None) -> RequirementsState:
-    """What ``job`` of ``item`` may do now. ``outcomes``: build uuid ->
-    (result, result data) of builds whose result the scheduler has not
-    applied yet."""
+                       layout=None) -> RequirementsState:
+    """What ``job`` of ``item`` may do now."""
     wanted = requires_of(job)
     if not wanted or not isinstance(item.change, Change):
         return RequirementsState(READY)
@@ -57,7 +55,7 @@ def requirements_state(item: m.QueueItem, job, history=None, tenant: str | None 
         if not isinstance(ahead.change, Change):
             continue
         if ahead.live:
-            found = _from_build_set(ahead, wanted, outcomes or {})
+            found = _from_build_set(ahead, wanted)
         else:
             found = _from_history(ahead, wanted, history, tenant, layout)
         if found.state == FAIL:
@@ -69,7 +67,7 @@ def requirements_state(item: m.QueueItem, job, history=None, tenant: str | None 
     return RequirementsState(READY, artifacts)
 
 
-def _from_build_set(ahead: m.QueueItem, wanted: set[str], outcomes: dict):
+def _from_build_set(ahead: m.QueueItem, wanted: set[str]):
     from zuul.scheduler.builds import artifact_entries
     bs = ahead.current_build_set
     if bs.jobs is None:
@@ -80,12 +78,8 @@ def _from_build_set(ahead: m.QueueItem, wanted: set[str], outcomes: dict):
     for provider in bs.jobs:
         if not requires_provided(provider, wanted):
             continue
-        build = bs.builds.get(provider.name)
+        build = bs.build_for(provider.name)
         result = bs.result_of(provider.name)
-        if result is None and build is not None and build.uuid in outcomes:
-            # Ended, but the scheduler has not applied the result yet.
-            result, data = outcomes[build.uuid]
-            build = SimpleNamespace(job=build.job, result_data=data or {})
         if result is None or result == m.RETRY:
             waiting = True
         elif result == m.SUCCESS:

@@ -326,12 +326,15 @@ class SchedulerContext:
                                          pipeline=pipeline.name)):
             return
         for key in change.needed_by_changes:
-            connection, _, number = key.rpartition('/')
+            # "<connection>/<number>" (Gerrit) or "<connection>/<project>/<number>"
+            # (GitHub: pull request numbers are per repository).
+            connection, _, rest = key.partition('/')
+            project, _, number = rest.rpartition('/')
             if not number.isdigit():
                 continue
             self.scheduler.add_trigger_event(TriggerEvent(
                 type='parent-change-enqueued', connection=connection or change.connection,
-                project='', change_number=int(number), pipeline=pipeline.name))
+                project=project, change_number=int(number), pipeline=pipeline.name))
 
     def _emit_project_change_merged(self, change) -> None:
         """The zuul driver's ``project-change-merged``: one event per open

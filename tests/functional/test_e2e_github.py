@@ -259,3 +259,50 @@ def test_a_delivery_with_a_bad_signature_changes_nothing(zuul_system, github):  
     wait_for(lambda: github.status(pr, 'example/gh-check') == 'success', timeout=240,
              what='the signed delivery checked')
     assert github.status({'head': {'sha': 'f' * 40}}, 'example/gh-check') is None
+
+
+def test_three_pull_requests_gated_together_and_a_failing_middle_one_left_out(
+        zuul_system, github):  # noqa: F811
+    prs = [github.open_pull('First', {'one.txt': '1\n'}),
+           github.open_pull('Second', {'FAIL': 'yes\n'}),
+           github.open_pull('Third', {'three.txt': '3\n'})]
+    wait_for(lambda: all(github.status(pr, 'example/gh-check') for pr in prs),
+             timeout=240, what='check statuses')
+    for pr in prs:
+        github.approve(pr)
+    first, second, third = prs
+    pulls = github.fake.repo(REPO)['pulls']
+    wait_for(lambda: pulls[1]['merged'] and pulls[3]['merged'] and
+             github.status(second, 'example/gh-gate') == 'failure', timeout=300,
+             what='gate results')
+    assert not pulls[2]['merged']
+    # The third was tested on top of the second first (speculatively), then
+    # again without it (on the first, or on main once the first merged).
+    tested_third = [launch['ahead'] for launch in zuul_system.launches
+                    if launch['pipeline'] == 'gh-gate' and launch['change'] == 3]
+    assert [1, 2] in tested_third and tested_third[-1] in ([1], [])
+    files = github.branch_files()
+    assert 'one.txt' in files and 'three.txt' in files and 'FAIL' not in files
+    assert [m['number'] for m in github.fake.repo(REPO)['merges']] == [1, 3]
+
+
+def test_depends_on_across_github_and_gerrit(zuul_system, github):  # noqa: F811
+    store = zuul_system.store
+    broken = store.create_change('org/lib', 'master', 'Break lib', {'FAIL': 'yes\n'})
+    url = f'https://127.0.0.1/c/org/lib/+/{broken.number}'
+    pr = github.open_pull('Needs the lib change', {'uses-lib.txt': 'x\n'})
+    pr['body'] = f'Uses the new lib.\n\nDepends-On: {url}\n'
+    github.fake.repo(REPO)['pulls'][pr['number']]['body'] = pr['body']
+    github.deliver('pull_request', {'action': 'edited', 'pull_request': pr})
+    # The Gerrit change is tested under the pull request: its FAIL file fails it.
+    wait_for(lambda: github.status(pr, 'example/gh-check') == 'failure', timeout=240,
+             what='the pull request checked with its Gerrit dependency')
+    # And the other way: a Gerrit change depending on a pull request.
+    plain = github.open_pull('Marker', {'FAIL': 'yes\n'})
+    needs_pr = store.create_change(
+        'org/app', 'master',
+        f'Needs the PR\n\nDepends-On: https://github.com/{REPO}/pull/{plain["number"]}',
+        {'app.txt': 'y\n'})
+    wait_for(lambda: zuul_system.verified(needs_pr) == -1, timeout=240,
+             what='the Gerrit change checked with its GitHub dependency')
+    assert 'check-marker' in zuul_system.messages(needs_pr)[-1]

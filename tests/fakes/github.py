@@ -375,7 +375,19 @@ class FakeGithub:
         git('update-ref', f'refs/heads/{branch}', sha, base)
         return sha
 
+    def get_branches(self, r, name, body, query):
+        bare = os.path.join(self.git_root, name + '.git')
+        heads = r.get('branches') or subprocess.run(
+            ['git', '-C', bare, 'for-each-ref', '--format=%(refname:short)', 'refs/heads/'],
+            capture_output=True, text=True).stdout.split()
+        wanted = (query.get('protected') or [None])[0]
+        out = [{'name': b, 'protected': b in r['protected']} for b in heads]
+        if wanted is not None:
+            out = [b for b in out if b['protected'] == (wanted == 'true')]
+        return 200, _page(out, query), {}
+
     _ROUTES = [
+        (r'^/branches$', get_branches),
         (r'^/pulls$', get_pulls),
         (r'^/pulls/(\d+)$', get_pull),
         (r'^/pulls/(\d+)/files$', get_files),

@@ -160,6 +160,22 @@ class Layouts:
     def _short(name: str) -> str:
         return name.split('/', 1)[1] if '/' in name and '.' in name.split('/')[0] else name
 
+    def _protected_only(self, tp, branches: list[str]) -> list[str]:
+        """With ``exclude-unprotected-branches`` (the project's, else its
+        tenant's) and a connection that knows branch protection (GitHub):
+        only the protected branches."""
+        wanted = tp.exclude_unprotected_branches
+        if wanted is None:
+            tenants = self.tenant_config.tenants.values() if self.tenant_config else ()
+            wanted = any(t.exclude_unprotected_branches for t in tenants
+                         if any(p is tp for p in t.projects))
+        connection = self.connections.get(tp.connection) if self.connections else None
+        protected = getattr(connection, 'protected_branches', None)
+        if not wanted or protected is None:
+            return branches
+        keep = set(protected(tp.name))
+        return [b for b in branches if b in keep]
+
     def _project_cache(self, tp) -> _ProjectCache:
         key = (tp.connection, tp.name)
         cache = self._cache.get(key)
@@ -168,7 +184,7 @@ class Layouts:
         cache = _ProjectCache()
         try:
             branches = self.fetcher.branches(tp.connection, tp.name)
-            cache.branches = filter_branches(tp, branches)
+            cache.branches = filter_branches(tp, self._protected_only(tp, branches))
             if tp.load_branch:
                 cache.branches = [b for b in cache.branches if b == tp.load_branch]
             paths = READ_PATHS + tuple(tp.extra_config_paths)

@@ -64,6 +64,8 @@ _connection = vs.Schema({
 class GithubDriver(Driver, ConnectionInterface, TriggerInterface, ReporterInterface,
                    SourceInterface):
     name = 'github'
+    # exclude-unprotected-branches acts on GitHub connections.
+    supports_branch_protection = True
 
     def connection_schema(self):
         return _connection

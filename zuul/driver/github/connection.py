@@ -307,6 +307,12 @@ class GithubConnection:
                 log.warning('%s: Depends-On %s names no known change', change.describe(), url)
         return needed
 
+    def protected_branches(self, project: str) -> list[str]:
+        """Names of the project's protected branches (for a tenant's
+        ``exclude-unprotected-branches``)."""
+        return [b['name'] for b in self.client.get_all(
+            f'/repos/{project}/branches', project=project, params={'protected': 'true'})]
+
     def git_url(self, project: str) -> str:
         return f'{self.git_base}/{project}.git'
 

@@ -86,9 +86,10 @@ def write_configs(jobdir: JobDir) -> None:
 
 def playbook_env(jobdir: JobDir, *, trusted: bool, phase: str, label: str,
                  roles_path: list[str], ssh_auth_sock: str | None,
-                 home: str) -> dict:
+                 home: str, split_streams: bool = False) -> dict:
     """Environment of one ansible-playbook run; ``home`` is the run's own
-    HOME (fresh for each playbook)."""
+    HOME (fresh for each playbook); ``split_streams`` is the job's
+    ``ansible-split-streams`` (zuul.ansible.streams)."""
     # Inside the sandbox HOME is an empty tmpfs and /tmp is private.
     tmp = os.path.join(home, 'tmp') if trusted else '/tmp'
     env = {
@@ -108,6 +109,7 @@ def playbook_env(jobdir: JobDir, *, trusted: bool, phase: str, label: str,
         'ZUUL_PLAYBOOK': label,
         'ZUUL_TRUSTED': '1' if trusted else '0',
         'ZUUL_UNTRUSTED': '0' if trusted else '1',
+        'ZUUL_ANSIBLE_SPLIT_STREAMS': '1' if split_streams else '0',
         'PYTHONPATH': CODE_ROOT,
     }
     if not trusted:

@@ -10,7 +10,9 @@ Environment (set by the executor):
 * ``ZUUL_WORK_ROOT`` -- the build's ``work/`` directory (default: the
   directory above the text log's);
 * ``ZUUL_PHASE``, ``ZUUL_PLAYBOOK``, ``ZUUL_TRUSTED`` -- labels;
-* ``ZUUL_UNTRUSTED=1`` -- install the local-execution restrictions.
+* ``ZUUL_UNTRUSTED=1`` -- install the local-execution restrictions;
+* ``ZUUL_ANSIBLE_SPLIT_STREAMS`` -- ``1`` keeps command tasks' stdout and
+  stderr apart, anything else merges them (``zuul.ansible.streams``).
 
 Both logs live in ``work/``, which untrusted playbooks can write to, and
 this callback also runs (unconfined) in trusted playbooks: the logs are
@@ -35,10 +37,13 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from zuul.ansible import restrict  # noqa: E402
+from zuul.ansible import restrict, streams  # noqa: E402
 from zuul.lib import safefile  # noqa: E402
 
 restrict.install_from_environment()
+# ansible-split-streams: false (the default) merges command tasks' stderr
+# into their stdout.
+streams.install_from_environment()
 
 _HIDDEN_KEYS = ('invocation', '_ansible_no_log', '_ansible_verbose_always')
 

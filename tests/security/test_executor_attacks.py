@@ -396,6 +396,41 @@ def test_sandbox_exposes_only_the_system_and_its_build(exec_env):  # noqa: F811
     assert out['home'] == []
 
 
+def test_extra_paths_bound_and_hidden_paths_stay_hidden(exec_env):  # noqa: F811
+    """``untrusted_ro_paths``/``untrusted_rw_paths`` show exactly what they
+    name: an rw path above the state dir and the job dir does not expose
+    the keys or other builds."""
+    import dataclasses
+    env = exec_env
+    ro_dir = os.path.join(env.root, 'ro')
+    os.makedirs(ro_dir)
+    open(os.path.join(ro_dir, 'data'), 'w').write('ro')
+    state_key = os.path.join(env.settings.state_dir, 'keys', 'secret.pem')
+    os.makedirs(os.path.dirname(state_key), exist_ok=True)
+    open(state_key, 'w').write('key')
+    other_build = os.path.join(env.settings.job_dir, 'f' * 32, 'work', 'secret.txt')
+    os.makedirs(os.path.dirname(other_build), exist_ok=True)
+    open(other_build, 'w').write('other')
+    settings = dataclasses.replace(env.settings, untrusted_ro_paths=[ro_dir],
+                                   untrusted_rw_paths=[env.root])
+    build = BuildExecution(execute_request(_uuid(), JobSpec(name='probe'), [], []), settings,
+                           env.merger, sandbox=default_sandbox(settings))
+    build.jobdir.create()
+    args = {'read': [os.path.join(ro_dir, 'data'), state_key, other_build],
+            'exists': [], 'write': [ro_dir, env.root, build.jobdir.work_root],
+            'host_pid': os.getpid()}
+    command = build.sandbox.wrap([sys.executable, '-c', PROBE, json.dumps(args)],
+                                build._sandbox_mounts(), cwd=build.jobdir.work_root)
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                          env={'PATH': '/usr/bin:/bin', 'HOME': build.jobdir.home})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out['read'] == {os.path.join(ro_dir, 'data'): True, state_key: False,
+                           other_build: False}
+    assert out['write'] == {ro_dir: False, env.root: True, build.jobdir.work_root: True}
+    assert os.path.exists(os.path.join(env.root, '.probe'))
+
+
 # -- secrets ---------------------------------------------------------------
 SECRET_RUN = """
 - hosts: controller

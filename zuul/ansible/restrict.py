@@ -27,8 +27,10 @@ Rules for untrusted playbooks:
   time) is ever imported;
 * files read on the executor (``copy``/``template``/``script`` sources,
   ``include_vars``, file lookups) must resolve inside ``ZUUL_READ_ROOTS``
-  (the work dir and the untrusted checkouts), and ``fetch`` writes only
-  inside the work dir.
+  (the work dir, the untrusted checkouts and the administrator's
+  ``untrusted_ro_paths``/``untrusted_rw_paths``), and ``fetch`` writes
+  only inside the work dir and ``ZUUL_WRITE_ROOTS``
+  (``untrusted_rw_paths``).
 """
 
 from __future__ import annotations
@@ -154,10 +156,18 @@ def _work_root() -> str:
     return os.environ.get('ZUUL_WORK_ROOT') or '/nonexistent'
 
 
+def _may_write_in(directory: str) -> bool:
+    """Inside ``ZUUL_WORK_ROOT`` or one of ``ZUUL_WRITE_ROOTS`` (the
+    administrator's ``untrusted_rw_paths``)."""
+    roots = [_work_root(), *_roots('ZUUL_WRITE_ROOTS')]
+    return any(safefile.is_within(r, directory) for r in roots)
+
+
 def check_write_path(path) -> None:
-    """Refuse writing ``path`` on the executor outside ``ZUUL_WORK_ROOT``."""
+    """Refuse writing ``path`` on the executor outside ``ZUUL_WORK_ROOT``
+    and ``ZUUL_WRITE_ROOTS``."""
     path = os.path.abspath(os.fsdecode(path))
-    if os.path.islink(path) or not safefile.is_within(_work_root(), os.path.dirname(path)):
+    if os.path.islink(path) or not _may_write_in(os.path.dirname(path)):
         _fail(f'writing {path} on the executor (only the work dir is allowed)')
 
 
@@ -211,7 +221,7 @@ def _guard_fetch(original):
 
 def _guard_makedirs(original):
     def makedirs(path, *args, **kwargs):
-        if not safefile.is_within(_work_root(), os.fsdecode(path)):
+        if not _may_write_in(os.fsdecode(path)):
             _fail(f'writing to {path} on the executor (only the work dir is allowed)')
         return original(path, *args, **kwargs)
     return makedirs

@@ -86,10 +86,12 @@ def write_configs(jobdir: JobDir) -> None:
 
 def playbook_env(jobdir: JobDir, *, trusted: bool, phase: str, label: str,
                  roles_path: list[str], ssh_auth_sock: str | None,
-                 home: str, split_streams: bool = False) -> dict:
+                 home: str, split_streams: bool = False, ro_paths=(), rw_paths=()) -> dict:
     """Environment of one ansible-playbook run; ``home`` is the run's own
     HOME (fresh for each playbook); ``split_streams`` is the job's
-    ``ansible-split-streams`` (zuul.ansible.streams)."""
+    ``ansible-split-streams`` (zuul.ansible.streams).  ``ro_paths`` and
+    ``rw_paths`` (``[executor] untrusted_*_paths``) are where an untrusted
+    run may also read, and write, on the executor."""
     # Inside the sandbox HOME is an empty tmpfs and /tmp is private.
     tmp = os.path.join(home, 'tmp') if trusted else '/tmp'
     env = {
@@ -115,7 +117,9 @@ def playbook_env(jobdir: JobDir, *, trusted: bool, phase: str, label: str,
     if not trusted:
         # Where untrusted code may read files on the executor from (file
         # lookups, copy/template sources): its work dir and its checkouts.
-        env['ZUUL_READ_ROOTS'] = ':'.join([jobdir.work_root, jobdir.untrusted_root])
+        env['ZUUL_READ_ROOTS'] = ':'.join([jobdir.work_root, jobdir.untrusted_root,
+                                           *ro_paths, *rw_paths])
+        env['ZUUL_WRITE_ROOTS'] = ':'.join(rw_paths)
     if ssh_auth_sock:
         env['SSH_AUTH_SOCK'] = ssh_auth_sock
     return env

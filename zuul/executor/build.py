@@ -370,7 +370,9 @@ class BuildExecution:
                 self.jobdir, trusted=playbook.trusted, phase=playbook.phase,
                 label=playbook.label, roles_path=playbook.roles_path,
                 ssh_auth_sock=self.ssh_auth_sock, home=home,
-                split_streams=self.request.job.ansible_split_streams)
+                split_streams=self.request.job.ansible_split_streams,
+                ro_paths=self.settings.untrusted_ro_paths,
+                rw_paths=self.settings.untrusted_rw_paths)
             log_path = os.path.join(self.jobdir.playbook_dir(playbook.phase, playbook.index),
                                     'ansible.log')
             return runner.run(command, env, cwd, log_path, timeout, pass_fds=secrets.pass_fds)

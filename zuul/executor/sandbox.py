@@ -12,7 +12,9 @@ playbook's ``ansible-playbook`` sees
   read-only (``readonly_paths``);
 * its own build: the job dir read-only, ``work/`` and the untrusted state
   dir (its fact cache and SSH control sockets) writable;
-* a fresh ``HOME``, ``/tmp``, ``/dev`` and ``/proc`` of its own.
+* a fresh ``HOME``, ``/tmp``, ``/dev`` and ``/proc`` of its own;
+* the paths the administrator adds (``[executor] untrusted_ro_paths``
+  read-only, ``untrusted_rw_paths`` read-write), at the same place.
 
 Nothing else of the host exists inside: not Zuul's config, keys or state
 dir, not other builds, not the trusted playbooks' SSH control sockets.  New
@@ -77,10 +79,14 @@ class BubblewrapSandbox:
     the system dirs (the Python installation, Zuul's plugin code).
     ``hidden_paths`` are covered by empty tmpfs mounts should one of the
     other mounts expose them (e.g. the state dir under a bound prefix).
+    ``ro_paths``/``rw_paths`` are the administrator's extra binds; a hidden
+    path inside one of them stays hidden, one named itself is shown.
     """
 
     hidden_paths: list[str] = field(default_factory=list)
     readonly_paths: list[str] = field(default_factory=list)
+    ro_paths: list[str] = field(default_factory=list)
+    rw_paths: list[str] = field(default_factory=list)
     bwrap: str = 'bwrap'
 
     def available(self) -> bool:
@@ -104,6 +110,7 @@ class BubblewrapSandbox:
         for hidden in self.hidden_paths:
             if os.path.isdir(hidden):
                 args += ['--tmpfs', os.path.realpath(hidden)]
+        args += self._extra_binds()
         for host_path in mounts.readonly:
             args += _ro_bind(host_path)
         for host_path in mounts.writable:
@@ -122,6 +129,25 @@ class BubblewrapSandbox:
                 args += ['--bind', sock, sock]
         args += ['--chdir', cwd or '/', '--']
         return args + list(command)
+
+
+    def _extra_binds(self) -> list[str]:
+        """Outer paths first, so a path named inside another keeps its own
+        access."""
+        binds = []
+        for paths, option in ((self.ro_paths, '--ro-bind'), (self.rw_paths, '--bind')):
+            for host_path in paths:
+                if not os.path.exists(host_path):
+                    raise SandboxError(f'{host_path} (to bind into the sandbox) does not exist')
+                binds.append((os.path.realpath(host_path), option))
+        args: list[str] = []
+        for real, option in sorted(binds, key=lambda b: b[0].rstrip('/').count('/')):
+            args += [option, real, real]
+            for hidden in self.hidden_paths:
+                inside = os.path.realpath(hidden)
+                if inside.startswith(real.rstrip('/') + '/') and os.path.isdir(inside):
+                    args += ['--tmpfs', inside]
+        return args
 
 
 def _ro_bind(host_path: str) -> list[str]:

@@ -52,7 +52,9 @@ def default_sandbox(settings: ExecutorSettings) -> BubblewrapSandbox:
     hidden = [settings.state_dir, settings.job_dir]
     visible = [sys.base_prefix, sys.prefix, os.path.join(ansiblecfg.CODE_ROOT, 'zuul')]
     return BubblewrapSandbox(hidden_paths=hidden + list(settings.hidden_paths),
-                             readonly_paths=visible)
+                             readonly_paths=visible,
+                             ro_paths=list(settings.untrusted_ro_paths),
+                             rw_paths=list(settings.untrusted_rw_paths))
 
 
 class ExecutorServer:

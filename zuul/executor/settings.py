@@ -35,6 +35,15 @@ class ExecutorSettings:
     ``default_username`` is the user for nodes whose record names none;
     ``site_variables`` (read from the YAML file ``[executor] variables``)
     are given to every job with the highest precedence.
+
+    ``disk_limit_per_job`` (MB; 0 or less: no limit) stops a build whose
+    job dir grows past it (checked every ``disk_check_interval`` seconds
+    and before each playbook).  ``max_starting_builds`` (None: derived
+    from ``load_multiplier``) caps the builds still preparing before the
+    executor stops taking new ones.  ``untrusted_ro_paths`` /
+    ``untrusted_rw_paths`` are bound into the sandbox of untrusted
+    playbooks; ``trusted_ro_paths`` / ``trusted_rw_paths`` are recorded
+    (trusted playbooks run without a sandbox and see them anyway).
     """
 
     hostname: str = field(default_factory=socket.getfqdn)
@@ -59,6 +68,13 @@ class ExecutorSettings:
     log_retention_days: float = 0
     default_username: str = 'zuul'
     site_variables: dict = field(default_factory=dict)
+    disk_limit_per_job: int = 250
+    disk_check_interval: float = 10.0
+    max_starting_builds: int | None = None
+    trusted_ro_paths: list[str] = field(default_factory=list)
+    trusted_rw_paths: list[str] = field(default_factory=list)
+    untrusted_ro_paths: list[str] = field(default_factory=list)
+    untrusted_rw_paths: list[str] = field(default_factory=list)
 
     @classmethod
     def from_config(cls, config) -> ExecutorSettings:
@@ -73,9 +89,15 @@ class ExecutorSettings:
         if sec.get('log_root'):
             kw['log_root'] = os.path.abspath(os.path.expanduser(sec['log_root']))
         for key in ('max_builds', 'log_stream_port', 'cleanup_timeout',
-                    'default_post_timeout', 'max_log_bytes'):
+                    'default_post_timeout', 'max_log_bytes', 'disk_limit_per_job',
+                    'max_starting_builds'):
             if key in sec:
-                kw[key] = int(sec[key])
+                kw[key] = _int(key, sec[key])
+        if kw.get('max_starting_builds', 1) < 1:
+            raise ValueError('[executor] max_starting_builds must be at least 1')
+        for key in BIND_PATH_KEYS:
+            if sec.get(key):
+                kw[key] = bind_paths(key, sec[key])
         for key in ('load_multiplier', 'min_avail_mem', 'log_retention_days'):
             if key in sec:
                 kw[key] = float(sec[key])
@@ -88,6 +110,29 @@ class ExecutorSettings:
         if sec.get('variables'):
             kw['site_variables'] = load_site_variables(sec['variables'])
         return cls(**kw)
+
+
+BIND_PATH_KEYS = ('trusted_ro_paths', 'trusted_rw_paths', 'untrusted_ro_paths',
+                  'untrusted_rw_paths')
+
+
+def _int(key: str, value) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f'[executor] {key}: {value!r} is not an integer') from None
+
+
+def bind_paths(key: str, value: str) -> list[str]:
+    """A ``:``-separated ``*_ro_paths``/``*_rw_paths`` value: absolute
+    paths that exist.  ValueError naming the key otherwise."""
+    paths = [os.path.expanduser(p.strip()) for p in str(value).split(':') if p.strip()]
+    for path in paths:
+        if not os.path.isabs(path):
+            raise ValueError(f'[executor] {key}: {path!r} is not an absolute path')
+        if not os.path.exists(path):
+            raise ValueError(f'[executor] {key}: {path} does not exist')
+    return paths
 
 
 def load_site_variables(path: str) -> dict:

@@ -38,6 +38,7 @@ from nodepool.launcher.tenant_limits import (
 )
 from nodepool.zk import paths
 from nodepool.zk.api import ZOOKEEPER_DOWN, RecordChangedError, RecordGoneError
+from nodepool.zk.priority import request_order
 from nodepool.zk.records import (
     BUILDING,
     FAILED,
@@ -47,7 +48,6 @@ from nodepool.zk.records import (
     LauncherRecord,
     Node,
     NodeRequest,
-    request_sort_key,
 )
 
 log = logging.getLogger('nodepool.launcher.pool')
@@ -222,8 +222,8 @@ class PoolWorker(threading.Thread):
                          self.pool.name, handler.id)
 
     def _scan(self) -> None:
-        requests = sorted(self.launcher.request_cache.values(),
-                          key=lambda r: request_sort_key(r.id))
+        # Precedence, then relative priority, then first come first served.
+        requests = sorted(self.launcher.request_cache.values(), key=request_order)
         self._deferred &= {r.id for r in requests}
         self._yielded &= {r.id for r in requests}
         self._over_tenant_limit &= {r.id for r in requests}

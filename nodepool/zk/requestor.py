@@ -14,6 +14,8 @@ Seed 000's protocol, step by step:
 4. ``release`` marks the nodes ``used`` and unlocks them; ``cancel``
    deletes a request still in flight (the launcher returns any nodes it
    had allocated to the pool) or releases nodes already handed over.
+5. ``revise`` rewrites the ``relative_priority`` of a request no launcher
+   has taken yet (see nodepool/zk/priority.py).
 
 Callbacks run on this client's own thread, one at a time.
 """
@@ -28,8 +30,15 @@ from typing import Callable
 
 from kazoo.protocol.states import KazooState
 
-from nodepool.zk.api import ZOOKEEPER_DOWN, NodepoolZooKeeper, RecordGoneError
-from nodepool.zk.records import FAILED, FULFILLED, IN_USE, USED, Node, NodeRequest
+from nodepool.zk.api import (
+    ZOOKEEPER_DOWN,
+    NodepoolZooKeeper,
+    RecordChangedError,
+    RecordGoneError,
+)
+from nodepool.zk.priority import relative_priority as relative_priority_of
+from nodepool.zk.priority import set_relative_priority
+from nodepool.zk.records import FAILED, FULFILLED, IN_USE, REQUESTED, USED, Node, NodeRequest
 
 log = logging.getLogger('nodepool.zk.requestor')
 
@@ -57,6 +66,9 @@ class RequestHandle:
     #: Further NodeRequest fields to set (e.g. zuul-launcher's
     #: ``image_upload``), kept for resubmits.
     request_fields: dict = field(default_factory=dict)
+    #: Served before requests of the same priority with a higher one
+    #: (kept for resubmits; ``revise`` changes it).
+    relative_priority: int = 0
     done: threading.Event = field(default_factory=threading.Event)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -118,12 +130,14 @@ class NodeRequestClient:
                callback: Callable[[RequestHandle], None] | None = None,
                requestor_data: dict | None = None,
                event_id: str | None = None,
-               request_fields: dict | None = None) -> RequestHandle:
+               request_fields: dict | None = None,
+               relative_priority: int = 0) -> RequestHandle:
         """``request_fields``: further NodeRequest fields by name (for
         zuul-launcher: ``image_upload``, the upload a validation node
-        must boot from)."""
+        must boot from).  ``relative_priority``: see ``revise``."""
         handle = RequestHandle(list(node_types), int(priority), dict(requestor_data or {}),
-                               event_id, callback, request_fields=dict(request_fields or {}))
+                               event_id, callback, request_fields=dict(request_fields or {}),
+                               relative_priority=int(relative_priority))
         with handle.lock:
             self._create(handle)
             with self._handles_lock:
@@ -143,6 +157,30 @@ class NodeRequestClient:
                     self.zk.delete_request(handle.request)
                     log.info('Canceled node request %s', handle.id)
             self._finish(handle)
+
+    def revise(self, handle: RequestHandle, relative_priority: int) -> bool:
+        """Give a waiting request a new relative priority (lower is
+        served first among requests of the same priority).  Only a
+        request still ``requested`` is rewritten, and only if no launcher
+        wrote it since it was read: one a launcher is working on keeps
+        its place.  True if ZooKeeper now holds the new value."""
+        with handle.lock:
+            handle.relative_priority = int(relative_priority)
+            if handle.outcome != WAITING or handle.request is None:
+                return False
+            request = self.zk.get_request(handle.id)
+            if request is None or request.state != REQUESTED:
+                return False
+            if relative_priority_of(request) == handle.relative_priority:
+                return True
+            set_relative_priority(request, handle.relative_priority)
+            try:
+                self.zk.store_request(request, expected_version=request.stat.version)
+            except (RecordGoneError, RecordChangedError):
+                return False
+            log.info('Node request %s: relative priority %d', request.id,
+                     handle.relative_priority)
+            return True
 
     def release(self, handle: RequestHandle) -> None:
         """The requestor is done with the nodes: mark them used, unlock."""
@@ -173,6 +211,7 @@ class NodeRequestClient:
                               event_id=handle.event_id)
         for name, value in handle.request_fields.items():
             setattr(request, name, value)
+        set_relative_priority(request, handle.relative_priority)
         self.zk.submit_request(request, priority=handle.priority)
         handle.request = request
         log.info('Submitted node request %s for %s', request.id, handle.node_types)

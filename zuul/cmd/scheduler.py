@@ -68,7 +68,11 @@ class SchedulerService:
         from zuul.scheduler.builds import ExecutorAdapter
         from zuul.scheduler.connections import ConnectionRegistry
         from zuul.scheduler.layouts import Layouts, MergerConfigFetcher
-        from zuul.scheduler.nodes import NodesAdapter, ProviderPublisher
+        from zuul.scheduler.nodes import (
+            NodesAdapter,
+            ProviderPublisher,
+            reprioritize_after_each_pass,
+        )
         from zuul.scheduler.rpc import RPCListener
         from zuul.scheduler.rpc_handlers import handlers
         from zuul.scheduler.scheduler import Scheduler
@@ -128,7 +132,10 @@ class SchedulerService:
                                                   hostnames, self.layouts.job_spec_for,
                                                   self._merge_mode)
         self.scheduler.nodes = NodesAdapter(self.node_client, self.scheduler,
-                                            launcher_client=self.launcher_node_client)
+                                            launcher_client=self.launcher_node_client,
+                                            relative_priority=conf.scheduler.relative_priority)
+        if conf.scheduler.relative_priority:
+            reprioritize_after_each_pass(self.scheduler, self.scheduler.nodes)
         from zuul.zk.builds import BuildRecords
         from zuul.zk.pipeline_state import PipelineStateStore, TriggerEventQueue
         self.scheduler.state_store = PipelineStateStore(self.zk.client)

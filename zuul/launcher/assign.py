@@ -47,6 +47,7 @@ import time
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
 from nodepool.zk.api import RecordChangedError, RecordGoneError
+from nodepool.zk.priority import request_order
 from nodepool.zk.records import (
     BUILDING,
     FAILED,
@@ -160,7 +161,7 @@ class RequestAssigner(LockedLoop):
             self.cached_passes += 1
             return snapshot
         nodes = self.zk.get_nodes()           # nodes first: see the module docstring
-        return nodes, self.zk.get_requests()
+        return nodes, sorted(self.zk.get_requests(), key=request_order)
 
     def _pass(self) -> None:
         nodes, requests = self._read()

@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from nodepool.zk.api import RecordGoneError
+from nodepool.zk.priority import request_order
 from nodepool.zk.records import (
     BUILDING,
     DELETING,
@@ -152,7 +153,8 @@ class ProviderLoop(LockedLoop):
         snapshot = self.launcher.snapshot(self.name, round_trip_done=True)
         if snapshot is not None:
             nodes, requests = snapshot
-            request_ids = {r.id for r in requests}
+            # id -> serving order (queued launches start in that order)
+            request_ids = {r.id: request_order(r) for r in requests}
         else:
             nodes = self._nodes()
             request_ids = None
@@ -205,13 +207,19 @@ class ProviderLoop(LockedLoop):
             log.exception('Provider %s: node %s (%s) failed', self.name, node.id, node.state)
             return False
 
-    def _start_queued(self, nodes: list[Node], request_ids: set[str]) -> list[Node]:
+    def _start_queued(self, nodes: list[Node], request_ids) -> list[Node]:
         """Queued nodes that fit now, highest-priority request first (the
         decision is serial; the launches then run in parallel).  Queued
         nodes whose request is gone are dropped."""
         queued = [n for n in nodes if n.state == BUILDING and n.launch_state == QUEUED]
-        queued.sort(key=lambda n: (n.allocated_to is None,
-                                   request_sort_key(n.allocated_to or '0-0'), n.id))
+        orders = request_ids if isinstance(request_ids, dict) else {}
+
+        def order(node: Node):
+            request_id = node.allocated_to or '0-0'
+            priority, sequence = request_sort_key(request_id)
+            return (node.allocated_to is None,
+                    orders.get(request_id, (priority, 0, sequence)), node.id)
+        queued.sort(key=order)
         started = []
         paused = 'quota-error' if self._quota_error_pause(nodes) else None
         for node in queued:

@@ -39,6 +39,7 @@ from kazoo.exceptions import KazooException
 from nodepool.driver import DriverRegistry, ImageRef, ProviderAdapter
 from nodepool.zk.api import NodepoolZooKeeper
 from nodepool.zk.paths import ZUUL_LAUNCHER
+from nodepool.zk.priority import request_order
 from nodepool.zk.records import (
     BUILDING,
     DELETING,
@@ -250,7 +251,8 @@ class ZuulLauncher:
                                           for k, v in cached.node_temp_failures.items()}
             request.node_temp_cleared = dict(cached.node_temp_cleared)
             requests.append(request)
-        requests.sort(key=lambda r: r.sort_key)
+        # Precedence, then relative priority, then first come first served.
+        requests.sort(key=request_order)
         return nodes, requests
 
     def _should_hand_over(self, name: str) -> bool:

@@ -14,6 +14,14 @@ systems (and so two providers): that is the price of migrating label by
 label.  A tenant with ``use-nodepool: false`` never sends a request to
 Nodepool: the job fails with NODE_FAILURE and says which label.
 
+With ``[scheduler] relative_priority`` on, each request also carries a
+*relative priority* (nodepool/zk/priority.py): the position of its item
+among the live items of its shared queue (dependent pipelines) or of its
+project (other pipelines), 0 first.  Launchers serve requests by
+precedence, then relative priority, then age.  After every pass over the
+pipelines ``NodesAdapter.reprioritize`` rewrites the requests still
+waiting whose item moved up (items ahead of it left).
+
 ``ProviderPublisher`` writes the providers of every tenant's live layout
 to ZooKeeper for zuul-launcher after every (re)configuration.
 """
@@ -263,14 +271,66 @@ class NodesAdapter:
     return_nodes call.  ``client`` serves Nodepool's tree;
     ``launcher_client`` (optional) zuul-launcher's."""
 
-    def __init__(self, client, scheduler, launcher_client=None):
+    def __init__(self, client, scheduler, launcher_client=None,
+                 relative_priority: bool = False):
         self.client = client
         self.launcher_client = launcher_client
         self.scheduler = scheduler
+        self.relative_priority = relative_priority
+        # Requests still waiting -> (item, relative priority last written);
+        # only touched on the scheduler's thread.
+        self._waiting: dict[RoutedRequest, tuple] = {}
 
     @property
     def clients(self) -> dict:
         return {NODEPOOL: self.client, ZUUL_LAUNCHER: self.launcher_client}
+
+    def _manager_of(self, item):
+        for state in getattr(self.scheduler, 'tenants', {}).values():
+            for manager in state.managers.values():
+                if item.queue in getattr(manager, 'queues', ()):
+                    return manager
+        return None
+
+    def queue_position(self, item) -> int:
+        """The item's relative priority: its index among the live items
+        of its shared queue in a dependent pipeline, else among the live
+        items of its project in the pipeline (0 if it is in none)."""
+        manager = self._manager_of(item)
+        if manager is None or item.queue is None:
+            return 0
+        if getattr(manager, 'dependent', False):
+            items = [i for i in item.queue.queue if i.live]
+        else:
+            project = item.change.project
+            items = [i for i in manager.all_items()
+                     if i.live and i.change.project == project]
+        return next((n for n, i in enumerate(items) if i is item), 0)
+
+    def reprioritize(self) -> int:
+        """Bring the relative priority of every waiting request up to
+        date with its item's position (on the scheduler's thread, after a
+        pass over the pipelines); the number of requests revised."""
+        revised = 0
+        for routed, (item, written) in list(self._waiting.items()):
+            if routed.outcome != WAITING:
+                del self._waiting[routed]
+                continue
+            position = self.queue_position(item)
+            if position == written:
+                continue
+            self._waiting[routed] = (item, position)
+            revised += 1
+            log.info('[e: %s] Relative priority of node request %s: %d (was %d)',
+                     item.event_id, routed.id, position, written)
+            for part in routed.parts:
+                if part.handle is None:
+                    continue
+                try:
+                    part.client.revise(part.handle, position)
+                except Exception:
+                    log.exception('Unable to revise node request %s', part.handle.id)
+        return revised
 
     def _tenant_layout(self, item):
         """The live layout of the item's tenant: node config is not
@@ -384,10 +444,14 @@ class NodesAdapter:
         data = {'job': job.name, 'buildset': item.current_build_set.uuid}
         if tenant:
             data['tenant'] = tenant
-        self._submit_parts(item, job, routed, routes, priority, data)
+        relative = self.queue_position(item) if self.relative_priority else 0
+        self._submit_parts(item, job, routed, routes, (priority, relative), data)
+        if self.relative_priority:
+            self._waiting[routed] = (item, relative)
         return routed
 
-    def _submit_parts(self, item, job, routed, routes, priority, data) -> None:
+    def _submit_parts(self, item, job, routed, routes, priorities, data) -> None:
+        priority, relative = priorities
         # An image-validate item's nodes boot from the upload under test.
         from zuul.scheduler.images import image_upload_for
         upload = image_upload_for(item)
@@ -404,7 +468,7 @@ class NodesAdapter:
                     part.handle = part.client.submit(
                         node_types, priority=priority, callback=routed.part_done,
                         requestor_data=data, event_id=item.event_id,
-                        request_fields=fields)
+                        request_fields=fields, relative_priority=relative)
             except Exception:
                 routed.cancel()     # withdraw what was submitted
                 raise
@@ -502,6 +566,22 @@ class NodesAdapter:
             nodeset.handle.release()
         except Exception:
             log.exception('Unable to return nodes %s', nodeset.node_ids)
+
+
+def reprioritize_after_each_pass(scheduler, adapter: NodesAdapter) -> None:
+    """Make the scheduler's event loop call ``adapter.reprioritize``
+    after every pass over the pipelines (``[scheduler]
+    relative_priority``)."""
+    process = scheduler.process_pipelines
+
+    def process_pipelines() -> bool:
+        changed = process()
+        try:
+            adapter.reprioritize()
+        except Exception:
+            log.exception('Unable to revise the relative priority of node requests')
+        return changed
+    scheduler.process_pipelines = process_pipelines
 
 
 class ProviderPublisher:

@@ -287,9 +287,12 @@ class FakeGithub:
         return 200, {'sha': sha, 'statuses': statuses, 'total_count': len(statuses)}, {}
 
     def post_status(self, r, name, body, query, sha):
+        now = time.time()
         status = {'state': body['state'], 'context': body.get('context', 'default'),
                   'description': body.get('description'), 'target_url':
-                  body.get('target_url'), 'creator': {'login': 'zuul[bot]'}}
+                  body.get('target_url'), 'creator': {'login': 'zuul[bot]'},
+                  'created_at': iso(now), 'received': now}
+        r.setdefault('status_log', []).append(dict(status, sha=sha))
         # GitHub keeps the latest status per context.
         kept = [s for s in r['statuses'].get(sha, []) if s['context'] != status['context']]
         r['statuses'][sha] = [status, *kept]

@@ -1,0 +1,149 @@
+"""GitHub pull requests through check and gate: webhook -> status latency
+and GitHub API calls per pull request.
+
+Real parts: zuul-web taking signed webhook deliveries over HTTP, ZooKeeper,
+Gearman, zuul-merger fetching over git-over-HTTP with the App's
+installation token, the scheduler daemon's service, and a fake GitHub
+speaking the REST API (tests/fakes/github.py). The executor is the
+"instant executor" of benchmarks/scheduler.py (SUCCESS at once), so the
+numbers are about Zuul and its use of the GitHub API, not Ansible.
+
+    .venv/bin/python -m benchmarks.github [--prs N]
+
+Prints a table: delivery -> pending status and delivery -> final status
+(median, p95) in check and gate, and API requests per pull request by
+kind (reads answered 304 are counted apart: GitHub does not charge them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+from benchmarks.scheduler import InstantExecutor, wait_all
+from nodepool.zk.localserver import LocalZooKeeper, free_port
+from tests.fakes.gerrit import GerritFixture
+from tests.functional.github_support import GITHUB_PIPELINES, REPO, GithubSide
+from tests.functional.system_support import BASE_PIPELINES, ZuulSystem
+from zuul.lib.gearlib import GearServer
+
+
+def _status_time(side, pr, context, states):
+    """When the first status of ``context`` in one of ``states`` was
+    posted on the pull request's head."""
+    for status in side.fake.repo(REPO).get('status_log', []):
+        if status['sha'] == pr['head']['sha'] and status['context'] == context and \
+                status['state'] in states:
+            return status['received']
+    return None
+
+
+def _percentiles(values):
+    values = sorted(values)
+    p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
+    return f'{statistics.median(values) * 1000:.0f} / {p95 * 1000:.0f}'
+
+
+def _calls(requests) -> collections.Counter:
+    kinds = collections.Counter()
+    for method, path, _ in requests:
+        if method == 'GIT':
+            kinds['git (clone/fetch)'] += 1
+        elif path.endswith('/access_tokens') or path.endswith('/installation'):
+            kinds['app auth'] += 1
+        elif method == 'GET':
+            kinds['reads'] += 1
+        else:
+            kinds['writes'] += 1
+    return kinds
+
+
+def run(n_prs: int, timeout: float) -> list[tuple[str, str]]:
+    root = tempfile.mkdtemp(prefix='gb', dir='/tmp')
+    zk = LocalZooKeeper(os.path.join(root, 'zk'))
+    zk.start()
+    gear_port = free_port()
+    gear_server = GearServer(port=gear_port, host='127.0.0.1')
+    gerrit = GerritFixture(os.path.join(root, 'gerrit'))
+    key = os.path.join(root, 'id')
+    os.system(f'ssh-keygen -q -t ed25519 -N "" -f {key}')
+    system = ZuulSystem(root, gerrit, zk.hosts, gear_port, key)
+    system.executor.start = lambda: None
+    system.executor.stop = lambda: None
+    side = GithubSide(system, root)
+    executor = None
+    try:
+        side.configure()
+        system.create_projects(pipelines=BASE_PIPELINES + GITHUB_PIPELINES)
+        from kazoo.client import KazooClient
+        web_zk = KazooClient(hosts=zk.hosts)
+        web_zk.start()
+        side.start_web(web_zk)
+        executor = InstantExecutor(gear_port)
+        system.start()
+        sent, prs = {}, []
+        for i in range(n_prs):
+            pr = side.open_pull(f'Change {i}', {f'f{i}.txt': f'{i}\n'})
+            sent[pr['number']] = time.time()
+            prs.append(pr)
+        wait_all(lambda pr: _status_time(side, pr, 'example/gh-check', ('success',)),
+                 prs, 'checked', timeout)
+        check_calls = _calls(side.fake.requests)
+        approved = {}
+        mark = len(side.fake.requests)
+        for pr in prs:
+            approved[pr['number']] = time.time()
+            side.approve(pr)
+        pulls = side.fake.repo(REPO)['pulls']
+        wait_all(lambda pr: pulls[pr['number']]['merged'], prs, 'merged', timeout)
+        gate_calls = _calls(side.fake.requests[mark:])
+        rows = [('pull requests through check, then gate', str(n_prs))]
+        for label, context, starts in (('check', 'example/gh-check', sent),
+                                       ('gate', 'example/gh-gate', approved)):
+            pending = [_status_time(side, pr, context, ('pending',)) -
+                       starts[pr['number']] for pr in prs]
+            final = [_status_time(side, pr, context, ('success',)) - starts[pr['number']]
+                     for pr in prs]
+            rows.append((f'{label}: delivery -> pending status, median / p95 (ms)',
+                         _percentiles(pending)))
+            rows.append((f'{label}: delivery -> final status, median / p95 (ms)',
+                         _percentiles(final)))
+        for label, calls in (('check', check_calls), ('gate', gate_calls)):
+            for kind in ('reads', 'writes', 'app auth', 'git (clone/fetch)'):
+                rows.append((f'{label}: {kind} per pull request',
+                             f'{calls[kind] / n_prs:.1f}'))
+        client = system.service.connections.get('github').client
+        rows.append(('scheduler: reads answered 304 (not charged) / requests sent',
+                     f'{client.not_modified} / {client.calls}'))
+        return rows
+    finally:
+        if executor is not None:
+            executor.stop()
+        side.stop()
+        system.stop()
+        gerrit.server.stop()
+        gear_server.shutdown()
+        zk.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--prs', type=int, default=50)
+    parser.add_argument('--timeout', type=float, default=900.0)
+    args = parser.parse_args(argv)
+    rows = run(args.prs, args.timeout)
+    width = max(len(r[0]) for r in rows)
+    print(f'{"measure":<{width}}  value')
+    print('-' * (width + 20))
+    for name, value in rows:
+        print(f'{name:<{width}}  {value}')
+
+
+if __name__ == '__main__':
+    main()

@@ -104,3 +104,22 @@ def test_depends_on_across_github_and_gerrit(zuul_system, github):  # noqa: F811
     wait_for(lambda: zuul_system.verified(needs_pr) == -1, timeout=240,
              what='the Gerrit change checked with its GitHub dependency')
     assert 'check-marker' in zuul_system.messages(needs_pr)[-1]
+
+
+def test_zuul_enqueue_takes_a_pull_request(zuul_system, github, capsys):  # noqa: F811
+    from zuul.cmd.client import main as zuul_main
+    pr = github.open_pull('Once', {'once.txt': '1\n'})
+    wait_for(lambda: github.status(pr, 'example/gh-check') == 'success', timeout=240,
+             what='first check')
+    before = len(github.fake.repo(REPO)['comments'][pr['number']])
+    conf = ['-c', zuul_system.conf.path]
+    spec = f'{pr["number"]},{pr["head"]["sha"][:12]}'
+    assert zuul_main(conf + ['enqueue', '--tenant', 'example', '--pipeline', 'gh-check',
+                             '--project', REPO, '--change', spec]) == 0
+    wait_for(lambda: len(github.fake.repo(REPO)['comments'][pr['number']]) == before + 1,
+             timeout=240, what='the enqueued pull request reported again')
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        zuul_main(conf + ['enqueue', '--tenant', 'example', '--pipeline', 'gh-check',
+                          '--project', REPO, '--change', '7,not-a-sha'])
+    assert exit_.value.code == 2 and 'NUMBER,SHA' in capsys.readouterr().err

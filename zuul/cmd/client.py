@@ -36,7 +36,8 @@ import urllib.request
 from zuul.cmd import image_commands
 from zuul.scheduler import rpc_protocol as p
 
-_CHANGE_RE = re.compile(r'^\d+,\d+$')
+# N,P: a change and patchset; N,SHA: a GitHub pull request and its head.
+_CHANGE_RE = re.compile(r'^\d+,(\d+|[0-9a-f]{7,40})$')
 _REV_RE = re.compile(r'^[0-9a-f]{40}$')
 
 
@@ -47,7 +48,8 @@ class CLIError(Exception):
 def change_id(value: str) -> str:
     if not _CHANGE_RE.match(value):
         raise argparse.ArgumentTypeError(
-            f'malformed change "{value}": expected NUMBER,PATCHSET (e.g. 1234,2)')
+            f'malformed change "{value}": expected NUMBER,PATCHSET (e.g. 1234,2), or '
+            'NUMBER,SHA for a GitHub pull request')
     return value
 
 

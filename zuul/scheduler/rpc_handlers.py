@@ -11,7 +11,7 @@ from zuul.model.errors import UnknownNameError
 from zuul.model.freeze import FreezeError, JobFreezer
 from zuul.scheduler import rpc_protocol as p
 
-_CHANGE = re.compile(r'^\d+,\d+$')
+_CHANGE = re.compile(r'^\d+,(\d+|[0-9a-f]{7,40})$')   # N,P or a pull request's N,SHA
 
 
 def handlers(scheduler, layouts, keystore=None) -> dict:
@@ -107,7 +107,7 @@ class _Handlers:
     def _change(spec):
         if not spec or not _CHANGE.match(spec):
             raise p.RPCError(f'Malformed change "{spec}": expected N,P (change number, '
-                             'patchset number)')
+                             'patchset number) or, for a GitHub pull request, N,SHA')
         return spec
 
     # -- queue requests ---------------------------------------------------------

@@ -300,12 +300,23 @@ class FakeGithub:
 
     def get_checkruns(self, r, name, body, query, sha):
         runs = r['check_runs'].get(sha, [])
+        wanted = (query.get('check_name') or [None])[0]
+        if wanted is not None:
+            runs = [run for run in runs if run['name'] == wanted]
         return 200, {'total_count': len(runs), 'check_runs': runs}, {}
 
     def post_checkrun(self, r, name, body, query):
         run = dict(body, id=self._new_id(), app={'slug': 'zuul'})
         r['check_runs'].setdefault(body['head_sha'], []).append(run)
         return 201, run, {}
+
+    def patch_checkrun(self, r, name, body, query, run_id):
+        for runs in r['check_runs'].values():
+            for run in runs:
+                if run['id'] == int(run_id):
+                    run.update(body)
+                    return 200, run, {}
+        return 404, {'message': 'Not Found'}, {}
 
     def get_commitpulls(self, r, name, body, query, sha):
         return 200, [pr for pr in r['pulls'].values() if pr['head']['sha'] == sha], {}
@@ -403,6 +414,7 @@ class FakeGithub:
         (r'^/commits/([0-9a-f]+)/pulls$', get_commitpulls),
         (r'^/statuses/([0-9a-f]+)$', post_status),
         (r'^/check-runs$', post_checkrun),
+        (r'^/check-runs/(\d+)$', patch_checkrun),
         (r'^/issues/(\d+)/comments$', post_comment),
         (r'^/issues/(\d+)/labels$', post_labels),
         (r'^/issues/(\d+)/labels/([^/]+)$', delete_label),

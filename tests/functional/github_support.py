@@ -48,6 +48,26 @@ GITHUB_PIPELINES = """
       github:
         status: failure
 - pipeline:
+    name: gh-checks-api
+    manager: independent
+    trigger:
+      github:
+        - event: check_run
+          action: rerequested
+          check: .*/gh-checks-api:.*
+    start:
+      github:
+        check: in_progress
+        comment: false
+    success:
+      github:
+        check: success
+        comment: false
+    failure:
+      github:
+        check: failure
+        comment: false
+- pipeline:
     name: gh-gate
     manager: dependent
     require:
@@ -78,6 +98,9 @@ GITHUB_PIPELINES = """
 WIDGET_CONFIG = """
 - project:
     gh-check:
+      jobs:
+        - check-marker
+    gh-checks-api:
       jobs:
         - check-marker
     gh-gate:
@@ -198,6 +221,16 @@ class GithubSide:
                 return answer.status
         except urllib.error.HTTPError as err:
             return err.code
+
+    def rerequest_check(self, pr: dict, name: str) -> int:
+        """GitHub's delivery when someone clicks "Re-run" on a check run."""
+        return self.deliver('check_run', {'action': 'rerequested', 'check_run': {
+            'name': name, 'head_sha': pr['head']['sha'], 'conclusion': 'failure',
+            'app': {'slug': 'zuul'},
+            'pull_requests': [{'number': pr['number'], 'base': {'ref': 'main'}}]}})
+
+    def check_runs(self, pr: dict) -> list[dict]:
+        return self.fake.repo(REPO)['check_runs'].get(pr['head']['sha'], [])
 
     def status(self, pr: dict, context: str) -> str | None:
         for s in self.fake.repo(REPO)['statuses'].get(pr['head']['sha'], []):

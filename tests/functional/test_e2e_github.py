@@ -123,3 +123,17 @@ def test_zuul_enqueue_takes_a_pull_request(zuul_system, github, capsys):  # noqa
         zuul_main(conf + ['enqueue', '--tenant', 'example', '--pipeline', 'gh-check',
                           '--project', REPO, '--change', '7,not-a-sha'])
     assert exit_.value.code == 2 and 'NUMBER,SHA' in capsys.readouterr().err
+
+
+def test_a_rerequested_check_run_runs_its_pipeline_and_reports_through_checks(
+        zuul_system, github):  # noqa: F811
+    pr = github.open_pull('Checked twice', {'FAIL': 'yes\n'})
+    wait_for(lambda: github.status(pr, 'example/gh-check') == 'failure', timeout=240,
+             what='the check pipeline')
+    assert github.check_runs(pr) == []
+    assert github.rerequest_check(pr, 'example/gh-checks-api') == 200
+    wait_for(lambda: [r.get('conclusion') for r in github.check_runs(pr)] == ['failure'],
+             timeout=240, what='the check run completed')
+    (run,) = github.check_runs(pr)   # created in_progress at start, then updated
+    assert run['name'] == 'example/gh-checks-api' and run['status'] == 'completed'
+    assert 'check-marker' in run['output']['summary']

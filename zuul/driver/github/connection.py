@@ -364,15 +364,24 @@ class GithubConnection:
     def check_run(self, change, name: str, status: str, conclusion: str | None,
                   summary: str, details_url: str | None = None,
                   annotations: list | None = None) -> dict:
+        """Create the check run ``name`` on the change's head, or update it
+        if this app made one there already (one run per pipeline)."""
         body = {'name': name, 'head_sha': change.newrev, 'status': status,
-                'output': {'title': name, 'summary': summary[:65535],
+                'output': {'title': name, 'summary': summary[:65535] or name,
                            'annotations': (annotations or [])[:50]}}
         if conclusion:
             body['conclusion'] = conclusion
         if details_url:
             body['details_url'] = details_url
-        return self.client.request('POST', f'/repos/{change.project}/check-runs',
-                                   project=change.project, body=body).body
+        project = change.project
+        existing = self.client.get(f'/repos/{project}/commits/{change.newrev}/check-runs',
+                                   project=project, params={'check_name': name})
+        runs = (existing or {}).get('check_runs') or []
+        if runs:
+            return self.client.request('PATCH', f'/repos/{project}/check-runs/{runs[0]["id"]}',
+                                       project=project, body=body).body
+        return self.client.request('POST', f'/repos/{project}/check-runs', project=project,
+                                   body=body).body
 
 
 def _user(user) -> dict:

@@ -258,3 +258,22 @@ def test_mergers_clone_with_the_installation_token(github, app_key, tmp_path):
     denied = subprocess.run(['git', 'ls-remote', anonymous.url], capture_output=True,
                             text=True, env={**os.environ, 'GIT_TERMINAL_PROMPT': '0'})
     assert denied.returncode != 0
+
+
+def test_a_status_event_finds_its_pull_request_by_head(connection, github):
+    from zuul.driver.github.events import parse_webhook
+    _arrange_pull(github)
+    event = parse_webhook('status', {'sha': SHA, 'context': 'ci/x', 'state': 'success',
+                                     'repository': {'full_name': 'acme/widget'},
+                                     'sender': {'login': 'ci[bot]'}}, 'github')
+    change = connection.get_change_for_event(event)
+    assert (change.number, event.change_number) == (7, 7)
+    orphan = parse_webhook('status', {'sha': 'e' * 40, 'context': 'ci/x',
+                                      'state': 'success',
+                                      'repository': {'full_name': 'acme/widget'}}, 'github')
+    assert connection.get_change_for_event(orphan) is None
+    push = parse_webhook('push', {'ref': 'refs/heads/main', 'before': '1' * 40,
+                                  'after': '2' * 40,
+                                  'repository': {'full_name': 'acme/widget'}}, 'github')
+    ref = connection.get_change_for_event(push)
+    assert (ref.ref, ref.newrev, ref.branch) == ('refs/heads/main', '2' * 40, 'main')

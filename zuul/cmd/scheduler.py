@@ -50,9 +50,11 @@ class SchedulerService:
         """Start the embedded Gearman server (``[gearman_server]
         start=true``) ahead of the rest, so mergers and executors can
         connect before the scheduler loads its tenants through them."""
-        from zuul.lib.gearlib import GearServer, GearTLS
+        from zuul.lib.gearlib import GearServer, GearTLS, configure_server_logging
         conf = self.conf
         if conf.gearman_server.start and self.gear_server is None:
+            if conf.gearman_server.log_config:
+                configure_server_logging(conf.gearman_server.log_config)
             self.gear_server = GearServer(port=conf.gearman_server.port,
                                           host=conf.gearman_server.listen_address,
                                           tls=GearTLS.of(conf.gearman_server))
@@ -274,6 +276,20 @@ def _socket_path(conf) -> str:
                                                          'scheduler.socket')
 
 
+def _check_gearman_log_config(conf) -> str | None:
+    """What is wrong with ``[gearman_server] log_config``, before the
+    scheduler detaches (None when it is unset or readable)."""
+    path = conf.gearman_server.log_config
+    if not (conf.gearman_server.start and path):
+        return None
+    from zuul.lib.scoped_logging import LoggingConfigError, check
+    try:
+        check(path)
+    except LoggingConfigError as e:
+        return f'[gearman_server] log_config: {e}'
+    return None
+
+
 def _rpc_reconfigure(conf) -> int:
     from zuul.lib.gearlib import GearTLS
     from zuul.scheduler import rpc_protocol as p
@@ -323,6 +339,10 @@ def main(argv=None) -> int:
     if not conf.scheduler.tenant_config:
         print(f'zuul-scheduler: {args.config}: [scheduler] tenant_config is not set',
               file=sys.stderr)
+        return 2
+    error = _check_gearman_log_config(conf)
+    if error:
+        print(f'zuul-scheduler: {error}', file=sys.stderr)
         return 2
     if not args.foreground:
         daemonize()

@@ -199,6 +199,22 @@ class GearWorker(_ConnectionMixin, gear.Worker):
 # How long a connecting client has to complete the TLS handshake.
 HANDSHAKE_TIMEOUT = 10.0
 
+#: The loggers of the embedded Gearman server (gear's server classes and
+#: ours): what ``[gearman_server] log_config`` configures.
+SERVER_LOGGERS = ('zuul.GearServer', 'gear.Server', 'gear.ServerConnection',
+                  'gear.BaseClientServer')
+
+
+def configure_server_logging(path: str) -> list[str]:
+    """Apply the logging configuration file ``path`` (``[gearman_server]
+    log_config``) to the embedded server's loggers only: their records go
+    where that file says (its entry for the logger, else its root entry)
+    instead of to the scheduler's log.  The rest of the process keeps its
+    own logging.  LoggingConfigError names what is wrong."""
+    from zuul.lib import scoped_logging
+    config = scoped_logging.load(path)
+    return scoped_logging.apply(path, config, SERVER_LOGGERS, prefixes=SERVER_LOGGERS)
+
 
 class GearServer(gear.Server):
     """The embedded Gearman server, with TCP_NODELAY on accepted sockets.

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 import re2
 
+from zuul.configloader import unused
 from zuul.configloader.job_parser import JobParser
 from zuul.configloader.launcher_objects import LauncherObjectParser, resolve_providers
 from zuul.configloader.limits import ConfigLimits
@@ -312,6 +313,7 @@ class LayoutLoader:
                 if not sc.trusted:
                     raise ConfigurationError('pipelines may only be defined in config '
                                              'projects')
+                context.warnings.extend(unused.pipeline_warnings(conf))
                 pipeline = pipeline_parser.parse(conf, sc)
                 pipeline.tenant_name = layout.tenant_name
                 for problem in pipeline_parser.problems:
@@ -334,6 +336,7 @@ class LayoutLoader:
         shadows = _shadow_map(context.tenant)
         for conf, sc, line in buckets['job']:
             with _Recording(layout, context, sc, line, 'job', conf):
+                context.warnings.extend(unused.job_warnings(conf))
                 job = job_parser.parse_job(conf, sc)
                 if self._shadowed(job, sc, owners, shadows):
                     continue

@@ -11,6 +11,7 @@ import os
 import re2
 import voluptuous as vs
 
+from zuul.configloader import unused
 from zuul.configloader.semaphore import SEMAPHORE_SCHEMA
 from zuul.lib import yamlutil
 from zuul.model.errors import ConfigError, SourceContext
@@ -180,10 +181,10 @@ def parse_tenant(conf: dict, connections=None) -> Tenant:
     return t
 
 
-def _error(path, obj, reason, tenant=None):
+def _error(path, obj, reason, tenant=None, severity: str = 'error'):
     line = getattr(obj, 'start_line', None)
     return ConfigError(reason, path=path, line=line, object_type='tenant' if tenant else '',
-                       object_name=tenant or '')
+                       object_name=tenant or '', severity=severity)
 
 
 def load_tenant_config(path: str, connections=None) -> TenantConfig:
@@ -257,6 +258,9 @@ def _load_object(path, obj, result: TenantConfig, connections) -> None:
     if kind == 'global-semaphore':
         _load_global_semaphore(path, body, result)
         return
+    if kind in unused.TENANT_OBJECTS:
+        result.warnings.append(_error(path, body, f'{kind}: {unused.TENANT_OBJECTS[kind]}',
+                                      severity='warning'))
     if kind in ('admin-rule', 'authorization-rule', 'api-root'):
         try:
             ADMIN_RULE_SCHEMA(dict(body or {})) if kind != 'api-root' else None
@@ -268,6 +272,9 @@ def _load_object(path, obj, result: TenantConfig, connections) -> None:
         result.errors.append(_error(path, obj, f'unknown object type "{kind}"'))
         return
     name = (body or {}).get('name') if isinstance(body, dict) else None
+    for warning in unused.tenant_warnings(body):
+        result.warnings.append(_error(path, body, f'tenant {name}: {warning}',
+                                      severity='warning'))
     try:
         if not isinstance(body, dict):
             raise TenantConfigError('a tenant must be a mapping')
@@ -312,7 +319,7 @@ def tenant_conf_check(zuul_conf_path: str, out=None) -> int:
     for error in result.errors:
         print(str(error), file=out)
     drivers = {name: c.driver for name, c in conf.connections.items()}
-    for warning in unprotected_branch_warnings(result, drivers):
+    for warning in result.warnings + unprotected_branch_warnings(result, drivers):
         print(f'warning: {warning}', file=out)
     if result.errors:
         return 1

@@ -86,3 +86,6 @@ class TenantConfig:
     # ``global-semaphore`` objects by name (zuul.model.semaphore.Semaphore).
     global_semaphores: dict = field(default_factory=dict)
     errors: list = field(default_factory=list)
+    # Keys accepted without effect (zuul/configloader/unused.py), as
+    # warnings (ConfigError, severity "warning").
+    warnings: list = field(default_factory=list)

@@ -140,8 +140,8 @@ class Layouts:
                                                 set(self.connection_drivers))
         for error in self.tenant_config.errors:
             log.error('Tenant configuration: %s', error)
-        for warning in unprotected_branch_warnings(self.tenant_config,
-                                                   self.connection_drivers, self.drivers):
+        for warning in self.tenant_config.warnings + unprotected_branch_warnings(
+                self.tenant_config, self.connection_drivers, self.drivers):
             log.warning('Tenant configuration: %s', warning)
         if projects is None and tenant_names is None:
             self._cache.clear()

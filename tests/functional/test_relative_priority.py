@@ -25,7 +25,7 @@ from tests.functional import test_nodepool_support as support
 from tests.functional.test_nodepool_support import sim_config
 from tests.harness.waiting import wait_for
 from tests.unit.scheduler_support import enqueue_ref, start_system
-from zuul.scheduler.nodes import NodesAdapter, reprioritize_after_each_pass
+from zuul.scheduler.nodes import NodesAdapter
 
 launchers = support.launchers
 
@@ -75,8 +75,6 @@ def system(tmp_path, zk_chroot):
         client.start()
         started.append((scheduler, client))
         scheduler.nodes = NodesAdapter(client, scheduler, relative_priority=relative)
-        if relative:
-            reprioritize_after_each_pass(scheduler, scheduler.nodes)
         return scheduler, executor, zk
     yield make
     for scheduler, client in started:

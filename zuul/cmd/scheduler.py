@@ -73,7 +73,6 @@ class SchedulerService:
         from zuul.scheduler.nodes import (
             NodesAdapter,
             ProviderPublisher,
-            reprioritize_after_each_pass,
         )
         from zuul.scheduler.rpc import RPCListener
         from zuul.scheduler.rpc_handlers import handlers
@@ -136,8 +135,6 @@ class SchedulerService:
         self.scheduler.nodes = NodesAdapter(self.node_client, self.scheduler,
                                             launcher_client=self.launcher_node_client,
                                             relative_priority=conf.scheduler.relative_priority)
-        if conf.scheduler.relative_priority:
-            reprioritize_after_each_pass(self.scheduler, self.scheduler.nodes)
         from zuul.zk.builds import BuildRecords
         from zuul.zk.pipeline_state import PipelineStateStore, TriggerEventQueue
         self.scheduler.state_store = PipelineStateStore(self.zk.client)

@@ -568,22 +568,6 @@ class NodesAdapter:
             log.exception('Unable to return nodes %s', nodeset.node_ids)
 
 
-def reprioritize_after_each_pass(scheduler, adapter: NodesAdapter) -> None:
-    """Make the scheduler's event loop call ``adapter.reprioritize``
-    after every pass over the pipelines (``[scheduler]
-    relative_priority``)."""
-    process = scheduler.process_pipelines
-
-    def process_pipelines() -> bool:
-        changed = process()
-        try:
-            adapter.reprioritize()
-        except Exception:
-            log.exception('Unable to revise the relative priority of node requests')
-        return changed
-    scheduler.process_pipelines = process_pipelines
-
-
 class ProviderPublisher:
     """Publishes the resolved providers of every tenant's live layout
     (``zuul.zk.launcher_config``), skipping ZooKeeper when nothing

@@ -400,6 +400,14 @@ class Scheduler:
                                   manager.name, tenant.name)
             if changed and self.stats is not None:
                 self.stats.queue_lengths(tenant.name, tenant.managers.values())
+        reprioritize = getattr(self.nodes, 'reprioritize', None)
+        if reprioritize is not None:
+            # [scheduler] relative_priority: requests whose items ahead
+            # left move up (a no-op without the key).
+            try:
+                reprioritize()
+            except Exception:
+                log.exception('Unable to revise the relative priority of node requests')
         return changed
 
     # -- helpers -------------------------------------------------------------

@@ -25,7 +25,7 @@ import statistics
 import tempfile
 import time
 
-from benchmarks.scheduler import InstantExecutor, wait_all
+from benchmarks.scheduler import InstantExecutor, print_measures, wait_all
 from nodepool.zk.localserver import LocalZooKeeper, free_port
 from tests.fakes.gerrit import GerritFixture
 from tests.functional.github_support import GITHUB_PIPELINES, REPO, GithubSide
@@ -137,12 +137,7 @@ def main(argv=None) -> None:
     parser.add_argument('--prs', type=int, default=50)
     parser.add_argument('--timeout', type=float, default=900.0)
     args = parser.parse_args(argv)
-    rows = run(args.prs, args.timeout)
-    width = max(len(r[0]) for r in rows)
-    print(f'{"measure":<{width}}  value')
-    print('-' * (width + 20))
-    for name, value in rows:
-        print(f'{name:<{width}}  {value}')
+    print_measures(run(args.prs, args.timeout))
 
 
 if __name__ == '__main__':

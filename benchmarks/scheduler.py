@@ -163,7 +163,11 @@ def main(argv=None) -> None:
     parser.add_argument('--timeout', type=float, default=1800.0,
                         help='give up on a phase after this many seconds')
     args = parser.parse_args(argv)
-    rows = run(args.changes, args.timeout)
+    print_measures(run(args.changes, args.timeout))
+
+
+def print_measures(rows: list[tuple[str, str]]) -> None:
+    """A two-column table: measure, value."""
     width = max(len(r[0]) for r in rows)
     print(f'{"measure":<{width}}  value')
     print('-' * (width + 20))

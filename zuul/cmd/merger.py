@@ -18,7 +18,7 @@ import threading
 
 from zuul.cmd import PidFile, base_parser, daemonize, install_signal_handlers, setup_logging
 from zuul.configloader.zuulconf import ZuulConf, ZuulConfError, load_zuul_conf
-from zuul.lib.commandsocket import CommandSocket, send_command
+from zuul.lib.commandsocket import CommandSocket, run_command
 
 log = logging.getLogger('zuul.cmd.merger')
 
@@ -81,14 +81,7 @@ def main(argv=None) -> int:
 
 def send(path: str, command: str) -> int:
     """``zuul-merger stop`` etc.: one command to the running daemon."""
-    import sys
-    try:
-        answer = send_command(path, command)
-    except OSError as e:
-        print(f'zuul-merger: {e}', file=sys.stderr)
-        return 1
-    print(answer)
-    return 0 if answer == 'ok' else 1
+    return run_command('zuul-merger', path, command)
 
 
 if __name__ == '__main__':

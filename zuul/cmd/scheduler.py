@@ -325,14 +325,8 @@ def main(argv=None) -> int:
     if args.command == 'full-reconfigure':
         return _rpc_reconfigure(conf)
     if args.command == 'stop':
-        from zuul.lib.commandsocket import send_command
-        try:
-            answer = send_command(_socket_path(conf), 'stop')
-        except OSError as e:
-            print(f'zuul-scheduler: {e}', file=sys.stderr)
-            return 1
-        print(answer)
-        return 0 if answer == 'ok' else 1
+        from zuul.lib.commandsocket import run_command
+        return run_command('zuul-scheduler', _socket_path(conf), 'stop')
     if not conf.scheduler.tenant_config:
         print(f'zuul-scheduler: {args.config}: [scheduler] tenant_config is not set',
               file=sys.stderr)

@@ -165,16 +165,8 @@ def main(argv=None) -> int:
 
 def _send(path: str, command: str) -> int:
     """``zuul-web stop``: one command to the running zuul-web."""
-    import sys
-
-    from zuul.lib.commandsocket import send_command
-    try:
-        answer = send_command(path, command)
-    except OSError as e:
-        print(f'zuul-web: {e}', file=sys.stderr)
-        return 1
-    print(answer)
-    return 0 if answer == 'ok' else 1
+    from zuul.lib.commandsocket import run_command
+    return run_command('zuul-web', path, command)
 
 
 if __name__ == '__main__':

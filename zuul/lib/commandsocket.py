@@ -112,3 +112,16 @@ def send_command(path: str, command: str, timeout: float = 30.0) -> str:
         return sock.makefile('r').readline().strip()
     finally:
         sock.close()
+
+
+def run_command(prog: str, path: str, command: str) -> int:
+    """``<daemon> stop`` and the like: send ``command``, print the answer
+    (or why nothing answered, on stderr); 0 when the daemon said ok."""
+    import sys
+    try:
+        answer = send_command(path, command)
+    except OSError as e:
+        print(f'{prog}: {e}', file=sys.stderr)
+        return 1
+    print(answer)
+    return 0 if answer == 'ok' else 1

@@ -14,6 +14,7 @@ from zuul.executor.protocol import ExecuteRequest, ItemSpec, NodeSpec, ZuulConte
 from zuul.model import item as m
 from zuul.model.change import Change
 from zuul.scheduler.images import image_item_artifacts
+from zuul.scheduler.requirements import READY, artifact_entries, requirements_state
 
 log = logging.getLogger('zuul.scheduler.builds')
 
@@ -52,25 +53,6 @@ def _ancestors(bs: m.BuildSet, job_name: str) -> list[str]:
         if parent is not None:
             todo.extend(parent.dependencies)
     return seen
-
-
-def artifact_entries(item: m.QueueItem, build: m.Build) -> list[dict]:
-    """A finished build's ``zuul_return`` artifacts as ``zuul.artifacts``
-    entries: ``{project, change, patchset, job, name, url, metadata}``."""
-    change = item.change
-    is_change = isinstance(change, Change)
-    out = []
-    returned = ((build.result_data or {}).get('zuul') or {}).get('artifacts') or []
-    for art in returned if isinstance(returned, list) else ():
-        if not isinstance(art, dict) or 'name' not in art or 'url' not in art:
-            continue
-        entry = {'project': change.project,
-                 'change': str(change.number) if is_change else None,
-                 'patchset': str(change.patchset) if is_change else None,
-                 'job': build.job.name, 'name': art['name'], 'url': art['url'],
-                 'metadata': art.get('metadata') or {}}
-        out.append(entry)
-    return out
 
 
 def parent_artifacts(item: m.QueueItem, job_name: str) -> list[dict]:
@@ -125,7 +107,6 @@ class ExecutorAdapter:
         """Launch ``build``. The pipeline manager starts a job that
         ``requires`` something only once its providers ahead have ended
         (zuul/scheduler/requirements.py); their artifacts go with it."""
-        from zuul.scheduler.requirements import READY, requirements_state
         tenant_state = (getattr(self.scheduler, 'tenants', None) or {}).get(tenant)
         state = requirements_state(item, job, getattr(self.scheduler, 'history', None),
                                    tenant, getattr(tenant_state, 'layout', None))

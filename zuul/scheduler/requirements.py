@@ -34,6 +34,25 @@ class RequirementsState:
     reason: str | None = None
 
 
+def artifact_entries(item: m.QueueItem, build: m.Build) -> list[dict]:
+    """A finished build's ``zuul_return`` artifacts as ``zuul.artifacts``
+    entries: ``{project, change, patchset, job, name, url, metadata}``."""
+    change = item.change
+    is_change = isinstance(change, Change)
+    out = []
+    returned = ((build.result_data or {}).get('zuul') or {}).get('artifacts') or []
+    for art in returned if isinstance(returned, list) else ():
+        if not isinstance(art, dict) or 'name' not in art or 'url' not in art:
+            continue
+        entry = {'project': change.project,
+                 'change': str(change.number) if is_change else None,
+                 'patchset': str(change.patchset) if is_change else None,
+                 'job': build.job.name, 'name': art['name'], 'url': art['url'],
+                 'metadata': art.get('metadata') or {}}
+        out.append(entry)
+    return out
+
+
 def _names(value) -> set[str]:
     return {str(v) for v in value or ()}
 
@@ -68,7 +87,6 @@ def requirements_state(item: m.QueueItem, job, history=None, tenant: str | None 
 
 
 def _from_build_set(ahead: m.QueueItem, wanted: set[str]):
-    from zuul.scheduler.builds import artifact_entries
     bs = ahead.current_build_set
     if bs.jobs is None:
         # Not frozen yet: whether it provides anything is not known.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import threading
 import urllib.parse
@@ -114,6 +115,53 @@ def test_job_limit_unregisters_execute(executor, exec_env):  # noqa: F811
     assert not server.accepting_work
     client.cancel(handle)
     assert handle.wait(120).result == 'ABORTED'
+
+
+class GatedMerger:
+    """The real merger, whose first ``prepare_workspace`` (checking out the
+    build's repos) waits for ``gate``: a build held while it starts."""
+
+    def __init__(self, merger):
+        self._merger = merger
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def prepare_workspace(self, *args, **kwargs):
+        if not self.entered.is_set():
+            self.entered.set()
+            assert self.gate.wait(120)
+        return self._merger.prepare_workspace(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._merger, name)
+
+
+def test_max_starting_builds_takes_no_build_while_that_many_start(exec_env, gearman_server):  # noqa: F811,E501
+    exec_env.upstream.create('org/project', PLAYBOOKS)
+    settings = dataclasses.replace(exec_env.settings, max_starting_builds=1)
+    merger = GatedMerger(exec_env.merger)
+    server = ExecutorServer(settings, '127.0.0.1', gearman_server.port, merger)
+    server.start()
+    client = ExecutorClient('127.0.0.1', gearman_server.port)
+    events = []
+    try:
+        first = client.execute(request_for(exec_env, 'playbooks/ok.yaml', '1' * 32),
+                               on_progress=lambda h, p: events.append(('first', p.phase)))
+        assert merger.entered.wait(120)
+        # One build starting (preparing its repos) is the limit.
+        assert not server.accepting_work
+        assert 'max_starting_builds 1' in server.governor.reason
+        second = client.execute(request_for(exec_env, 'playbooks/ok.yaml', '2' * 32),
+                                on_progress=lambda h, p: events.append(('second', p.phase)))
+        merger.gate.set()
+        assert first.wait(300).result == 'SUCCESS'
+        assert second.wait(300).result == 'SUCCESS'
+        # The second build was taken only once the first reached its playbook.
+        assert events.index(('second', None)) > events.index(('first', 'run')), events
+        assert server.accepting_work and not server.starting
+    finally:
+        client.stop()
+        server.stop()
 
 
 def test_executor_also_serves_merger_functions(exec_env, gearman_server):  # noqa: F811

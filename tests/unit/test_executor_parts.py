@@ -252,3 +252,80 @@ def test_site_variables_file_refused_clearly(tmp_path, text, words):
     assert str(path) in str(info.value) and all(w in str(info.value) for w in words)
     with pytest.raises(ValueError, match='cannot load'):
         load_site_variables(str(tmp_path / 'missing.yaml'))
+
+
+@pytest.mark.parametrize('cpus,multiplier,configured,limit', [
+    (2, 2.5, None, 10),     # four CPUs or fewer: twice load_multiplier x CPUs
+    (8, 2.5, None, 20),     # more: load_multiplier x CPUs
+    (8, 2.5, 3, 3),         # max_starting_builds wins
+    (2, 0, None, None),     # governor off: no limit unless configured
+])
+def test_starting_builds_limit(cpus, multiplier, configured, limit):
+    gov = CapacityGovernor(max_builds=100, load_multiplier=multiplier, min_avail_mem=0,
+                           max_starting_builds=configured, cpu_count=cpus)
+    gov.loadavg = lambda: (0.0, 0, 0)
+    assert gov.starting_limit() == limit
+    if limit is not None:
+        assert gov.accepting(5, limit - 1)
+        assert not gov.accepting(5, limit) and f'max_starting_builds {limit}' in gov.reason
+
+
+def test_job_dir_usage_counts_blocks_and_only_links_of_its_own(tmp_path):
+    from zuul.executor.diskusage import MB, job_dir_usage
+    job, cache = tmp_path / 'job', tmp_path / 'cache'
+    (job / 'work').mkdir(parents=True)
+    cache.mkdir()
+    base = job_dir_usage(str(job))
+    (job / 'work' / 'data').write_bytes(os.urandom(2 * MB))
+    assert 2 * MB <= job_dir_usage(str(job)) - base < 2 * MB + 64 * 1024
+    # Linked twice inside the job dir: counted once, not hidden.
+    os.link(job / 'work' / 'data', job / 'work' / 'again')
+    assert 2 * MB <= job_dir_usage(str(job)) - base < 2 * MB + 64 * 1024
+    # Linked from the cache (as checkouts link git objects): not the job's.
+    (cache / 'object').write_bytes(os.urandom(3 * MB))
+    os.link(cache / 'object', job / 'work' / 'object')
+    assert job_dir_usage(str(job)) - base < 2 * MB + 64 * 1024
+    # A sparse file takes no blocks.
+    with open(job / 'work' / 'sparse', 'wb') as f:
+        f.truncate(100 * MB)
+    assert job_dir_usage(str(job)) - base < 2 * MB + 64 * 1024
+
+
+def test_disk_and_starting_settings_parsed_and_checked():
+    import configparser
+
+    from zuul.executor.settings import ExecutorSettings
+
+    def load(**keys):
+        config = configparser.ConfigParser()
+        config.read_dict({'executor': keys})
+        return ExecutorSettings.from_config(config)
+
+    defaults = load()
+    assert (defaults.disk_limit_per_job, defaults.max_starting_builds) == (250, None)
+    settings = load(disk_limit_per_job='5000', max_starting_builds='4')
+    assert (settings.disk_limit_per_job, settings.max_starting_builds) == (5000, 4)
+    with pytest.raises(ValueError, match=r"disk_limit_per_job: '1G' is not an integer"):
+        load(disk_limit_per_job='1G')
+    with pytest.raises(ValueError, match='max_starting_builds must be at least 1'):
+        load(max_starting_builds='0')
+
+
+@pytest.mark.parametrize('args,expected', [
+    ({'_raw_params': "echo 'a b' c", '_uses_shell': False},
+     {'argv': ['/bin/sh', '-c', 'exec "$@" 2>&1', 'sh', 'echo', 'a b', 'c'],
+      '_uses_shell': False}),
+    ({'cmd': 'ls -l', 'chdir': '/tmp'},
+     {'argv': ['/bin/sh', '-c', 'exec "$@" 2>&1', 'sh', 'ls', '-l'], 'chdir': '/tmp'}),
+    ({'argv': ['printf', '%s', 1]},
+     {'argv': ['/bin/sh', '-c', 'exec "$@" 2>&1', 'sh', 'printf', '%s', '1']}),
+    ({'_raw_params': 'echo x >&2', '_uses_shell': True, 'executable': '/bin/bash'},
+     {'_raw_params': 'exec 2>&1; echo x >&2', '_uses_shell': True,
+      'executable': '/bin/bash'}),
+    ({'_raw_params': '', '_uses_shell': True}, None),
+    ({'chdir': '/tmp'}, None),
+])
+def test_stream_merging_rewrites_command_arguments(args, expected):
+    from zuul.ansible.streams import merged_args
+    merged = merged_args(args)
+    assert (merged[0] if merged else None) == expected

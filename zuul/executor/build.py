@@ -19,6 +19,10 @@ A build stopped (aborted) runs no more playbooks but its cleanup ones:
 post-run entries marked ``cleanup`` and every cleanup-run playbook, each
 within ``cleanup_timeout``; the result is ABORTED.
 
+With ``[executor] disk_limit_per_job`` the job dir is measured while the
+build runs (``zuul.executor.diskusage``) and before each playbook: a build
+using more is stopped as above (ABORTED) and its error detail says so.
+
 With ``failure-output`` the console of each run playbook is watched
 (``zuul.executor.failureoutput``): the first matching line is announced at
 once (``on_pre_fail``) and the result is FAILURE even if the playbooks
@@ -39,6 +43,7 @@ import time
 from zuul.executor import (
     ansible_versions,
     ansiblecfg,
+    diskusage,
     failureoutput,
     includevars,
     inventory,
@@ -89,6 +94,9 @@ class BuildExecution:
         self.cleanup_runner = PlaybookProcessRunner()
         self.ansible_playbook = settings.ansible_playbook
         self.playbooks: dict[str, list[PreparedPlaybook]] = {p: [] for p in PHASES}
+        # Why the build was stopped when the disk limit stopped it.
+        self.disk_limit_detail: str | None = None
+        self.disk_watcher: diskusage.DiskLimitWatcher | None = None
 
     # -- public ----------------------------------------------------------
     def stop(self) -> None:
@@ -97,13 +105,18 @@ class BuildExecution:
     def run(self) -> BuildResult:
         start = time.time()
         self.jobdir.create()
+        self._watch_disk()
         try:
             result, detail = self._prepare_and_run()
         except Exception as exc:  # a bug or an environment failure: say so
             log.exception('Build %s failed', self.request.uuid)
             result, detail = 'ERROR', f'{type(exc).__name__}: {exc}'
         finally:
+            if self.disk_watcher is not None:
+                self.disk_watcher.stop()
             self._stop_control_masters()
+        if result == 'ABORTED' and self.disk_limit_detail:
+            detail = self.disk_limit_detail
         data = self._read_result_data()
         log_url = self._archive_logs()
         if not self.settings.keep_jobdir:
@@ -111,6 +124,27 @@ class BuildExecution:
         return BuildResult(result=result, data=data, error_detail=detail,
                            attempt=self.request.attempt, start_time=start, end_time=time.time(),
                            log_url=log_url)
+
+    # -- disk limit ------------------------------------------------------
+    def _watch_disk(self) -> None:
+        limit = self.settings.disk_limit_per_job
+        if limit and limit > 0:
+            self.disk_watcher = diskusage.DiskLimitWatcher(
+                self.jobdir.root, limit, self.settings.disk_check_interval,
+                self._disk_limit_exceeded).start()
+
+    def _disk_limit_exceeded(self, used: int) -> None:
+        limit = self.settings.disk_limit_per_job
+        self.disk_limit_detail = (
+            f'The job used {used / diskusage.MB:.1f} MB of disk on the executor, more than '
+            f'its limit of {limit} MB ([executor] disk_limit_per_job): build stopped')
+        log.warning('Build %s: %s', self.request.uuid, self.disk_limit_detail)
+        self._log_line(self.disk_limit_detail)
+        self.stop()
+
+    def _check_disk(self) -> None:
+        if self.disk_watcher is not None:
+            self.disk_watcher.check()
 
     # -- preparation -----------------------------------------------------
     def _prepare_and_run(self) -> tuple[str, str | None]:
@@ -149,6 +183,7 @@ class BuildExecution:
         except PlaybookError as exc:
             return 'ERROR', str(exc)
         self._write_ansible_files(checkouts)
+        self._check_disk()
         if self.runner.aborted:
             return 'ABORTED', None
         return self._run_phases(), None
@@ -331,6 +366,8 @@ class BuildExecution:
         self.progress(playbook.phase)
         self._log_line(label)
         watcher = self._watch_failure_output(playbook)
+        if not cleanup:
+            self._check_disk()
         if timeout is not None and timeout <= 0:
             outcome = PlaybookOutcome(TIMED_OUT, None, 0.0)
         else:

@@ -1,7 +1,7 @@
 """The executor's Gearman worker.
 
-Registers ``executor:execute`` while it has capacity (job limit and the
-load/memory governor) and ``executor:stop:<hostname>`` always.  Each build
+Registers ``executor:execute`` while it has capacity (job limit, builds
+still starting, and the load/memory governor) and ``executor:stop:<hostname>`` always.  Each build
 runs in its own thread: WORK_DATA announces the live-log URL (and later
 the phase), WORK_COMPLETE carries the BuildResult.  ``graceful_stop()``
 stops taking work and returns once the running builds have finished;
@@ -76,8 +76,11 @@ class ExecutorServer:
         self.merge_server = None
         self.gearman = (gearman_host, gearman_port)
         self.governor = governor or CapacityGovernor(
-            settings.max_builds, settings.load_multiplier, settings.min_avail_mem)
+            settings.max_builds, settings.load_multiplier, settings.min_avail_mem,
+            settings.max_starting_builds)
         self.builds: dict[str, BuildExecution] = {}
+        # Builds not yet at their first playbook (max_starting_builds).
+        self.starting: set[str] = set()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._registered_execute = False
@@ -194,7 +197,7 @@ class ExecutorServer:
     def _update_registration(self) -> None:
         with self._lock:
             want = (self._running and self._accepting
-                    and self.governor.accepting(len(self.builds)))
+                    and self.governor.accepting(len(self.builds), len(self.starting)))
             functions = [stop_function(self.settings.hostname)]
             if want:
                 functions.append(FUNCTION_EXECUTE)
@@ -268,10 +271,11 @@ class ExecutorServer:
         with self._lock:
             build = BuildExecution(request, self.settings, self.merger, sandbox=self.sandbox,
                                    ssh_auth_sock=self.agent.socket_path if self.agent else None,
-                                   progress=lambda phase: self._send_progress(job, request, phase),
+                                   progress=lambda phase: self._on_phase(job, request, phase),
                                    on_pre_fail=lambda line: self._send_progress(
                                        job, request, 'run', pre_fail=True))
             self.builds[request.uuid] = build
+            self.starting.add(request.uuid)
         self._update_registration()
         self.log_streamer.register(request.uuid, build.jobdir.job_output_txt,
                                    root=build.jobdir.root)
@@ -281,6 +285,20 @@ class ExecutorServer:
         self._send_progress(job, request, None)
         threading.Thread(target=self._run_build, args=(job, request, build),
                          name=f'build-{request.uuid[:8]}', daemon=True).start()
+
+    def _on_phase(self, job, request: ExecuteRequest, phase: str) -> None:
+        """A build's phase began: once it reaches a playbook it no longer
+        counts as starting."""
+        self._send_progress(job, request, phase)
+        if phase != 'prepare':
+            self._started(request.uuid)
+
+    def _started(self, uuid: str) -> None:
+        with self._lock:
+            was_starting = uuid in self.starting
+            self.starting.discard(uuid)
+        if was_starting:
+            self._update_registration()
 
     def _send_progress(self, job, request: ExecuteRequest, phase: str | None,
                        pre_fail: bool = False) -> None:
@@ -305,5 +323,6 @@ class ExecutorServer:
         finally:
             with self._idle:
                 self.builds.pop(request.uuid, None)
+                self.starting.discard(request.uuid)
                 self._idle.notify_all()
             self._update_registration()

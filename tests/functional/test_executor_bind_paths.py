@@ -121,3 +121,13 @@ def test_bind_path_settings_parsed_and_checked(tmp_path):
         ExecutorSettings.from_config(_config(untrusted_ro_paths='relative/dir'))
     with pytest.raises(ValueError, match=r'trusted_rw_paths: /nonexistent-zuul does not exist'):
         ExecutorSettings.from_config(_config(trusted_rw_paths='/nonexistent-zuul'))
+
+
+def test_zuul_executor_names_a_bad_value_and_does_not_start(tmp_path, capsys):
+    from zuul.cmd.executor import main
+    conf = tmp_path / 'zuul.conf'
+    conf.write_text('[executor]\nuntrusted_rw_paths=/nonexistent-zuul\n')
+    with pytest.raises(SystemExit) as exc:
+        main(['-c', str(conf), '-d'])
+    assert exc.value.code == 2
+    assert 'untrusted_rw_paths: /nonexistent-zuul does not exist' in capsys.readouterr().err

@@ -56,7 +56,10 @@ def main(argv=None) -> int:
     config = configparser.ConfigParser()
     if not config.read(args.config):
         parser.error(f'cannot read {args.config}')
-    settings = ExecutorSettings.from_config(config)
+    try:
+        settings = ExecutorSettings.from_config(config)
+    except ValueError as e:  # a bad [executor] value: say which, no traceback
+        parser.error(f'{args.config}: {e}')
     if args.command:
         try:
             answer = send_command(socket_path(config, settings), args.command)

@@ -4,10 +4,25 @@ import configparser
 import json
 import urllib.request
 
+import pytest
+
 from zuul.cmd.web import WebSettings, build_web
+from zuul.scheduler import rpc_protocol as p
+from zuul.scheduler.rpc import RPCListener
 
 
-def test_settings_from_zuul_conf(tmp_path, gearman_server, fake_scheduler):
+@pytest.fixture
+def auth_rules(gearman_server):
+    """zuul-web asks the scheduler for the tenants' authorization rules
+    on every tenant request; the stand-in scheduler serves none."""
+    listener = RPCListener('127.0.0.1', gearman_server.port, {
+        p.AUTH_RULES: lambda r: {'tenants': {}, 'rules': {}, 'api_root': None}})
+    listener.start()
+    yield listener
+    listener.stop()
+
+
+def test_settings_from_zuul_conf(tmp_path, gearman_server, fake_scheduler, auth_rules):
     config = configparser.ConfigParser()
     config.read_string(f"""
 [gearman]

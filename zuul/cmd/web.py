@@ -7,7 +7,8 @@
 Reads [gearman] (where the scheduler's RPC is), [web] listen_address,
 port, log_root (finished builds' logs, served at /logs/),
 static_cache_expiry (Cache-Control max-age of /static/ files) and
-command_socket, and [database] dburi (build history; none means the
+command_socket, [auth <name>] sections (the authenticators that check
+bearer tokens, zuul/lib/auth.py), and [database] dburi (build history; none means the
 history endpoints answer 404). With GitHub connections in zuul.conf it
 takes their webhook deliveries at /api/connection/<name>/payload and
 stores them in ZooKeeper ([zookeeper]) for the scheduler. SIGTERM/SIGINT, or ``zuul-web stop``
@@ -19,9 +20,10 @@ from __future__ import annotations
 import argparse
 import configparser
 import logging
+import os
 import signal
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEFAULT_COMMAND_SOCKET = '/var/lib/zuul/web.socket'
 
@@ -38,11 +40,16 @@ class WebSettings:
     log_root: str | None = None
     static_cache_expiry: int = 3600
     command_socket: str = DEFAULT_COMMAND_SOCKET
+    auth: dict = field(default_factory=dict)   # name -> zuul.lib.auth.AuthenticatorConfig
 
     @classmethod
-    def from_config(cls, config: configparser.ConfigParser) -> WebSettings:
+    def from_config(cls, config: configparser.ConfigParser,
+                    base_dir: str | None = None) -> WebSettings:
+        """``base_dir``: the directory of zuul.conf (relative key paths)."""
+        from zuul.lib.auth import parse_auth_sections
         from zuul.lib.gearlib import GearTLS
         return cls(
+            auth=parse_auth_sections(config, base_dir),
             gearman_server=config.get('gearman', 'server', fallback='127.0.0.1'),
             gearman_port=config.getint('gearman', 'port', fallback=4730),
             listen_address=config.get('web', 'listen_address', fallback='127.0.0.1'),
@@ -94,6 +101,7 @@ def webhook_receiver(config_path: str):
 def build_web(settings: WebSettings, webhooks=None):
     """The ZuulWeb for ``settings`` (not started); migrates the history
     schema first so the web never reads an old one."""
+    from zuul.lib.auth import Authenticators
     from zuul.scheduler.rpc import RPCClient
     from zuul.web.server import ZuulWeb
     history = None
@@ -106,7 +114,8 @@ def build_web(settings: WebSettings, webhooks=None):
     return ZuulWeb(settings.listen_address, settings.port, rpc, history,
                    log_root=settings.log_root,
                    static_cache_expiry=settings.static_cache_expiry,
-                   webhooks=webhooks), rpc
+                   webhooks=webhooks, authenticators=Authenticators(settings.auth),
+                   enforce_access=True), rpc
 
 
 def main(argv=None) -> int:
@@ -124,7 +133,7 @@ def main(argv=None) -> int:
     if not config.read(args.config):
         parser.error(f'cannot read {args.config}')
     try:
-        settings = WebSettings.from_config(config)
+        settings = WebSettings.from_config(config, os.path.dirname(os.path.abspath(args.config)))
     except ValueError as e:
         parser.error(str(e))
     if args.command:

@@ -13,7 +13,7 @@ import voluptuous as vs
 
 from zuul.configloader import unused
 from zuul.configloader.semaphore import SEMAPHORE_SCHEMA
-from zuul.lib import yamlutil
+from zuul.lib import authz, yamlutil
 from zuul.model.errors import ConfigError, SourceContext
 from zuul.model.semaphore import Semaphore
 from zuul.model.tenant import ALL_CLASSES, PROVIDER_CLASSES, Tenant, TenantConfig, TenantProject
@@ -56,8 +56,9 @@ TENANT_SCHEMA = vs.Schema({
     'access-rules': _str_list, 'max-dependencies': int,
     'max-changes-per-pipeline': int, 'image-build-credentials': dict,
 })
-ADMIN_RULE_SCHEMA = vs.Schema({vs.Required('name'): str, 'conditions': vs.Any(list, dict)},
-                              extra=vs.ALLOW_EXTRA)
+AUTHZ_RULE_SCHEMA = vs.Schema({vs.Required('name'): str,
+                               vs.Required('conditions'): vs.Any(list, dict)})
+API_ROOT_SCHEMA = vs.Schema({'authentication-realm': str, 'access-rules': _str_list})
 
 
 class TenantConfigError(ValueError):
@@ -162,6 +163,7 @@ def parse_tenant(conf: dict, connections=None) -> Tenant:
         if key in conf:
             setattr(t, key.replace('-', '_'), _as_list(conf[key]))
     t.admin_rules = _as_list(conf.get('admin-rules'))
+    t.access_rules = _as_list(conf.get('access-rules'))
     t.semaphores = _as_list(conf.get('semaphores'))
     t.include_files = _as_list(conf.get('include'))
     for connection, lists in (conf.get('source') or {}).items():
@@ -205,6 +207,7 @@ def load_tenant_config(path: str, connections=None) -> TenantConfig:
     for obj in data:
         _load_object(path, obj, result, connections)
     _grant_global_semaphores(path, result)
+    _check_rule_names(path, result)
     return result
 
 
@@ -234,6 +237,63 @@ def _load_global_semaphore(path, body, result: TenantConfig) -> None:
         is_global=True)
 
 
+def _load_authz_rule(path, kind, body, result: TenantConfig) -> None:
+    """An ``authorization-rule`` (or its older name ``admin-rule``): a
+    named list of conditions on a token's claims (zuul/lib/authz.py)."""
+    try:
+        if not isinstance(body, dict):
+            raise TenantConfigError('it must be a mapping with name and conditions')
+        AUTHZ_RULE_SCHEMA(dict(body))
+        conditions = authz.check_conditions(body['conditions'])
+    except vs.Invalid as e:
+        where = '.'.join(str(p) for p in e.path)
+        result.errors.append(_error(path, body, f'{kind}: {e.msg} "{where}"'))
+        return
+    except (TenantConfigError, authz.RuleError) as e:
+        result.errors.append(_error(path, body, f'{kind}: {e}'))
+        return
+    name = body['name']
+    if name in result.admin_rules:
+        result.errors.append(_error(path, body, f'{kind} "{name}" defined twice'))
+        return
+    result.admin_rules[name] = conditions
+
+
+def _load_api_root(path, body, result: TenantConfig) -> None:
+    """The one ``api-root`` object: access rules and realm of the API
+    outside any tenant (the tenant list)."""
+    if result.api_root is not None:
+        result.errors.append(_error(path, body, 'api-root: defined more than once'))
+        return
+    try:
+        API_ROOT_SCHEMA(dict(body or {}))
+    except (vs.Invalid, TypeError, ValueError) as e:
+        result.errors.append(_error(path, body, f'api-root: {getattr(e, "msg", e)}'))
+        return
+    result.api_root = {'access_rules': _as_list((body or {}).get('access-rules')),
+                       'authentication_realm': (body or {}).get('authentication-realm'),
+                       'source_line': getattr(body, 'start_line', None)}
+
+
+def _check_rule_names(path, result: TenantConfig) -> None:
+    """A tenant's (or the api-root's) ``admin-rules``/``access-rules``
+    must name rules of the file; an unknown one is an error (and matches
+    nobody, so it never opens anything)."""
+    owners = [(f'tenant {t.name}', t.source_line, {'admin-rules': t.admin_rules,
+                                                   'access-rules': t.access_rules})
+              for t in result.tenants.values()]
+    if result.api_root is not None:
+        owners.append(('api-root', result.api_root['source_line'],
+                       {'access-rules': result.api_root['access_rules']}))
+    for owner, line, lists in owners:
+        for key, names in lists.items():
+            for name in names:
+                if name not in result.admin_rules:
+                    result.errors.append(ConfigError(
+                        f'{owner}: {key}: unknown authorization-rule "{name}"', path=path,
+                        line=line))
+
+
 def _grant_global_semaphores(path, result: TenantConfig) -> None:
     """Give each tenant the global semaphores its ``semaphores`` names
     (they may be defined anywhere in the file); an unknown name is an
@@ -261,12 +321,11 @@ def _load_object(path, obj, result: TenantConfig, connections) -> None:
     if kind in unused.TENANT_OBJECTS:
         result.warnings.append(_error(path, body, f'{kind}: {unused.TENANT_OBJECTS[kind]}',
                                       severity='warning'))
-    if kind in ('admin-rule', 'authorization-rule', 'api-root'):
-        try:
-            ADMIN_RULE_SCHEMA(dict(body or {})) if kind != 'api-root' else None
-            result.admin_rules[(body or {}).get('name', '')] = body
-        except vs.Invalid as e:
-            result.errors.append(_error(path, body, f'{kind}: {e}'))
+    if kind in ('admin-rule', 'authorization-rule'):
+        _load_authz_rule(path, kind, body, result)
+        return
+    if kind == 'api-root':
+        _load_api_root(path, body, result)
         return
     if kind != 'tenant':
         result.errors.append(_error(path, obj, f'unknown object type "{kind}"'))

@@ -61,11 +61,9 @@ def encode(claims: dict, key, algorithm: str = 'RS256', headers: dict | None = N
     return signing_input.decode('ascii') + '.' + _b64encode(signature)
 
 
-def decode(token: str, key, algorithms=('RS256',), leeway: float = 0,
-           now: float | None = None) -> dict:
-    """The claims of ``token`` once its signature (by one of ``algorithms``)
-    and its ``exp``/``nbf`` times are checked. ``key``: an RSA public key
-    (object or PEM) for RS256, the shared secret for HS256."""
+def unverified(token: str) -> tuple[dict, dict]:
+    """(header, claims) of ``token`` WITHOUT checking its signature: only
+    to choose how to check it (which issuer, which key id)."""
     parts = str(token).split('.')
     if len(parts) != 3:
         raise TokenError('a token has three dot-separated parts')
@@ -76,9 +74,23 @@ def decode(token: str, key, algorithms=('RS256',), leeway: float = 0,
         raise TokenError(f'token is not JSON: {exc}') from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
         raise TokenError('token header and claims must be objects')
+    return header, claims
+
+
+def decode(token: str, key, algorithms=('RS256',), leeway: float = 0,
+           now: float | None = None) -> dict:
+    """The claims of ``token`` once its signature (by one of ``algorithms``)
+    and its ``exp``/``nbf`` times are checked. ``key``: an RSA public key
+    (object or PEM) for RS256, the shared secret for HS256, or a callable
+    given the token's header that returns one of those (a key set chosen
+    by ``kid``)."""
+    header, claims = unverified(token)
+    parts = str(token).split('.')
     algorithm = header.get('alg')
     if algorithm not in algorithms:
         raise TokenError(f'algorithm {algorithm!r} not accepted')
+    if callable(key):
+        key = key(header)
     _verify(algorithm, f'{parts[0]}.{parts[1]}'.encode('ascii'), _b64decode(parts[2]), key)
     _check_times(claims, leeway, time.time() if now is None else now)
     return claims
@@ -107,3 +119,41 @@ def _check_times(claims: dict, leeway: float, now: float) -> None:
     nbf = claims.get('nbf')
     if nbf is not None and now + leeway < float(nbf):
         raise TokenError('token not valid yet')
+
+
+def _b64_int(text) -> int:
+    if not isinstance(text, str) or not text:
+        raise TokenError('a JWK modulus and exponent are base64url strings')
+    return int.from_bytes(_b64decode(text), 'big')
+
+
+def jwk_public_key(jwk: dict):
+    """The RSA public key of one JSON Web Key (RFC 7517, ``kty: RSA``)."""
+    if not isinstance(jwk, dict) or jwk.get('kty') != 'RSA':
+        raise TokenError('only RSA keys (kty "RSA") of a key set are usable')
+    numbers = rsa.RSAPublicNumbers(_b64_int(jwk.get('e')), _b64_int(jwk.get('n')))
+    return numbers.public_key()
+
+
+def public_jwk(public_key, kid: str) -> dict:
+    """The JSON Web Key of an RSA public key (what an identity provider
+    publishes at its ``jwks_uri``)."""
+    numbers = public_key.public_numbers()
+
+    def b64_int(value: int) -> str:
+        return _b64encode(value.to_bytes((value.bit_length() + 7) // 8, 'big'))
+    return {'kty': 'RSA', 'alg': 'RS256', 'use': 'sig', 'kid': kid,
+            'n': b64_int(numbers.n), 'e': b64_int(numbers.e)}
+
+
+def select_jwk(keys: list, kid: str | None):
+    """The public key for ``kid`` from a key set's ``keys`` (the only RSA
+    signing key when the token names none); None when absent."""
+    usable = [k for k in keys or () if isinstance(k, dict) and k.get('kty') == 'RSA' and
+              k.get('use', 'sig') == 'sig']
+    if kid is None:
+        return jwk_public_key(usable[0]) if len(usable) == 1 else None
+    for k in usable:
+        if k.get('kid') == kid:
+            return jwk_public_key(k)
+    return None

@@ -52,7 +52,11 @@ class Tenant:
     disallowed_labels: list | None = None
     report_build_page: bool = False
     web_root: str | None = None
+    # Names of the tenant file's authorization rules: ``admin-rules``
+    # grant the web's actions (and read access), ``access-rules`` read
+    # access (none: anyone may read).
     admin_rules: list = field(default_factory=list)
+    access_rules: list = field(default_factory=list)
     authentication_realm: str | None = None
     use_nodepool: bool = True
     source_line: int | None = None
@@ -82,7 +86,12 @@ class TenantConfig:
 
     path: str = ''
     tenants: dict[str, Tenant] = field(default_factory=dict)
-    admin_rules: dict[str, dict] = field(default_factory=dict)
+    # ``authorization-rule``/``admin-rule`` objects: name -> conditions
+    # (a list of mappings, zuul/lib/authz.py).
+    admin_rules: dict[str, list] = field(default_factory=dict)
+    # The ``api-root`` object: {"access_rules": [...],
+    # "authentication_realm": str|None}; None when there is none.
+    api_root: dict | None = None
     # ``global-semaphore`` objects by name (zuul.model.semaphore.Semaphore).
     global_semaphores: dict = field(default_factory=dict)
     errors: list = field(default_factory=list)

@@ -23,6 +23,7 @@ def handlers(scheduler, layouts, keystore=None) -> dict:
         p.PROJECT_LIST: h.project_list, p.PROJECT_GET: h.project_get,
         p.CONFIG_ERRORS: h.config_errors, p.RECONFIGURE: h.reconfigure,
         p.AUTOHOLD: h.autohold, p.AUTOHOLD_LIST: h.autohold_list,
+        p.AUTOHOLD_DELETE: h.autohold_delete, p.AUTH_RULES: h.auth_rules,
     }
     table.update(launcher_handlers(h._layout))
     from zuul.scheduler.images import image_handlers
@@ -200,6 +201,36 @@ class _Handlers:
                  'current_count': h.current_count,
                  'node_hold_expiration': h.node_hold_expiration, 'nodes': list(h.nodes)}
                 for h in self.scheduler.autoholds.list(r.tenant)]
+
+    def autohold_delete(self, r):
+        self._tenant(r)
+        store = self.scheduler.autoholds
+        request = next((h for h in store.list(r.tenant) if h.id == r.build), None)
+        if request is None:
+            raise UnknownNameError(f'Unknown autohold request "{r.build}" in tenant '
+                                   f'"{r.tenant}"')
+        # AutoholdStore has no removal of its own yet: drop the cached
+        # request and its ZooKeeper node under the store's lock.
+        from zuul.scheduler.autohold import ROOT
+        with store.lock:
+            store.requests.pop(request.id, None)
+            if store.zk is not None and store.zk.exists(f'{ROOT}/{request.id}'):
+                store.zk.delete(f'{ROOT}/{request.id}')
+        return {'id': request.id, 'tenant': r.tenant}
+
+    def auth_rules(self, r):
+        config = self.layouts.tenant_config
+        tenants = config.tenants if config is not None else {}
+        return {
+            'tenants': {name: {'admin_rules': list(t.admin_rules),
+                               'access_rules': list(t.access_rules),
+                               'authentication_realm': t.authentication_realm}
+                        for name, t in tenants.items() if name in self.scheduler.tenants},
+            'rules': dict(config.admin_rules) if config is not None else {},
+            'api_root': None if config is None or config.api_root is None else {
+                'access_rules': list(config.api_root['access_rules']),
+                'authentication_realm': config.api_root['authentication_realm']},
+        }
 
     # -- read-only views of the layout ---------------------------------------------
 

@@ -56,6 +56,17 @@ AUTOHOLD = 'zuul:autohold'
 #   "ref_filter": str, "reason": str, "max_count": int, "current_count": int,
 #   "node_hold_expiration": int, "nodes": [{"build": str, "nodes": [str]}]}]
 AUTOHOLD_LIST = 'zuul:autohold_list'
+# tenant, build (the request's id). Removes the hold request (nodes it
+# already holds stay held). -> {"id": str, "tenant": str}; error "Unknown
+# autohold request ..." when the tenant has no such request.
+AUTOHOLD_DELETE = 'zuul:autohold_delete'
+# (no fields). What zuul-web needs to authorize a request (it checks
+# tokens itself, zuul/lib/authz.py matches claims):
+# -> {"tenants": {name: {"admin_rules": [str], "access_rules": [str],
+#       "authentication_realm": str|null}},
+#     "rules": {rule name: [condition mapping, ...]},
+#     "api_root": {"access_rules": [str], "authentication_realm": str|null}|null}
+AUTH_RULES = 'zuul:auth_rules'
 # tenant. -> the status JSON of zuul/scheduler/status.py tenant_status().
 STATUS_GET = 'zuul:status_get'
 # (no fields). -> [{"name": str, "projects": int (projects in the tenant),
@@ -133,6 +144,10 @@ IMAGE_FUNCTIONS = (IMAGE_BUILD, IMAGE_BUILD_LIST, IMAGE_UPLOAD_LIST, IMAGE_DELET
 ALL_FUNCTIONS = (ENQUEUE, ENQUEUE_REF, DEQUEUE, PROMOTE, AUTOHOLD, AUTOHOLD_LIST, STATUS_GET,
                  TENANT_LIST, KEY_GET, JOB_LIST, JOB_GET, PROJECT_LIST, PROJECT_GET,
                  CONFIG_ERRORS, RECONFIGURE) + tuple(LAUNCHER_LISTS) + IMAGE_FUNCTIONS
+
+# Functions zuul-web's authenticated actions added (kept apart from
+# ALL_FUNCTIONS, which the test scheduler stand-in serves one by one).
+AUTH_FUNCTIONS = (AUTOHOLD_DELETE, AUTH_RULES)
 
 
 class RPCVersionError(ValueError):

@@ -12,11 +12,15 @@ from __future__ import annotations
 import json
 import logging
 import re
+from dataclasses import dataclass
 
 import cherrypy
 
+from zuul.lib.auth import Authenticators
 from zuul.scheduler import rpc_protocol as p
 from zuul.web import console, openapi
+from zuul.web.access import AccessDeniedError, AccessPolicy
+from zuul.web.actions import AdminActions, NoContent
 
 log = logging.getLogger('zuul.web')
 
@@ -34,10 +38,20 @@ BUILDSET_FILTERS = ('project', 'pipeline', 'change', 'result', 'uuid', 'branch')
 
 
 class HTTPError(Exception):
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict | None = None):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers or {}
+
+
+@dataclass
+class WebRequest:
+    """What a handler needs of the HTTP request besides path and query."""
+
+    method: str = 'GET'
+    authorization: str | None = None   # the Authorization header
+    body: bytes = b''
 
 
 class TextResult(str):
@@ -71,28 +85,73 @@ class ZuulWebAPI:
 
     ``rpc`` is an RPCClient-like object with ``call(function, request)``;
     ``history`` a BuildHistory or None (history endpoints then answer 404).
+    ``authenticators`` (zuul/lib/auth.py, from zuul.conf's ``[auth]``
+    sections) check bearer tokens. With ``enforce_access`` (zuul-web
+    always sets it) every tenant's ``access-rules`` are enforced, which
+    asks the scheduler for the rules on each request; without it only
+    the actions are guarded (they need a token the tenant's rules admit).
     """
 
-    def __init__(self, rpc, history=None, webhooks=None):
+    def __init__(self, rpc, history=None, webhooks=None, authenticators=None,
+                 enforce_access=False):
         self.rpc = rpc
         self.history = history
         self.webhooks = webhooks     # zuul.web.webhooks.WebhookReceiver or None
+        self.authenticators = authenticators or Authenticators()
+        self.enforce_access = enforce_access
+        self.actions = AdminActions(self)
+
+    def access_policy(self) -> AccessPolicy:
+        return AccessPolicy(self.authenticators, lambda: self._call(p.AUTH_RULES))
 
     # -- routing -------------------------------------------------------------
 
-    def dispatch(self, parts: list[str], kw: dict):
-        if parts == ['tenants']:
-            return self.tenants()
-        if parts == ['info']:
-            return {'info': {'capabilities': {'job_history': self.history is not None}}}
-        if parts == ['openapi.yaml']:
-            return TextResult(openapi.spec_text())
+    def dispatch(self, parts: list[str], kw: dict, request: WebRequest | None = None):
+        request = request or WebRequest()
+        try:
+            return self._dispatch(parts, kw, request)
+        except AccessDeniedError as e:
+            headers = {'WWW-Authenticate': e.www_authenticate} if e.www_authenticate else {}
+            raise HTTPError(e.status, e.message, headers) from None
+
+    def _dispatch(self, parts, kw, request):
         if len(parts) >= 3 and parts[0] == 'tenant':
             tenant, what, rest = parts[1], parts[2], parts[3:]
             if not _NAME_RE.match(tenant):
                 raise HTTPError(400, 'invalid tenant name')
+            result = self.actions.route(tenant, what, rest, request)
+            if result is not None:
+                return result
+            self._only_get(request)
+            if self.enforce_access:
+                self.access_policy().check_read(tenant, request.authorization)
             return self._tenant_route(tenant, what, rest, kw)
+        self._only_get(request)
+        if parts == ['tenants']:
+            return self.tenants(request)
+        if parts == ['info']:
+            return {'info': {'capabilities': {'job_history': self.history is not None,
+                                              'auth': self._auth_info()}}}
+        if parts == ['openapi.yaml']:
+            return TextResult(openapi.spec_text())
         raise HTTPError(404, f'no such endpoint: /api/{"/".join(parts)}')
+
+    @staticmethod
+    def _only_get(request) -> None:
+        if request.method not in ('GET', 'HEAD'):
+            raise HTTPError(405, f'{request.method} is not allowed here', {'Allow': 'GET'})
+
+    def _auth_info(self) -> dict:
+        """What a web client needs to log in: the OpenIDConnect realms."""
+        realms = {}
+        for a in self.authenticators.by_name.values():
+            if a.config.driver == 'OpenIDConnect' and a.config.realm:
+                realms[a.config.realm] = {'authority': a.config.issuer_id,
+                                          'client_id': a.config.client_id,
+                                          'type': 'JWT', 'scope': a.config.scope,
+                                          'driver': 'OpenIDConnect'}
+        return {'realms': realms, 'default_realm': self.authenticators.default_realm()
+                if self.authenticators else None}
 
     def _tenant_route(self, tenant, what, rest, kw):
         no_args = {'status': self.status, 'jobs': self.jobs, 'projects': self.projects,
@@ -114,8 +173,12 @@ class ZuulWebAPI:
             return self.status_change(tenant, rest[1])
         if what == 'job' and len(rest) == 1 and rest[0]:
             return self.job(tenant, rest[0], kw)
+        if what == 'project' and len(rest) >= 2 and rest[-1] == 'autohold':
+            return self.autoholds(tenant, project='/'.join(rest[:-1]))
         if what == 'project' and rest:
             return self.project(tenant, '/'.join(rest))
+        if what == 'autohold' and len(rest) == 1:
+            return self.autohold(tenant, rest[0])
         if what == 'key' and rest and rest[-1].endswith('.pub'):
             return self.key(tenant, '/'.join(rest)[:-len('.pub')])
         if what == 'build' and len(rest) == 1:
@@ -140,11 +203,19 @@ class ZuulWebAPI:
         except TimeoutError as e:
             raise HTTPError(503, str(e)) from None
 
-    def tenants(self):
+    def all_tenants(self):
         return self._call(p.TENANT_LIST)
 
+    def tenants(self, request: WebRequest | None = None):
+        """The tenant list, without the tenants this caller may not read."""
+        tenants = self.all_tenants()
+        if not self.enforce_access:
+            return tenants
+        request = request or WebRequest()
+        return self.access_policy().visible_tenants(tenants, request.authorization)
+
     def _check_tenant(self, tenant):
-        names = [t['name'] for t in self.tenants()]
+        names = [t['name'] for t in self.all_tenants()]
         if tenant not in names:
             raise HTTPError(404, f'Unknown tenant {tenant}')
 
@@ -201,8 +272,18 @@ class ZuulWebAPI:
     def config_errors(self, tenant):
         return self._call(p.CONFIG_ERRORS, tenant=tenant)
 
-    def autoholds(self, tenant):
-        return self._call(p.AUTOHOLD_LIST, tenant=tenant)
+    def autoholds(self, tenant, project=None):
+        holds = self._call(p.AUTOHOLD_LIST, tenant=tenant)
+        if project is None:
+            return holds
+        short = project.split('/', 1)[1] if '.' in project.split('/')[0] else project
+        return [h for h in holds if h['project'] in (project, short)]
+
+    def autohold(self, tenant, request_id):
+        for hold in self._call(p.AUTOHOLD_LIST, tenant=tenant):
+            if hold['id'] == request_id:
+                return hold
+        raise HTTPError(404, f'no autohold request {request_id} in tenant {tenant}')
 
     def key(self, tenant, project):
         if not project:
@@ -302,9 +383,16 @@ class APIRoot:
         if len(parts) == 3 and parts[0] == 'connection' and parts[2] == 'payload':
             return self._payload(parts[1])
         response.headers['Access-Control-Allow-Origin'] = '*'
+        request = cherrypy.request
+        if request.method == 'OPTIONS':
+            return self._preflight()
         try:
-            result = self.api.dispatch(list(parts), kw)
+            body = request.body.read() if request.method in ('POST', 'PUT', 'DELETE') \
+                else b''
+            result = self.api.dispatch(list(parts), kw, WebRequest(
+                request.method, request.headers.get('Authorization'), body))
         except HTTPError as e:
+            response.headers.update(e.headers)
             return _json_error(e.status, e.message)
         except Exception as e:  # never leak a traceback page
             log.exception('API error on /api/%s', '/'.join(parts))
@@ -314,13 +402,25 @@ class APIRoot:
             response.headers['Cache-Control'] = 'no-cache'
             response.stream = True
             return result.chunks()
+        if isinstance(result, NoContent):
+            response.status = 204
+            return b''
         if isinstance(result, TextResult):
             response.headers['Content-Type'] = 'text/plain; charset=utf-8'
             return str(result).encode()
         response.headers['Content-Type'] = 'application/json'
         return json.dumps(result, default=str).encode()
 
-    default._cp_config = {'response.stream': True}
+    default._cp_config = {'response.stream': True, 'request.process_request_body': False}
+
+    @staticmethod
+    def _preflight() -> bytes:
+        """CORS preflight of a browser's authenticated request."""
+        headers = cherrypy.response.headers
+        headers['Access-Control-Allow-Methods'] = 'GET, POST, DELETE, OPTIONS'
+        headers['Access-Control-Allow-Headers'] = 'Authorization, Content-Type'
+        cherrypy.response.status = 204
+        return b''
 
     def _payload(self, connection: str) -> bytes:
         """A webhook delivery (``POST /api/connection/<name>/payload``)."""

@@ -104,10 +104,11 @@ class ZuulWeb:
 
     def __init__(self, listen_address: str, port: int, rpc, history=None,
                  log_root: str | None = None, static_cache_expiry: int = 3600,
-                 webhooks=None):
+                 webhooks=None, authenticators=None, enforce_access: bool = False):
+        """``authenticators`` and ``enforce_access``: see ZuulWebAPI."""
         cherrypy.config.update({'environment': 'embedded', 'log.screen': False,
                                 'engine.autoreload.on': False})
-        self.api = ZuulWebAPI(rpc, history, webhooks)
+        self.api = ZuulWebAPI(rpc, history, webhooks, authenticators, enforce_access)
         self.app = build_app(self.api, log_root, static_cache_expiry)
         self.server = wsgi.Server((listen_address, port), self.app, numthreads=10,
                                   server_name='zuul-web')

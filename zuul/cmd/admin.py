@@ -26,6 +26,13 @@ usage error (a missing path, an unknown tenant, an unreadable zuul.conf).
   key export, a key the password does not open, a different key already
   stored without ``--force``, no key to delete); 2 a usage error (an
   unreadable zuul.conf or key file).
+- ``create-auth-token --auth-config NAME --user U [--tenant T]
+  [--expires-in S]``: print ``Bearer <token>``, a token signed by the
+  ``[auth NAME]`` authenticator of zuul.conf (HS256, or RS256 with a
+  private_key) for user U, with ``zuul.admin: [T]`` when a tenant is given
+  (it acts where that authenticator has ``allow_authz_override=true``),
+  valid S seconds (600 by default). Exit status 1 when the authenticator
+  is missing or cannot sign, 2 for an unreadable zuul.conf.
 """
 
 from __future__ import annotations
@@ -88,6 +95,14 @@ def _parser() -> argparse.ArgumentParser:
                       'variants')
     repo_options(show, job=True)
     _key_commands(sub)
+    token = sub.add_parser('create-auth-token', help='print a bearer token for zuul-web')
+    token.add_argument('--auth-config', required=True,
+                       help='the [auth NAME] section of zuul.conf that signs the token')
+    token.add_argument('--user', required=True, help="the user's name (the sub claim)")
+    token.add_argument('--tenant', help='add the zuul.admin claim for this tenant')
+    token.add_argument('--expires-in', type=int, default=600,
+                       help='seconds the token is valid (default 600)')
+    _config_option(token, argparse.SUPPRESS)
     return parser
 
 
@@ -113,6 +128,8 @@ def main(argv=None, out=None) -> int:
     args = _parser().parse_args(argv)
     if args.command in _KEY_COMMANDS:
         return _key_command(args, args.config or DEFAULT_CONFIG, out)
+    if args.command == 'create-auth-token':
+        return _create_auth_token(args, args.config or DEFAULT_CONFIG, out)
     if args.command == 'show-job':
         args.job, args.repos = args.repos[0], args.repos[1:]
     if args.command == 'tenant-conf-check':
@@ -137,6 +154,32 @@ def main(argv=None, out=None) -> int:
 
 
 _KEY_COMMANDS = ('export-keys', 'import-keys', 'delete-keys')
+
+
+def _create_auth_token(args, config: str, out) -> int:
+    from zuul.configloader.zuulconf import ZuulConfError, load_zuul_conf
+    from zuul.lib.auth import AuthenticationError, Authenticators
+    try:
+        conf = load_zuul_conf(config)
+    except ZuulConfError as e:
+        print(f'zuul-admin create-auth-token: {e}', file=sys.stderr)
+        return 2
+    authenticator = Authenticators(conf.auth).by_name.get(args.auth_config)
+    if authenticator is None:
+        print(f'zuul-admin create-auth-token: no [auth {args.auth_config}] section in '
+              f'{config} (there are: {", ".join(conf.auth) or "none"})', file=sys.stderr)
+        return 1
+    if args.expires_in <= 0:
+        print('zuul-admin create-auth-token: --expires-in must be a positive number of '
+              'seconds', file=sys.stderr)
+        return 1
+    try:
+        token = authenticator.create_token(args.user, args.tenant, args.expires_in)
+    except (AuthenticationError, OSError, ValueError) as e:
+        print(f'zuul-admin create-auth-token: {e}', file=sys.stderr)
+        return 1
+    print(f'Bearer {token}', file=out)
+    return 0
 
 
 class _UsageError(Exception):

@@ -190,6 +190,8 @@ class ZuulConf:
     statsd: StatsdSettings
     connections: dict
     launcher: LauncherSettingsConf = field(default_factory=LauncherSettingsConf)
+    # ``[auth <name>]`` sections: name -> zuul.lib.auth.AuthenticatorConfig.
+    auth: dict = field(default_factory=dict)
 
     @property
     def base_dir(self) -> str:
@@ -294,7 +296,16 @@ def load_zuul_conf(path: str, registry=None) -> ZuulConf:
     for name in ('gearman', 'gearman_server'):
         _check_tls(path, name, sections[name])
     _check_tls(path, 'zookeeper', sections['zookeeper'], ('tls_ca', 'tls_cert', 'tls_key'))
-    return ZuulConf(path=path, connections=_connections(cp, path, registry), **sections)
+    return ZuulConf(path=path, connections=_connections(cp, path, registry),
+                    auth=_auth(cp, path, base_dir), **sections)
+
+
+def _auth(cp, path: str, base_dir: str) -> dict:
+    from zuul.lib.auth import AuthConfigError, parse_auth_sections
+    try:
+        return parse_auth_sections(cp, base_dir)
+    except AuthConfigError as e:
+        raise ZuulConfError(f'{path}: {e}') from None
 
 
 def _check_tls(path: str, section: str, settings,

@@ -130,12 +130,21 @@ def operator_token(tenant: str, **claims) -> str:
                  audience='zuul.example.com', zuul={'admin': [tenant]}, **claims)
 
 
+class KeyStore:
+    """Every project's secrets key is this one (no ZooKeeper here)."""
+
+    PEM = '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n'
+
+    def get_public_key_pem(self, connection, project):
+        return self.PEM
+
+
 def start(tmp_path, gearman_server):
     """SimpleNamespace(scheduler, executor, web, rpc, listener, base, stop)."""
     from tests.unit.scheduler_support import start_system
     scheduler, executor = start_system(tmp_path, MAIN, REPOS, connections=[ChangeSource()])
     listener = RPCListener('127.0.0.1', gearman_server.port,
-                           handlers(scheduler, scheduler.layouts), name='zuul-scheduler')
+                           handlers(scheduler, scheduler.layouts, KeyStore()), name='zuul-scheduler')
     listener.start()
     rpc = RPCClient('127.0.0.1', gearman_server.port, timeout=60)
     web = ZuulWeb('127.0.0.1', 0, rpc, authenticators=authenticators(),
@@ -154,7 +163,7 @@ def start(tmp_path, gearman_server):
 
 def call(system, method: str, path: str, body=None, bearer: str | None = None,
          raw_auth: str | None = None):
-    """(status, JSON body or None, headers) of one request."""
+    """(status, body (JSON decoded, else text; None when empty), headers)."""
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(system.base + path, data=data, method=method)
     if data is not None:
@@ -168,7 +177,11 @@ def call(system, method: str, path: str, body=None, bearer: str | None = None,
             status, payload, headers = response.status, response.read(), response.headers
     except urllib.error.HTTPError as e:
         status, payload, headers = e.code, e.read(), e.headers
-    return status, json.loads(payload) if payload else None, headers
+    if not payload:
+        return status, None, headers
+    if headers.get('Content-Type', '').startswith('application/json'):
+        return status, json.loads(payload), headers
+    return status, payload.decode(), headers
 
 
 def queue(system, tenant='t1', pipeline='gate') -> list[str]:

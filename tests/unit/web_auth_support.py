@@ -144,7 +144,8 @@ def start(tmp_path, gearman_server):
     from tests.unit.scheduler_support import start_system
     scheduler, executor = start_system(tmp_path, MAIN, REPOS, connections=[ChangeSource()])
     listener = RPCListener('127.0.0.1', gearman_server.port,
-                           handlers(scheduler, scheduler.layouts, KeyStore()), name='zuul-scheduler')
+                           handlers(scheduler, scheduler.layouts, KeyStore()),
+                           name='zuul-scheduler')
     listener.start()
     rpc = RPCClient('127.0.0.1', gearman_server.port, timeout=60)
     web = ZuulWeb('127.0.0.1', 0, rpc, authenticators=authenticators(),

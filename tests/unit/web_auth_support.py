@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from types import SimpleNamespace
 
@@ -18,6 +19,7 @@ from zuul.lib.auth import AuthenticatorConfig, Authenticators
 from zuul.model.change import Change
 from zuul.scheduler.rpc import RPCClient, RPCListener
 from zuul.scheduler.rpc_handlers import handlers
+from zuul.web import openapi
 from zuul.web.server import ZuulWeb
 
 SECRET = 'NoDanaOnlyZuul'
@@ -181,8 +183,19 @@ def call(system, method: str, path: str, body=None, bearer: str | None = None,
     if not payload:
         return status, None, headers
     if headers.get('Content-Type', '').startswith('application/json'):
-        return status, json.loads(payload), headers
+        value = json.loads(payload)
+        if status != 405:   # refused methods are not operations of the spec
+            _check_spec(method, path, status, value)
+        return status, value, headers
     return status, payload.decode(), headers
+
+
+def _check_spec(method: str, path: str, status: int, value) -> None:
+    """Every JSON answer is what zuul/web/openapi.yaml documents."""
+    spec = openapi.load_spec()
+    bare = urllib.parse.urlsplit(path).path
+    schema = openapi.response_schema(spec, method.lower(), bare, status)
+    assert openapi.validate(spec, schema, value) == [], (method, path, value)
 
 
 def queue(system, tenant='t1', pipeline='gate') -> list[str]:

@@ -81,9 +81,11 @@ def test_tenant_file_keys_without_effect_warn(tmp_path):
     assert result.admin_rules == {'admins': [{'sub': 'alice'}]}
     assert result.tenants['t1'].admin_rules == ['admins']
     conf = tmp_path / 'zuul.conf'
-    conf.write_text(f'[scheduler]\ntenant_config = {path}\n\n'
+    conf.write_text(f'[scheduler]\ntenant_config = {path}\njobdir = /tmp/x\n\n'
+                    '[executor]\ntrusted_ro_paths = /opt\n\n'
                     '[connection gerrit]\ndriver = gerrit\nserver = review.example.org\n')
     out = io.StringIO()
     assert tenant_conf_check(str(conf), out) == 0
     printed = out.getvalue()
-    assert printed.count('warning:') == 1 and 'allow-base-jobs' in printed
+    assert printed.count('warning:') == 3 and 'allow-base-jobs' in printed
+    assert '[scheduler] jobdir' in printed and '[executor] trusted_ro_paths' in printed

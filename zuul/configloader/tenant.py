@@ -380,6 +380,8 @@ def tenant_conf_check(zuul_conf_path: str, out=None) -> int:
     drivers = {name: c.driver for name, c in conf.connections.items()}
     for warning in result.warnings + unprotected_branch_warnings(result, drivers):
         print(f'warning: {warning}', file=out)
+    for warning in unused.zuul_conf_warnings(zuul_conf_path):
+        print(f'warning: {warning}', file=out)
     if result.errors:
         return 1
     print(f'{conf.scheduler.tenant_config}: {len(result.tenants)} tenant(s) OK', file=out)

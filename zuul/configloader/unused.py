@@ -63,3 +63,24 @@ def _project_keys(value, found: set) -> None:
     elif isinstance(value, list):
         for inner in value:
             _project_keys(inner, found)
+
+
+# zuul.conf keys (section, key).
+ZUUL_CONF_KEYS = {
+    ('scheduler', 'jobdir'): 'not a key of released Zuul (the executor\'s build directory '
+                             'is [executor] job_dir); it has no effect',
+    ('executor', 'trusted_ro_paths'): 'trusted playbooks run unsandboxed and see every path '
+                                      'already; it has no effect',
+    ('executor', 'trusted_rw_paths'): 'trusted playbooks run unsandboxed and see every path '
+                                      'already; it has no effect',
+}
+
+
+def zuul_conf_warnings(path: str) -> list[str]:
+    """Warnings for the keys of ``ZUUL_CONF_KEYS`` that zuul.conf sets."""
+    import configparser
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(path)
+    return [f'{path}: [{section}] {key}: {why}'
+            for (section, key), why in ZUUL_CONF_KEYS.items()
+            if config.has_option(section, key)]

@@ -174,10 +174,13 @@ def test_reporter_status_comment_labels_review_check_and_merge(connection, githu
     _arrange_pull(github)
     change = connection.lookup_change('acme/widget', '7')
     pipeline = SimpleNamespace(name='gate')
+    connection.web_root = 'https://zuul.example.org/'
     GithubReporter(connection, {'status': 'pending', 'comment': False}).report(
         _item(change), pipeline, 'start', 'Starting gate jobs.')
     repo = github.repo('acme/widget')
     assert repo['statuses'][SHA][0]['context'] == 'acme-tenant/gate'
+    page = f'https://zuul.example.org/t/acme-tenant/status/change/7,{SHA}'
+    assert repo['statuses'][SHA][0]['target_url'] == page
     assert repo['statuses'][SHA][0]['state'] == 'pending'
     assert 7 not in repo['comments']
     GithubReporter(connection, {'check': 'success', 'label': ['merged'], 'unlabel': 'wip',
@@ -188,6 +191,7 @@ def test_reporter_status_comment_labels_review_check_and_merge(connection, githu
     assert repo['reviews'][7][-1]['state'] == 'APPROVED'
     run = repo['check_runs'][SHA][0]
     assert (run['name'], run['conclusion']) == ('acme-tenant/gate', 'success')
+    assert run['details_url'] == page
     assert run['output']['annotations'][0]['path'] == 'src/a.py'
     GithubReporter(connection, {'merge': True, 'comment': False}).report(
         _item(change, 'squash-merge'), pipeline, 'success', 'ok')

@@ -165,6 +165,7 @@ class SchedulerService:
             # Webhook deliveries (GitHub) wait in ZooKeeper for the leader.
             if hasattr(connection, 'attach_zookeeper'):
                 connection.attach_zookeeper(self.zk.client)
+                connection.web_root = conf.web.root   # links of statuses, check runs
         self.connections.start(self.scheduler.add_trigger_event)
         if since is not None:
             self._catch_up(since)

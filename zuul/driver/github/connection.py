@@ -75,6 +75,7 @@ class GithubConnection:
         self._on_event = None
         self.queue = None
         self._thread = None
+        self.web_root: str | None = None   # zuul.conf [web] root, set by the scheduler
 
     def __repr__(self):
         return f'<GithubConnection {self.name} {self.server}>'

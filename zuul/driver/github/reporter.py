@@ -6,6 +6,7 @@ a ``review`` and ``merge`` (with the project's merge-mode as method)."""
 from __future__ import annotations
 
 import logging
+from urllib.parse import quote
 
 from zuul.driver.github.model import PullRequest
 
@@ -44,6 +45,17 @@ class GithubReporter:
         tenant = getattr(item, 'tenant_name', None) or getattr(pipeline, 'tenant_name', None)
         return f'{tenant}/{pipeline.name}' if tenant else pipeline.name
 
+    def status_page(self, item, pipeline) -> str | None:
+        """The item's page on zuul-web (``[web] root`` of zuul.conf), the
+        link of statuses and check runs as in released Zuul."""
+        root = getattr(self.connection, 'web_root', None)
+        tenant = getattr(item, 'tenant_name', None) or getattr(pipeline, 'tenant_name', None)
+        change = item.change
+        if not root or not tenant or not isinstance(change, PullRequest):
+            return None
+        return f'{root.rstrip("/")}/t/{quote(tenant, safe="")}/status/change/' \
+               f'{change.number},{change.patchset}'
+
     def report(self, item, pipeline, action: str, message: str) -> None:
         change = item.change
         if getattr(change, 'connection', None) != self.connection.name:
@@ -55,13 +67,15 @@ class GithubReporter:
         if self.status and sha:
             self.connection.set_status(change.project, sha, self.status,
                                        self.context(item, pipeline),
-                                       _first_line(message), self.status_url)
+                                       _first_line(message),
+                                       self.status_url or self.status_page(item, pipeline))
         if self.check and sha:
             self.connection.check_run(change, self.context(item, pipeline),
                                       'completed' if self.check not in
                                       ('queued', 'in_progress') else self.check,
                                       self.check if self.check not in
                                       ('queued', 'in_progress') else None, message,
+                                      details_url=self.status_page(item, pipeline),
                                       annotations=_annotations(item))
         if not is_pr:
             return

@@ -113,6 +113,7 @@ class GithubClient:
 
     def __init__(self, api_url: str, api_token: str | None = None,
                  app: AppAuth | None = None, verify_ssl: bool = True,
+                 client_cert: str | None = None, rate_limit_logging: bool = True,
                  timeout: float = 30.0, retries: int = 3, max_rate_wait: float = 3600.0,
                  sleep=time.sleep):
         self.api_url = api_url.rstrip('/')
@@ -123,6 +124,12 @@ class GithubClient:
         self.max_rate_wait = max_rate_wait
         self._sleep = sleep
         self._ssl = None if verify_ssl else ssl._create_unverified_context()
+        if client_cert:
+            # ``sslkey``: a PEM file with the client certificate and key a
+            # GitHub Enterprise behind client authentication wants.
+            self._ssl = self._ssl or ssl.create_default_context()
+            self._ssl.load_cert_chain(client_cert)
+        self.rate_limit_logging = rate_limit_logging
         self._etags: dict[tuple, tuple[str, object]] = {}
         self._lock = threading.Lock()
         self.calls = 0            # requests sent (for benchmarks and logs)
@@ -205,7 +212,9 @@ class GithubClient:
             except GithubError as exc:
                 wait = self._rate_wait(exc)
                 if wait is not None:
-                    log.warning('GitHub rate limit reached (%s): waiting %.0fs', path, wait)
+                    if self.rate_limit_logging:
+                        log.warning('GitHub rate limit reached (%s): waiting %.0fs', path,
+                                    wait)
                     self._sleep(wait)
                     continue
                 if exc.status < 500 or attempt > self.retries:

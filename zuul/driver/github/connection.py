@@ -71,7 +71,12 @@ class GithubConnection:
         self.client = GithubClient(api_url, api_token=options.get('api_token'), app=app,
                                    verify_ssl=_truthy(options.get('verify_ssl')),
                                    timeout=float(options.get('request_timeout') or 30),
-                                   retries=int(options.get('retries') or 3))
+                                   retries=int(options.get('retries') or 3),
+                                   client_cert=options.get('sslkey'),
+                                   rate_limit_logging=_truthy(options.get('rate_limit_logging')))
+        if options.get('repo_cache'):
+            log.warning('%s: repo_cache is not supported; repositories are fetched from %s',
+                        name, self.git_base)
         self._on_event = None
         self.queue = None
         self._thread = None

@@ -171,6 +171,10 @@ class ExecutorAdapter:
         return on_complete
 
     def _completed(self, build, result, url) -> None:
+        # Playbook semaphores the build still holds (its executor may be
+        # gone) are free from now on.
+        from zuul.scheduler.semaphores import release_build_playbooks
+        release_build_playbooks(self.scheduler, build.uuid)
         if result is None or result.result is None:
             outcome = m.RETRY  # the executor was lost: relaunch
             data, detail, start, end = {}, getattr(result, 'error_detail', None), \

@@ -26,6 +26,7 @@ def handlers(scheduler, layouts, keystore=None) -> dict:
         p.AUTOHOLD_DELETE: h.autohold_delete, p.AUTH_RULES: h.auth_rules,
     }
     table.update(launcher_handlers(h._layout))
+    table.update(semaphore_handlers(scheduler))
     from zuul.scheduler.images import image_handlers
     table.update(image_handlers(scheduler))
     return table
@@ -39,6 +40,32 @@ def launcher_handlers(layout_of) -> dict:
     def make(kind):
         return lambda request: object_summaries(layout_of(request), kind)
     return {function: make(kind) for function, kind in p.LAUNCHER_LISTS.items()}
+
+
+def semaphore_handlers(scheduler) -> dict:
+    """``zuul:semaphore_acquire``/``_release`` for playbook semaphores."""
+    from zuul.scheduler import semaphores
+
+    def key_of(r):
+        if not r.tenant or not r.build or not r.playbook:
+            raise p.RPCError('a tenant, a build and a playbook are required')
+        return semaphores.playbook_holder_key(r.build, r.playbook)
+
+    def acquire(r):
+        key = key_of(r)
+        layout = scheduler.get_tenant(r.tenant).layout
+        if not r.semaphores:
+            raise p.RPCError('no semaphores to acquire')
+        handler = scheduler.semaphore_handler(r.tenant)
+        if handler.acquire_key(layout, key, r.semaphores):
+            return {'acquired': True, 'waiting_for': []}
+        return {'acquired': False, 'waiting_for': handler.blocking(layout, key, r.semaphores)}
+
+    def release(r):
+        key = key_of(r)
+        scheduler.get_tenant(r.tenant)
+        return {'released': scheduler.semaphore_handler(r.tenant).release_key(key)}
+    return {p.SEMAPHORE_ACQUIRE: acquire, p.SEMAPHORE_RELEASE: release}
 
 
 def _source_context(sc) -> dict | None:

@@ -145,6 +145,16 @@ ALL_FUNCTIONS = (ENQUEUE, ENQUEUE_REF, DEQUEUE, PROMOTE, AUTOHOLD, AUTOHOLD_LIST
                  TENANT_LIST, KEY_GET, JOB_LIST, JOB_GET, PROJECT_LIST, PROJECT_GET,
                  CONFIG_ERRORS, RECONFIGURE) + tuple(LAUNCHER_LISTS) + IMAGE_FUNCTIONS
 
+# Playbook semaphores (zuul/scheduler/semaphores.py), asked for by the
+# executor around a playbook whose entry names ``semaphores``.
+# tenant, build (the build's uuid), playbook (names it in the build, e.g.
+# "run 0"), semaphores [str]: all of them are taken for that holder, or
+# none. -> {"acquired": bool, "waiting_for": [names held elsewhere]}
+SEMAPHORE_ACQUIRE = 'zuul:semaphore_acquire'
+# tenant, build, playbook. -> {"released": bool (it held any)}
+SEMAPHORE_RELEASE = 'zuul:semaphore_release'
+SEMAPHORE_FUNCTIONS = (SEMAPHORE_ACQUIRE, SEMAPHORE_RELEASE)
+
 # Functions zuul-web's authenticated actions added (kept apart from
 # ALL_FUNCTIONS, which the test scheduler stand-in serves one by one).
 AUTH_FUNCTIONS = (AUTOHOLD_DELETE, AUTH_RULES)
@@ -175,6 +185,8 @@ class RPCRequest:
     node_hold_expiration: int = 86400
     image: str | None = None
     build: str | None = None
+    playbook: str | None = None
+    semaphores: list[str] = field(default_factory=list)
     version: int = RPC_VERSION
 
     def to_json(self) -> str:

@@ -23,6 +23,11 @@ With ``[executor] disk_limit_per_job`` the job dir is measured while the
 build runs (``zuul.executor.diskusage``) and before each playbook: a build
 using more is stopped as above (ABORTED) and its error detail says so.
 
+A playbook whose entry names ``semaphores`` starts only once the
+scheduler gave them to it (``zuul.executor.semaphores``; the console
+says while it waits, and the wait counts against the playbook's
+timeout); they are given back when it ends.
+
 With ``failure-output`` the console of each run playbook is watched
 (``zuul.executor.failureoutput``): the first matching line is announced at
 once (``on_pre_fail``) and the result is FAILURE even if the playbooks
@@ -38,6 +43,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 
 from zuul.executor import (
@@ -48,6 +54,7 @@ from zuul.executor import (
     includevars,
     inventory,
     logarchive,
+    semaphores,
 )
 from zuul.executor.jobdir import JobDir, PreparedPlaybook
 from zuul.executor.playbooks import PlaybookError, PlaybookPreparer
@@ -74,7 +81,7 @@ class BuildExecution:
 
     def __init__(self, request: ExecuteRequest, settings: ExecutorSettings, merger,
                  sandbox: BubblewrapSandbox | None = None, ssh_auth_sock: str | None = None,
-                 progress=None, on_pre_fail=None):
+                 progress=None, on_pre_fail=None, semaphore_client=None):
         self.request = request
         self.settings = settings
         self.jobdir = JobDir(settings.job_dir, request.uuid)
@@ -97,9 +104,13 @@ class BuildExecution:
         # Why the build was stopped when the disk limit stopped it.
         self.disk_limit_detail: str | None = None
         self.disk_watcher: diskusage.DiskLimitWatcher | None = None
+        # zuul.executor.semaphores.SemaphoreClient: playbook semaphores.
+        self.semaphore_client = semaphore_client
+        self._stopped = threading.Event()
 
     # -- public ----------------------------------------------------------
     def stop(self) -> None:
+        self._stopped.set()
         self.runner.abort()
 
     def run(self) -> BuildResult:
@@ -242,6 +253,7 @@ class BuildExecution:
                 prepared = preparer.prepare(phase, index, spec)
                 prepared.secrets = dict(spec.secrets)
                 prepared.cleanup = bool(spec.cleanup)
+                prepared.semaphores = list(spec.semaphores)
                 prepared.label = (f'{"trusted" if spec.trusted else "untrusted"} : '
                                   f'{spec.project}/{spec.path}@{spec.branch}')
                 self.playbooks[phase].append(prepared)
@@ -368,11 +380,19 @@ class BuildExecution:
         watcher = self._watch_failure_output(playbook)
         if not cleanup:
             self._check_disk()
-        if timeout is not None and timeout <= 0:
-            outcome = PlaybookOutcome(TIMED_OUT, None, 0.0)
-        else:
-            runner = self.cleanup_runner if cleanup else self.runner
-            outcome = self._start_playbook(playbook, timeout, runner)
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        held = self._take_semaphores(playbook, deadline, cleanup)
+        try:
+            if held is not None:
+                outcome = PlaybookOutcome(held, None, 0.0)
+            elif timeout is not None and _remaining(deadline) <= 0:
+                outcome = PlaybookOutcome(TIMED_OUT, None, 0.0)
+            else:
+                runner = self.cleanup_runner if cleanup else self.runner
+                outcome = self._start_playbook(playbook, _remaining(deadline), runner)
+        finally:
+            if held is None:
+                self._give_semaphores(playbook)
         if watcher is not None and watcher.stop() is not None:
             self._log_line(f'Early failure in job: failure-output matched: {watcher.matched}')
         status = f'RESULT_{outcome.status}' if outcome.status != NORMAL else (
@@ -380,6 +400,34 @@ class BuildExecution:
             'RESULT_UNREACHABLE' if outcome.unreachable else 'RESULT_FAILED')
         self._log_line(f'{_LABELS[playbook.phase]} END {status}: [{playbook.label}]')
         return outcome
+
+    def _take_semaphores(self, playbook: PreparedPlaybook, deadline: float | None,
+                         cleanup: bool) -> str | None:
+        """Wait for the playbook's semaphores: None once held (or when it
+        names none), else the outcome status (ABORTED, TIMED_OUT)."""
+        if not playbook.semaphores:
+            return None
+        if self.semaphore_client is None:
+            self._log_line('Semaphores not taken (this executor has no scheduler to ask): '
+                           + ', '.join(playbook.semaphores))
+            return None
+        tenant = self.request.zuul.tenant if self.request.zuul else ''
+        state = semaphores.wait_for_semaphores(
+            self.semaphore_client, tenant, self.request.uuid, _holder(playbook),
+            playbook.semaphores, should_stop=lambda: self._stopped.is_set() and not cleanup,
+            announce=self._log_line, deadline=deadline,
+            sleep=time.sleep if cleanup else self._stopped.wait)
+        return {'acquired': None, 'stopped': ABORTED, 'timed_out': TIMED_OUT}[state]
+
+    def _give_semaphores(self, playbook: PreparedPlaybook) -> None:
+        if not playbook.semaphores or self.semaphore_client is None:
+            return
+        tenant = self.request.zuul.tenant if self.request.zuul else ''
+        try:
+            self.semaphore_client.release(tenant, self.request.uuid, _holder(playbook))
+        except Exception as exc:  # the scheduler frees them when the build ends
+            log.warning('Build %s: semaphores of %s not released: %s', self.request.uuid,
+                        playbook.label, exc)
 
     def _watch_failure_output(self, playbook: PreparedPlaybook):
         """A watcher of the console from here on, for a run playbook of a
@@ -492,6 +540,11 @@ class BuildExecution:
             subprocess.run(['ssh', '-o', f'ControlPath={sock}', '-O', 'exit', 'node'],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=10, check=False)
+
+
+def _holder(playbook: PreparedPlaybook) -> str:
+    """The playbook within its build, for the scheduler's holder key."""
+    return f'{playbook.phase} {playbook.index}'
 
 
 def _remaining(deadline: float | None) -> float | None:

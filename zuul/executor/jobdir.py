@@ -49,6 +49,8 @@ class PreparedPlaybook:
     secrets: dict = field(default_factory=dict)
     # A post-run entry's ``cleanup``: it runs also when the build is aborted.
     cleanup: bool = False
+    # The entry's ``semaphores``: held only while it runs.
+    semaphores: list = field(default_factory=list)
 
 
 class JobDir:

@@ -33,6 +33,7 @@ from zuul.executor.protocol import (
     stop_function,
 )
 from zuul.executor.sandbox import BubblewrapSandbox
+from zuul.executor.semaphores import SemaphoreClient
 from zuul.executor.settings import ExecutorSettings
 from zuul.executor.sshagent import SshAgent
 from zuul.lib.gearlib import GearWorker, tls_kwargs
@@ -91,6 +92,8 @@ class ExecutorServer:
         self.log_streamer: LogStreamServer | None = None
         self.agent: SshAgent | None = None
         self.sandbox = self._make_sandbox()
+        # Playbook semaphores are asked of the scheduler over RPC.
+        self.semaphore_client = SemaphoreClient(gearman_host, gearman_port, tls=tls)
 
     def _remove_stale_build_dirs(self) -> None:
         """Build dirs left by an executor that was killed: nothing runs in
@@ -190,6 +193,7 @@ class ExecutorServer:
             self.log_streamer.stop()
         if self.agent is not None:
             self.agent.stop()
+        self.semaphore_client.shutdown()
         if self.build_records is not None:
             self.build_records.unregister_executor()
 
@@ -273,7 +277,8 @@ class ExecutorServer:
                                    ssh_auth_sock=self.agent.socket_path if self.agent else None,
                                    progress=lambda phase: self._on_phase(job, request, phase),
                                    on_pre_fail=lambda line: self._send_progress(
-                                       job, request, 'run', pre_fail=True))
+                                       job, request, 'run', pre_fail=True),
+                                   semaphore_client=self.semaphore_client)
             self.builds[request.uuid] = build
             self.starting.add(request.uuid)
         self._update_registration()

@@ -490,8 +490,14 @@ class BuildExecution:
     def _sandbox_mounts(self) -> SandboxMounts:
         jd = self.jobdir
         passwd, group = user_files(jd.ansible_root, jd.home)
+        readonly = [jd.root]
+        if self.ansible_playbook != self.settings.ansible_playbook:
+            # Another install (zuul-manage-ansible's, under ansible_root,
+            # maybe inside the hidden state dir): visible read-only.
+            readonly.append(os.path.realpath(
+                os.path.dirname(os.path.dirname(self.ansible_playbook))))
         return SandboxMounts(
-            readonly=[jd.root],
+            readonly=readonly,
             writable=[jd.work_root, jd.untrusted_state, jd.untrusted_control_path_dir],
             empty=[jd.home, jd.fact_cache, jd.control_path_dir],
             passwd=passwd, group=group)

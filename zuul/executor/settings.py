@@ -44,6 +44,10 @@ class ExecutorSettings:
     ``untrusted_rw_paths`` are bound into the sandbox of untrusted
     playbooks; ``trusted_ro_paths`` / ``trusted_rw_paths`` are recorded
     (trusted playbooks run without a sandbox and see them anyway).
+
+    ``ansible_root`` (None: ``<state_dir>/ansible-bin``) is where
+    ``zuul-manage-ansible`` installed the other Ansible versions
+    (zuul.executor.ansible_versions).
     """
 
     hostname: str = field(default_factory=socket.getfqdn)
@@ -75,6 +79,7 @@ class ExecutorSettings:
     trusted_rw_paths: list[str] = field(default_factory=list)
     untrusted_ro_paths: list[str] = field(default_factory=list)
     untrusted_rw_paths: list[str] = field(default_factory=list)
+    ansible_root: str | None = None
 
     @classmethod
     def from_config(cls, config) -> ExecutorSettings:
@@ -86,8 +91,9 @@ class ExecutorSettings:
                     'log_url', 'default_username'):
             if key in sec:
                 kw[key] = sec[key]
-        if sec.get('log_root'):
-            kw['log_root'] = os.path.abspath(os.path.expanduser(sec['log_root']))
+        for key in ('log_root', 'ansible_root'):
+            if sec.get(key):
+                kw[key] = os.path.abspath(os.path.expanduser(sec[key]))
         for key in ('max_builds', 'log_stream_port', 'cleanup_timeout',
                     'default_post_timeout', 'max_log_bytes', 'disk_limit_per_job',
                     'max_starting_builds'):

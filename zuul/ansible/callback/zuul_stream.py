@@ -137,7 +137,8 @@ class CallbackModule(CallbackBase):
 
     def _record(self, result, status: str) -> None:
         data = dict(result.result) if hasattr(result, 'result') else dict(result._result)
-        host = result.host.get_name()
+        # ansible-core 2.18's TaskResult has only the private ._host.
+        host = (getattr(result, 'host', None) or result._host).get_name()
         delegated = data.get('_ansible_delegated_vars', {}).get('ansible_delegated_host')
         label = f'{host} -> {delegated}' if delegated else host
         for key in ('stdout', 'stderr'):

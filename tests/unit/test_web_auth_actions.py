@@ -107,9 +107,6 @@ def test_promote_by_another_tenants_operator_is_refused(system):
     assert queue(system) == [1, 2, 3]
 
 
-@pytest.mark.xfail(strict=True, reason='the scheduler\'s promote looks each change up with '
-                   'project None (Scheduler._mgmt_promote), so zuul:promote answers '
-                   '"Unknown project" whoever asks')
 def test_promote_by_an_operator_token(system):
     for number in (1, 2, 3):
         _enqueue(system, number)

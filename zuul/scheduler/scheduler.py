@@ -88,7 +88,9 @@ class Scheduler:
     def semaphore_handler(self, tenant_name: str) -> SemaphoreHandler:
         handler = self._semaphores.get(tenant_name)
         if handler is None:
-            handler = self._semaphores[tenant_name] = SemaphoreHandler(tenant_name)
+            # setdefault: the RPC thread (playbook semaphores) and the event
+            # loop may both get here first; one handler wins for both.
+            handler = self._semaphores.setdefault(tenant_name, SemaphoreHandler(tenant_name))
         return handler
 
     # -- lifecycle ----------------------------------------------------------
@@ -478,7 +480,12 @@ class Scheduler:
         obj = ctx.lookup_change(project, change) if change else \
             ctx.lookup_ref(project, ref)
         for item in list(manager.all_items()):
-            if item.change.key == obj.key:
+            # A ref item's key holds its newrev, which a request by ref lacks.
+            same = item.change.key == obj.key if change else (
+                getattr(item.change, 'ref', None) == obj.ref and
+                item.change.project == obj.project and
+                getattr(item.change, 'connection', None) == obj.connection)
+            if same:
                 manager.dequeue_item(item, 'dequeued on request')
                 return True
         raise UnknownNameError(f'{change or ref} is not in pipeline {pipeline}')
@@ -502,10 +509,21 @@ class Scheduler:
         manager = self.get_manager(tenant, pipeline)
         if not hasattr(manager, 'promote'):
             raise UnknownNameError(f'Pipeline {pipeline} does not support promote')
-        ctx = self.ctx_by_tenant[tenant]
-        objs = [ctx.lookup_change(None, c) for c in changes]
+        objs = [self._queued_change(manager, spec) for spec in changes]
         manager.promote(objs)
         return True
+
+    @staticmethod
+    def _queued_change(manager, spec: str):
+        """The change of ``manager``'s queue that ``N,P`` (or a pull
+        request's ``N,SHA``) names."""
+        number, _, patchset = spec.partition(',')
+        for item in manager.all_items():
+            change = item.change
+            if str(getattr(change, 'number', '')) == number and \
+                    str(getattr(change, 'patchset', '')).startswith(patchset):
+                return change
+        raise UnknownNameError(f'Change {spec} is not in pipeline {manager.name}')
 
 
 class _NullManager:

@@ -42,7 +42,7 @@ def _body(request) -> dict:
 
 
 def _bad(message: str):
-    from zuul.web.api import HTTPError
+    from zuul.web.errors import HTTPError
     return HTTPError(400, message)
 
 

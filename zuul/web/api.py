@@ -21,6 +21,7 @@ from zuul.scheduler import rpc_protocol as p
 from zuul.web import console, openapi
 from zuul.web.access import AccessDeniedError, AccessPolicy
 from zuul.web.actions import AdminActions, NoContent
+from zuul.web.errors import HTTPError
 
 log = logging.getLogger('zuul.web')
 
@@ -35,14 +36,6 @@ BUILD_FILTERS = ('project', 'pipeline', 'job_name', 'change', 'patchset', 'resul
 LAUNCHER_OBJECT_ROUTES = {kind: function for function, kind in p.LAUNCHER_LISTS.items()}
 IMAGE_BUILD_ROUTES = {'image-builds': p.IMAGE_BUILD_LIST, 'image-uploads': p.IMAGE_UPLOAD_LIST}
 BUILDSET_FILTERS = ('project', 'pipeline', 'change', 'result', 'uuid', 'branch')
-
-
-class HTTPError(Exception):
-    def __init__(self, status: int, message: str, headers: dict | None = None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
 
 
 @dataclass

@@ -11,11 +11,11 @@ import queue
 from tests.unit.test_pipeline_managers import MergeResult, _change, _pipeline, _setup
 from zuul.driver.sql.history import BuildHistory
 from zuul.executor.protocol import ExecuteRequest, JobSpec
+from zuul.manager.requirements import FAIL, READY, WAIT, requirements_state
 from zuul.model import item as m
 from zuul.model.change import Branch, Change
 from zuul.model.freeze import FrozenJob
 from zuul.scheduler.builds import ExecutorAdapter
-from zuul.scheduler.requirements import FAIL, READY, WAIT, requirements_state
 
 PIPELINE = type('Pipeline', (), {'name': 'gate', 'post_review': True})()
 

@@ -130,7 +130,7 @@ class Collaborators:
                 for j in self.jobs], []
 
     def job_requirements(self, item, job):
-        from zuul.scheduler.requirements import requirements_state
+        from zuul.manager.requirements import requirements_state
         return requirements_state(item, job)
 
     def acquire_semaphores(self, item, job):

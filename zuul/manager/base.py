@@ -553,7 +553,7 @@ class PipelineManager(BundleHandling):
         """A job that ``requires`` something waits, before asking for
         nodes, until the jobs providing it in the items ahead have ended;
         if one of them failed it fails unrun, with the reason."""
-        from zuul.scheduler.requirements import FAIL, READY, requires_of
+        from zuul.manager.requirements import FAIL, READY, requires_of
         if not requires_of(job):
             return True
         state = self.ctx.job_requirements(item, job)

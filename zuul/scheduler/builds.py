@@ -11,10 +11,10 @@ import logging
 import time
 
 from zuul.executor.protocol import ExecuteRequest, ItemSpec, NodeSpec, ZuulContext
+from zuul.manager.requirements import READY, artifact_entries, requirements_state
 from zuul.model import item as m
 from zuul.model.change import Change
 from zuul.scheduler.images import image_item_artifacts
-from zuul.scheduler.requirements import READY, artifact_entries, requirements_state
 
 log = logging.getLogger('zuul.scheduler.builds')
 
@@ -106,7 +106,7 @@ class ExecutorAdapter:
                 build: m.Build) -> None:
         """Launch ``build``. The pipeline manager starts a job that
         ``requires`` something only once its providers ahead have ended
-        (zuul/scheduler/requirements.py); their artifacts go with it."""
+        (zuul/manager/requirements.py); their artifacts go with it."""
         tenant_state = (getattr(self.scheduler, 'tenants', None) or {}).get(tenant)
         state = requirements_state(item, job, getattr(self.scheduler, 'history', None),
                                    tenant, getattr(tenant_state, 'layout', None))

@@ -216,7 +216,7 @@ class SchedulerContext:
     def job_requirements(self, item, job):
         """Whether a job that ``requires`` something may start: a
         RequirementsState (READY, WAIT, or FAIL with the reason)."""
-        from zuul.scheduler.requirements import requirements_state
+        from zuul.manager.requirements import requirements_state
         return requirements_state(item, job, getattr(self.scheduler, 'history', None),
                                   self.tenant.name, self.tenant.layout)
 

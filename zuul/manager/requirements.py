@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from zuul.model import item as m
 from zuul.model.change import Change
 
-log = logging.getLogger('zuul.scheduler.requirements')
+log = logging.getLogger('zuul.manager.requirements')
 
 READY, WAIT, FAIL = 'ready', 'wait', 'fail'
 

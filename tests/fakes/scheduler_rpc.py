@@ -19,9 +19,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from zuul.configloader.launcher_objects import object_summaries
+from zuul.lib import rpc_protocol as p
+from zuul.lib.rpc import RPCClient, RPCListener
 from zuul.model.layout import Layout
-from zuul.scheduler import rpc_protocol as p
-from zuul.scheduler.rpc import RPCClient, RPCListener
 
 _CHANGE_RE = re.compile(r'^(\d+),(\d+)$')
 # Key generation is slow; one key per project for the whole test session.

@@ -687,8 +687,8 @@ class ZuulSystem:
     def rpc(self, function: str, timeout: float = 60.0, **request):
         """One ``zuul:*`` RPC call to whichever scheduler runs (e.g.
         ``system.rpc('zuul:enqueue', tenant=..., pipeline=..., ...)``)."""
-        from zuul.scheduler.rpc import RPCClient
-        from zuul.scheduler.rpc_protocol import RPCRequest
+        from zuul.lib.rpc import RPCClient
+        from zuul.lib.rpc_protocol import RPCRequest
         client = RPCClient('127.0.0.1', self.gear_port, timeout=timeout)
         try:
             return client.call(function, RPCRequest(**request))
@@ -697,7 +697,7 @@ class ZuulSystem:
 
     def status(self, tenant: str = 'example') -> dict:
         """The tenant's status (as the web status page gets it)."""
-        from zuul.scheduler.rpc_protocol import STATUS_GET
+        from zuul.lib.rpc_protocol import STATUS_GET
         return self.rpc(STATUS_GET, tenant=tenant)
 
     def queued_items(self, tenant: str = 'example') -> list[tuple[str, str]]:

@@ -255,8 +255,8 @@ def test_merged_config_change_reconfigures_the_tenant(zuul_system):  # noqa: F81
 
 def test_full_reconfigure_over_rpc_and_a_new_patchset_replaces_the_old(
         zuul_system):  # noqa: F811
-    from zuul.scheduler import rpc_protocol as p
-    from zuul.scheduler.rpc import RPCClient
+    from zuul.lib import rpc_protocol as p
+    from zuul.lib.rpc import RPCClient
     system = zuul_system
     system.create_projects()
     system.start()
@@ -283,8 +283,8 @@ def test_full_reconfigure_over_rpc_and_a_new_patchset_replaces_the_old(
 
 
 def test_rpc_functions_against_the_real_scheduler(zuul_system):  # noqa: F811
-    from zuul.scheduler import rpc_protocol as p
-    from zuul.scheduler.rpc import RPCClient
+    from zuul.lib import rpc_protocol as p
+    from zuul.lib.rpc import RPCClient
     system = zuul_system
     system.create_projects()
     system.start()

@@ -132,8 +132,8 @@ FAILING_APP = """
 
 def test_autohold_keeps_the_nodes_of_a_failing_build(zuul_system, launcher,  # noqa: F811
                                                      capsys):
-    from zuul.scheduler import rpc_protocol as p
-    from zuul.scheduler.rpc import RPCClient
+    from zuul.lib import rpc_protocol as p
+    from zuul.lib.rpc import RPCClient
     system = zuul_system
     _, zk = launcher
     system.create_projects(app_config=FAILING_APP)
@@ -208,8 +208,8 @@ SECRET_PLAYBOOK = """
     'the idle worker (a lost wake-up between gear server and worker, to be found)'))
 def test_zuul_encrypt_output_decrypts_in_a_job(zuul_system, launcher, tmp_path):  # noqa: F811
     from zuul.cmd.client import main as zuul_main
-    from zuul.scheduler import rpc_protocol as p
-    from zuul.scheduler.rpc import RPCClient
+    from zuul.lib import rpc_protocol as p
+    from zuul.lib.rpc import RPCClient
     system = zuul_system
     system.create_projects(app_config='[]\n')
     system.start()

@@ -22,8 +22,8 @@ DISABLING_PIPELINES = PIPELINES.replace("""
 
 
 def test_check_disabled_after_two_failures_until_reconfigured(zuul_system):  # noqa: F811
-    from zuul.scheduler import rpc_protocol as p
-    from zuul.scheduler.rpc import RPCClient
+    from zuul.lib import rpc_protocol as p
+    from zuul.lib.rpc import RPCClient
     assert DISABLING_PIPELINES != PIPELINES
     system = zuul_system
     system.create_projects(pipelines=DISABLING_PIPELINES)

@@ -467,8 +467,8 @@ def test_autohold_and_dequeue_with_zuul_launcher_nodes(system, tmp_path):
     """The scheduler's other node operations on zuul-launcher's tree: an
     autohold keeps a failed build's node (``hold`` in /zuul/nodes); a
     dequeued change's running build gives its node back."""
-    from zuul.scheduler import rpc_protocol as p
-    from zuul.scheduler.rpc import RPCClient
+    from zuul.lib import rpc_protocol as p
+    from zuul.lib.rpc import RPCClient
     marker = tmp_path / 'release'
     system.create_projects(app_config=HOLD_APP)
     system.store.push_branch('org/project-config', 'master', {

@@ -30,14 +30,14 @@ from tests.functional.test_merger_support import (  # noqa: F401 - fixtures
 from tests.harness.waiting import wait_for
 from zuul.executor.client import ExecutorClient
 from zuul.executor.server import ExecutorServer
+from zuul.lib import rpc_protocol as p
 from zuul.lib.gearlib import KEEPALIVE_IDLE, GearClient, GearWorker
+from zuul.lib.rpc import RPCClient
 from zuul.merger.client import MergeClient
 from zuul.merger.protocol import FUNCTIONS as MERGER_FUNCTIONS
 from zuul.merger.protocol import MergeItem
 from zuul.merger.server import MergeServer
-from zuul.scheduler import rpc_protocol as p
 from zuul.scheduler.layouts import MergerConfigFetcher
-from zuul.scheduler.rpc import RPCClient
 
 
 class Results:

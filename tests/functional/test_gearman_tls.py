@@ -16,9 +16,9 @@ from tests.functional.test_merger_support import make_merger, upstream  # noqa: 
 from tests.harness.tls import TestCA
 from zuul.configloader.zuulconf import ZuulConfError, load_zuul_conf
 from zuul.lib.gearlib import GearClient, GearServer, GearTLS
+from zuul.lib.rpc import RPCClient, RPCListener
 from zuul.merger.client import MergeClient
 from zuul.merger.server import MergeServer
-from zuul.scheduler.rpc import RPCClient, RPCListener
 
 
 @pytest.fixture

@@ -29,8 +29,8 @@ from zuul.executor.client import ExecutorClient
 from zuul.executor.jobdir import JobDir
 from zuul.executor.protocol import JobSpec
 from zuul.executor.server import ExecutorServer
-from zuul.scheduler import rpc_protocol as p
-from zuul.scheduler.rpc import RPCClient, RPCListener
+from zuul.lib import rpc_protocol as p
+from zuul.lib.rpc import RPCClient, RPCListener
 from zuul.scheduler.rpc_handlers import handlers
 
 MAIN = """

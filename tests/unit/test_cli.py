@@ -9,7 +9,7 @@ import pytest
 from tests.fakes.scheduler_rpc import RUNNING_UUID, project_key
 from zuul.cmd import client
 from zuul.lib import encryption, yamlutil
-from zuul.scheduler import rpc_protocol as p
+from zuul.lib import rpc_protocol as p
 
 
 @pytest.fixture

@@ -428,7 +428,7 @@ class DirectRPC:
     def call(self, function, request):
         import json
 
-        from zuul.scheduler import rpc_protocol as p
+        from zuul.lib import rpc_protocol as p
         request = p.RPCRequest.from_json(request.to_json())
         try:
             return json.loads(json.dumps(self.handlers[function](request)))
@@ -437,7 +437,7 @@ class DirectRPC:
 
 
 def test_rpc_build_list_and_delete(setup):
-    from zuul.scheduler import rpc_protocol as p
+    from zuul.lib import rpc_protocol as p
     from zuul.scheduler.images import image_handlers
     scheduler, service, _ = setup
     rpc = DirectRPC(image_handlers(scheduler))

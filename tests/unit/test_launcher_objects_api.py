@@ -13,8 +13,8 @@ import pytest
 from tests.fakes.scheduler_rpc import launcher_layouts
 from tests.unit.test_cli import run  # noqa: F401  (fixture)
 from tests.unit.test_web_api import error_of, get
+from zuul.lib import rpc_protocol as p
 from zuul.scheduler import rpc_handlers
-from zuul.scheduler import rpc_protocol as p
 
 T1 = '/api/tenant/tenant-one'
 

@@ -7,8 +7,8 @@ import urllib.request
 import pytest
 
 from zuul.cmd.web import WebSettings, build_web
-from zuul.scheduler import rpc_protocol as p
-from zuul.scheduler.rpc import RPCListener
+from zuul.lib import rpc_protocol as p
+from zuul.lib.rpc import RPCListener
 
 
 @pytest.fixture

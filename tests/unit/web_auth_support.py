@@ -16,8 +16,8 @@ from types import SimpleNamespace
 
 from zuul.lib import jwt
 from zuul.lib.auth import AuthenticatorConfig, Authenticators
+from zuul.lib.rpc import RPCClient, RPCListener
 from zuul.model.change import Change
-from zuul.scheduler.rpc import RPCClient, RPCListener
 from zuul.scheduler.rpc_handlers import handlers
 from zuul.web import openapi
 from zuul.web.server import ZuulWeb

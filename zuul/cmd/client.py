@@ -34,7 +34,7 @@ import urllib.parse
 import urllib.request
 
 from zuul.cmd import image_commands
-from zuul.scheduler import rpc_protocol as p
+from zuul.lib import rpc_protocol as p
 
 # N,P: a change and patchset; N,SHA: a GitHub pull request and its head.
 _CHANGE_RE = re.compile(r'^\d+,(\d+|[0-9a-f]{7,40})$')
@@ -164,7 +164,7 @@ def web_url(args, config) -> str:
 
 def rpc_call(args, config, function, **fields):
     from zuul.lib.gearlib import GearTLS
-    from zuul.scheduler.rpc import RPCClient
+    from zuul.lib.rpc import RPCClient
     host, port = gearman_address(args, config)
     try:
         client = RPCClient(host, port, timeout=args.timeout, tls=GearTLS.from_config(config))
@@ -371,7 +371,7 @@ def _image_time(ts) -> str:
 
 
 def cmd_image(args, config, out) -> int:
-    from zuul.scheduler import rpc_protocol as p
+    from zuul.lib import rpc_protocol as p
     verb = args.command
     if verb in ('image-build', 'build-image'):
         result = rpc_call(args, config, p.IMAGE_BUILD, tenant=args.tenant, image=args.image)

@@ -66,6 +66,7 @@ class SchedulerService:
         from nodepool.zk.api import NodepoolZooKeeper
         from nodepool.zk.requestor import NodeRequestClient
         from zuul.executor.client import ExecutorClient
+        from zuul.lib.rpc import RPCListener
         from zuul.merger.client import MergeClient
         from zuul.scheduler.builds import ExecutorAdapter
         from zuul.scheduler.connections import ConnectionRegistry
@@ -74,7 +75,6 @@ class SchedulerService:
             NodesAdapter,
             ProviderPublisher,
         )
-        from zuul.scheduler.rpc import RPCListener
         from zuul.scheduler.rpc_handlers import handlers
         from zuul.scheduler.scheduler import Scheduler
 
@@ -289,9 +289,9 @@ def _check_gearman_log_config(conf) -> str | None:
 
 
 def _rpc_reconfigure(conf) -> int:
+    from zuul.lib import rpc_protocol as p
     from zuul.lib.gearlib import GearTLS
-    from zuul.scheduler import rpc_protocol as p
-    from zuul.scheduler.rpc import RPCClient
+    from zuul.lib.rpc import RPCClient
     client = RPCClient(conf.gearman.server, conf.gearman.port, timeout=600,
                        tls=GearTLS.of(conf.gearman))
     try:

@@ -102,7 +102,7 @@ def build_web(settings: WebSettings, webhooks=None):
     """The ZuulWeb for ``settings`` (not started); migrates the history
     schema first so the web never reads an old one."""
     from zuul.lib.auth import Authenticators
-    from zuul.scheduler.rpc import RPCClient
+    from zuul.lib.rpc import RPCClient
     from zuul.web.server import ZuulWeb
     history = None
     if settings.dburi:

@@ -37,7 +37,7 @@ class SemaphoreClient:
     def _client(self):
         with self._lock:
             if self._rpc is None:
-                from zuul.scheduler.rpc import RPCClient
+                from zuul.lib.rpc import RPCClient
                 host, port = self._address
                 self._rpc = RPCClient(host, port, timeout=self._timeout,
                                       name='zuul-executor-semaphores', tls=self._tls)
@@ -47,7 +47,7 @@ class SemaphoreClient:
         """Take ``names`` for this playbook: [] when held now, else the
         names held elsewhere.  RPCError/TimeoutError when the scheduler
         cannot be asked."""
-        from zuul.scheduler import rpc_protocol as p
+        from zuul.lib import rpc_protocol as p
         answer = self._client().call(p.SEMAPHORE_ACQUIRE, p.RPCRequest(
             tenant=tenant, build=build, playbook=playbook, semaphores=list(names)))
         if answer.get('acquired'):
@@ -55,7 +55,7 @@ class SemaphoreClient:
         return list(answer.get('waiting_for') or names)
 
     def release(self, tenant: str, build: str, playbook: str) -> bool:
-        from zuul.scheduler import rpc_protocol as p
+        from zuul.lib import rpc_protocol as p
         answer = self._client().call(p.SEMAPHORE_RELEASE, p.RPCRequest(
             tenant=tenant, build=build, playbook=playbook))
         return bool(answer.get('released'))

@@ -489,9 +489,9 @@ class ImageService:
 
 
 def image_handlers(scheduler) -> dict:
-    """The ``zuul:image_*`` RPC functions (zuul/scheduler/rpc_protocol.py
+    """The ``zuul:image_*`` RPC functions (zuul/lib/rpc_protocol.py
     documents them), answered by ``scheduler.images`` (an ImageService)."""
-    from zuul.scheduler import rpc_protocol as p
+    from zuul.lib import rpc_protocol as p
 
     def service(request):
         if not request.tenant:

@@ -1,5 +1,5 @@
 """The scheduler's answers to the ``zuul:*`` RPC functions
-(zuul/scheduler/rpc_protocol.py documents each shape). Requests that touch
+(zuul/lib/rpc_protocol.py documents each shape). Requests that touch
 queues go through the scheduler's management queue; the read-only ones
 read the current (immutable) tenant layout directly."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 
+from zuul.lib import rpc_protocol as p
 from zuul.model.errors import UnknownNameError
 from zuul.model.freeze import FreezeError, JobFreezer
-from zuul.scheduler import rpc_protocol as p
 
 _CHANGE = re.compile(r'^\d+,(\d+|[0-9a-f]{7,40})$')   # N,P or a pull request's N,SHA
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 
-from zuul.scheduler import rpc_protocol as p
+from zuul.lib import rpc_protocol as p
 
 log = logging.getLogger('zuul.web.actions')
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import cherrypy
 
+from zuul.lib import rpc_protocol as p
 from zuul.lib.auth import Authenticators
-from zuul.scheduler import rpc_protocol as p
 from zuul.web import console, openapi
 from zuul.web.access import AccessDeniedError, AccessPolicy
 from zuul.web.actions import AdminActions, NoContent

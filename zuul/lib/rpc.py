@@ -7,10 +7,10 @@ import threading
 
 import gear
 
+from zuul.lib import rpc_protocol as p
 from zuul.lib.gearlib import GearClient, GearWorker, tls_kwargs
-from zuul.scheduler import rpc_protocol as p
 
-log = logging.getLogger('zuul.scheduler.rpc')
+log = logging.getLogger('zuul.lib.rpc')
 
 
 class RPCListener:

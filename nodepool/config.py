@@ -383,6 +383,9 @@ def _load_provider(c: _Collector, registry, i: int, raw: Any) -> ProviderConfig 
         return None
     for path, message in provider.warnings:
         c.add(where + list(path), message, severity=WARNING)
+    if driver_name == 'static' and 'launch-timeout' in raw:
+        c.add(where + ['launch-timeout'], 'launch-timeout has no effect on a static provider '
+              '(its nodes are never launched)', severity=WARNING)
     return provider
 
 

@@ -244,3 +244,15 @@ def test_config_validate_command(tmp_path, capsys):
     assert client.main(['-c', str(path), 'config-validate']) == 1
     err = capsys.readouterr().err
     assert "driver 'kubernetes' is not supported" in err and f'{path}:3' in err
+
+
+def test_launch_timeout_on_a_static_provider_warns(tmp_path):
+    path = tmp_path / 'nodepool.yaml'
+    path.write_text('labels:\n  - name: a\nproviders:\n  - name: rack\n    driver: static\n'
+                    '    launch-timeout: 60\n    pools:\n      - name: main\n'
+                    '        nodes:\n          - name: host1\n            labels: [a]\n')
+    issues = validate_config(str(path))
+    assert [(i.severity, i.where) for i in issues] == [
+        (WARNING, 'providers[0].launch-timeout')]
+    assert 'never launched' in issues[0].message
+    load_config(str(path))   # a warning, not an error

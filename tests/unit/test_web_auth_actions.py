@@ -29,20 +29,22 @@ def _enqueue(system, number):
     assert system.scheduler.loop.wait_idle(60)
 
 
-REFUSED = [
-    # (what the caller sends, status)
-    ({}, 401),
-    ({'raw_auth': 'Basic YWxpY2U6c2VjcmV0'}, 401),
-    ({'bearer': 'not.a.token'}, 401),
-    ({'bearer': token(groups=['t1'], secret='wrong')}, 401),           # bad signature
-    ({'bearer': token(groups=['t1'], expires_in=-60)}, 401),          # expired
-    ({'bearer': token(groups=['t1'], issuer='https://evil.example')}, 401),
-    ({'bearer': token(groups=['t1'], audience='someone-else')}, 401),
-    ({'bearer': token(groups=['t2'])}, 403),                          # t2's admin
-    ({'bearer': token(sub='carol', groups=['other'])}, 403),          # no admin
-    # a zuul.admin claim from an issuer not allowed to override
-    ({'bearer': token(zuul={'admin': ['t1']})}, 401),
-]
+def refused() -> list:
+    """(what the caller sends, status): tokens made now, so that they
+    have not expired by the time a test late in a long run sends them."""
+    return [
+        ({}, 401),
+        ({'raw_auth': 'Basic YWxpY2U6c2VjcmV0'}, 401),
+        ({'bearer': 'not.a.token'}, 401),
+        ({'bearer': token(groups=['t1'], secret='wrong')}, 401),           # bad signature
+        ({'bearer': token(groups=['t1'], expires_in=-60)}, 401),          # expired
+        ({'bearer': token(groups=['t1'], issuer='https://evil.example')}, 401),
+        ({'bearer': token(groups=['t1'], audience='someone-else')}, 401),
+        ({'bearer': token(groups=['t2'])}, 403),                          # t2's admin
+        ({'bearer': token(sub='carol', groups=['other'])}, 403),          # no admin
+        # a zuul.admin claim from an issuer not allowed to override
+        ({'bearer': token(zuul={'admin': ['t1']})}, 401),
+    ]
 
 ACTIONS = {
     'enqueue': ('POST', '/api/tenant/t1/project/org/app/enqueue',
@@ -70,7 +72,7 @@ def test_refused_callers_change_nothing(system, action):
     _enqueue(system, 2)
     before = _state(system)
     method, path, body = ACTIONS[action]
-    for sent, status in REFUSED:
+    for sent, status in refused():
         got, answer, headers = call(system, method, path, body, **sent)
         assert got == status, (sent, answer)
         if status == 401:
@@ -126,7 +128,7 @@ def test_autohold_create_list_and_delete(system):
     assert status == 200 and [h['id'] for h in listed] == [hold.id]
     assert call(system, 'GET', f'/api/tenant/t1/autohold/{hold.id}')[1]['reason'] == 'debug'
     path = f'/api/tenant/t1/autohold/{hold.id}'
-    for sent, status in REFUSED:
+    for sent, status in refused():
         assert call(system, 'DELETE', path, **sent)[0] == status, sent
     assert [h.id for h in system.scheduler.autoholds.list('t1')] == [hold.id]
     status, answer, _ = call(system, 'DELETE', path, bearer=admin)

@@ -524,6 +524,13 @@ class Quickstart:
             store.get_change(bad.number).status == 'NEW'
         say('The good changes merged and the broken one was rejected.' if ok else
             'Unexpected outcome: see the messages above.')
+        if not ok:
+            # Zuul's last report on each change, whole (its job lines say
+            # which job ended how, and why).
+            for c in changes:
+                reports = [r['message'] for r in store.review_log
+                           if r['change'] == c.number and r['user'] == 'zuul']
+                say(f'last report on change {c.number}:\n{reports[-1] if reports else "(none)"}')
         return ok
 
 

@@ -112,6 +112,13 @@ def timestamp(value) -> float | None:
         return None
 
 
+def _stamp(event: TriggerEvent, value) -> None:
+    """The event's time from GitHub's timestamp, when it has one."""
+    stamp = timestamp(value)
+    if stamp:
+        event.timestamp = stamp
+
+
 def _number(pr: dict) -> int:
     try:
         return int(pr['number'])
@@ -128,9 +135,7 @@ def _pr_event(payload: dict, connection: str, pr: dict, action: str) -> TriggerE
                          newrev=head.get('sha'), change_url=pr.get('html_url'))
     event.ref = f'refs/pull/{event.change_number}/head'
     event.patchset = head.get('sha')   # a pull request's "patchset" is its head
-    stamp = timestamp(pr.get('updated_at'))
-    if stamp:
-        event.timestamp = stamp
+    _stamp(event, pr.get('updated_at'))
     return event
 
 
@@ -162,9 +167,7 @@ def _issue_comment(payload: dict, connection: str) -> TriggerEvent | None:
                          change_number=_number(issue), change_url=issue.get('html_url'),
                          comment=comment.get('body') or '')
     event.ref = f'refs/pull/{event.change_number}/head'
-    stamp = timestamp(comment.get('created_at'))
-    if stamp:
-        event.timestamp = stamp
+    _stamp(event, comment.get('created_at'))
     return event
 
 
@@ -177,9 +180,7 @@ def _review(payload: dict, connection: str) -> TriggerEvent | None:
     event = _pr_event(payload, connection, pr, action)
     event.type = 'pull_request_review'
     event.review_state = str(review.get('state') or '').lower() or None
-    stamp = timestamp(review.get('submitted_at'))
-    if stamp:
-        event.timestamp = stamp
+    _stamp(event, review.get('submitted_at'))
     return event
 
 
@@ -192,9 +193,7 @@ def _status(payload: dict, connection: str) -> TriggerEvent | None:
                          project=_project(payload), action='status', newrev=sha,
                          status=f'{sender}:{payload.get("context") or ""}:'
                                 f'{payload.get("state") or ""}')
-    stamp = timestamp(payload.get('updated_at'))
-    if stamp:
-        event.timestamp = stamp
+    _stamp(event, payload.get('updated_at'))
     return event
 
 

@@ -69,12 +69,8 @@ class SchedulerService:
         from zuul.lib.rpc import RPCListener
         from zuul.merger.client import MergeClient
         from zuul.scheduler.builds import ExecutorAdapter
-        from zuul.scheduler.connections import ConnectionRegistry
         from zuul.scheduler.layouts import Layouts, MergerConfigFetcher
-        from zuul.scheduler.nodes import (
-            NodesAdapter,
-            ProviderPublisher,
-        )
+        from zuul.scheduler.nodes import NodesAdapter, ProviderPublisher
         from zuul.scheduler.rpc_handlers import handlers
         from zuul.scheduler.scheduler import Scheduler
 
@@ -83,15 +79,7 @@ class SchedulerService:
         from zuul.lib.gearlib import GearTLS
         host, port = conf.gearman.server, conf.gearman.port
         tls = GearTLS.of(conf.gearman)
-        self.connections = ConnectionRegistry()
-        drivers, hostnames = {}, {}
-        for name, cc in conf.connections.items():
-            driver = self.registry.get(cc.driver)
-            drivers[name] = cc.driver
-            hostnames[name] = cc.options.get('canonical_hostname') or \
-                cc.options.get('server') or name
-            if hasattr(driver, 'get_connection'):
-                self.connections.add(driver.get_connection(name, cc.options))
+        drivers, hostnames = self._make_connections()
         state_dir = conf.scheduler.state_dir
         os.makedirs(state_dir, exist_ok=True)
         self.zk = NodepoolZooKeeper.from_hosts(self.zk_hosts,
@@ -118,15 +106,7 @@ class SchedulerService:
                                                       requestor='zuul-scheduler')
         self.launcher_node_client.start()
         self.executor_client = ExecutorClient(host, port, tls=tls)
-        stats = history = None
-        if conf.statsd.server:
-            from zuul.lib.stats import SchedulerStats, StatsClient
-            stats = SchedulerStats(StatsClient(conf.statsd.server, conf.statsd.port,
-                                               conf.statsd.prefix))
-        if conf.database.dburi:
-            from zuul.driver.sql.history import BuildHistory
-            history = BuildHistory(conf.database.dburi, conf.database.table_prefix)
-            history.migrate()
+        stats, history = self._stats_and_history()
         self.scheduler = Scheduler(self.layouts, self.connections, self.merge_client,
                                    None, None, stats=stats, history=history)
         self.scheduler.executor = ExecutorAdapter(self.executor_client, self.scheduler,
@@ -161,17 +141,52 @@ class SchedulerService:
             self.scheduler.recent_events.update(since['recent'])
         self.scheduler.start()
         self.images.start()
-        for connection in self.connections.all():
-            # Webhook deliveries (GitHub) wait in ZooKeeper for the leader.
-            if hasattr(connection, 'attach_zookeeper'):
-                connection.attach_zookeeper(self.zk.client)
-                connection.web_root = conf.web.root   # links of statuses, check runs
-        self.connections.start(self.scheduler.add_trigger_event)
-        if since is not None:
-            self._catch_up(since)
+        self._start_connections(since)
         log.info('Scheduler started with tenants %s (%d items restored)',
                  sorted(self.scheduler.tenants), self.scheduler.restored_items)
         return True
+
+    def _make_connections(self) -> tuple[dict, dict]:
+        """The connections of zuul.conf; returns (connection -> driver
+        name, connection -> canonical hostname)."""
+        from zuul.scheduler.connections import ConnectionRegistry
+        self.connections = ConnectionRegistry()
+        drivers, hostnames = {}, {}
+        for name, cc in self.conf.connections.items():
+            driver = self.registry.get(cc.driver)
+            drivers[name] = cc.driver
+            hostnames[name] = cc.options.get('canonical_hostname') or \
+                cc.options.get('server') or name
+            if hasattr(driver, 'get_connection'):
+                self.connections.add(driver.get_connection(name, cc.options))
+        return drivers, hostnames
+
+    def _stats_and_history(self):
+        """The statsd client ([statsd]) and build history ([database]),
+        each None when not configured; the history schema migrated."""
+        conf = self.conf
+        stats = history = None
+        if conf.statsd.server:
+            from zuul.lib.stats import SchedulerStats, StatsClient
+            stats = SchedulerStats(StatsClient(conf.statsd.server, conf.statsd.port,
+                                               conf.statsd.prefix))
+        if conf.database.dburi:
+            from zuul.driver.sql.history import BuildHistory
+            history = BuildHistory(conf.database.dburi, conf.database.table_prefix)
+            history.migrate()
+        return stats, history
+
+    def _start_connections(self, since: dict | None) -> None:
+        """Connections start feeding events (webhook deliveries wait in
+        ZooKeeper for the leader); events missed while no scheduler
+        listened are caught up."""
+        for connection in self.connections.all():
+            if hasattr(connection, 'attach_zookeeper'):
+                connection.attach_zookeeper(self.zk.client)
+                connection.web_root = self.conf.web.root   # links of statuses, check runs
+        self.connections.start(self.scheduler.add_trigger_event)
+        if since is not None:
+            self._catch_up(since)
 
     def _catch_up(self, since: dict) -> None:
         """Events that happened while no scheduler listened (a restart,

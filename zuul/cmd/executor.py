@@ -12,7 +12,6 @@ import argparse
 import configparser
 import os
 import signal
-import sys
 import threading
 
 from zuul.executor.server import ExecutorServer
@@ -44,7 +43,7 @@ def socket_path(config: configparser.ConfigParser, settings: ExecutorSettings) -
 
 def main(argv=None) -> int:
     from zuul.cmd import PidFile, daemonize, setup_logging
-    from zuul.lib.commandsocket import CommandSocket, send_command
+    from zuul.lib.commandsocket import CommandSocket, run_command
     parser = argparse.ArgumentParser(prog='zuul-executor', description=__doc__)
     parser.add_argument('-c', dest='config', default='/etc/zuul/zuul.conf')
     parser.add_argument('-d', dest='foreground', action='store_true',
@@ -61,13 +60,7 @@ def main(argv=None) -> int:
     except ValueError as e:  # a bad [executor] value: say which, no traceback
         parser.error(f'{args.config}: {e}')
     if args.command:
-        try:
-            answer = send_command(socket_path(config, settings), args.command)
-        except OSError as e:
-            print(f'zuul-executor: {e}', file=sys.stderr)
-            return 1
-        print(answer)
-        return 0 if answer == 'ok' else 1
+        return run_command('zuul-executor', socket_path(config, settings), args.command)
     if not args.foreground:
         daemonize()
     setup_logging(config.get('executor', 'log_config', fallback=None), args.foreground)

@@ -8,27 +8,9 @@ from __future__ import annotations
 
 import time
 
+from zuul.driver.filter_util import FilterRegex, age_seconds, as_list, compile_all
 from zuul.driver.gerrit.checks import event_checker, scheme_of
-from zuul.lib.regex import compile_regex
 from zuul.model.events import TriggerEvent
-
-
-def _as_list(value) -> list:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-class _Regex:
-    """A filter pattern (zuul/lib/regex.py: RE2, ``{regex, negate}``, and
-    a leading negative lookahead). Pipelines are trusted config, so other
-    patterns RE2 refuses fall back to Python's re."""
-
-    def __init__(self, spec):
-        self.regex, _ = compile_regex(spec, trusted=True)
-
-    def search(self, text) -> bool:
-        return self.regex.search(text or '')
 
 
 def _pop_first(conf: dict, *keys):
@@ -41,19 +23,6 @@ def _pop_first(conf: dict, *keys):
     return found
 
 
-def _compile_all(values) -> list:
-    return [_Regex(v) for v in _as_list(values)]
-
-
-def _age_seconds(text) -> int:
-    """'2d', '12h', '30m', '45s', '1w' -> seconds (Gerrit style)."""
-    units = {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}
-    text = str(text).strip()
-    if text and text[-1] in units:
-        return int(text[:-1]) * units[text[-1]]
-    return int(text)
-
-
 class ApprovalFilter:
     """One entry of ``approval``/``require-approval``/``reject-approval``:
     a label with a value (or list of values), optionally by username or
@@ -63,12 +32,12 @@ class ApprovalFilter:
         conf = dict(conf)
         # Released spellings: username/email, and the older username-filter /
         # email-filter (also with underscores).
-        self.username = _compile_all(_pop_first(conf, 'username', 'username-filter',
+        self.username = compile_all(_pop_first(conf, 'username', 'username-filter',
                                                 'username_filter'))
-        self.email = _compile_all(_pop_first(conf, 'email', 'email-filter', 'email_filter'))
+        self.email = compile_all(_pop_first(conf, 'email', 'email-filter', 'email_filter'))
         self.newer_than = conf.pop('newer-than', None)
         self.older_than = conf.pop('older-than', None)
-        self.labels = {label: [int(v) for v in _as_list(value)] for label, value in conf.items()}
+        self.labels = {label: [int(v) for v in as_list(value)] for label, value in conf.items()}
 
     def matches(self, approval: dict, now: float | None = None) -> bool:
         by = approval.get('by') or {}
@@ -80,9 +49,9 @@ class ApprovalFilter:
             return False
         granted = approval.get('grantedOn')
         now = now or time.time()
-        if self.newer_than and granted and now - float(granted) > _age_seconds(self.newer_than):
+        if self.newer_than and granted and now - float(granted) > age_seconds(self.newer_than):
             return False
-        if self.older_than and granted and now - float(granted) < _age_seconds(self.older_than):
+        if self.older_than and granted and now - float(granted) < age_seconds(self.older_than):
             return False
         for label, values in self.labels.items():
             if approval.get('type') != label and approval.get('description') != label:
@@ -103,20 +72,20 @@ class GerritEventFilter:
 
     def __init__(self, conf: dict, connection: str = ''):
         self.connection = connection
-        self.types = [_Regex(f'^(?:{t})$') for t in _as_list(conf.get('event'))]
-        self.branches = _compile_all(conf.get('branch'))
-        self.refs = _compile_all(conf.get('ref'))
+        self.types = [FilterRegex(f'^(?:{t})$') for t in as_list(conf.get('event'))]
+        self.branches = compile_all(conf.get('branch'))
+        self.refs = compile_all(conf.get('ref'))
         self.ignore_deletes = conf.get('ignore-deletes', True)
-        self.comments = _compile_all(conf.get('comment') or conf.get('comment_filter'))
-        self.emails = _compile_all(conf.get('email') or conf.get('email-filter') or
+        self.comments = compile_all(conf.get('comment') or conf.get('comment_filter'))
+        self.emails = compile_all(conf.get('email') or conf.get('email-filter') or
                                    conf.get('email_filter'))
-        self.usernames = _compile_all(conf.get('username') or conf.get('username-filter') or
+        self.usernames = compile_all(conf.get('username') or conf.get('username-filter') or
                                       conf.get('username_filter'))
-        self.approvals = [ApprovalFilter(a) for a in _as_list(conf.get('approval'))]
+        self.approvals = [ApprovalFilter(a) for a in as_list(conf.get('approval'))]
         self.require_approvals = [ApprovalFilter(a) for a in
-                                  _as_list(conf.get('require-approval'))]
+                                  as_list(conf.get('require-approval'))]
         self.reject_approvals = [ApprovalFilter(a) for a in
-                                 _as_list(conf.get('reject-approval'))]
+                                 as_list(conf.get('reject-approval'))]
         require = conf.get('require')
         reject = conf.get('reject')
         self.require = GerritRequirement(require) if require else None
@@ -125,8 +94,8 @@ class GerritEventFilter:
         # UUID before the colon) a pending-check event must name.
         self.uuid = conf.get('uuid')
         self.scheme = conf.get('scheme')
-        self.hashtags_added = _compile_all(conf.get('added'))
-        self.hashtags_removed = _compile_all(conf.get('removed'))
+        self.hashtags_added = compile_all(conf.get('added'))
+        self.hashtags_removed = compile_all(conf.get('removed'))
 
     def matches(self, event: TriggerEvent, change=None) -> bool:
         return self.matches_event(event) and self._matches_change(change)
@@ -192,12 +161,12 @@ class GerritRequirement:
 
     def __init__(self, conf: dict, reject: bool = False):
         self.reject = reject
-        self.approvals = [ApprovalFilter(a) for a in _as_list(conf.get('approval'))]
+        self.approvals = [ApprovalFilter(a) for a in as_list(conf.get('approval'))]
         self.open = conf.get('open')
         self.current_patchset = conf.get('current-patchset')
         self.wip = conf.get('wip')
-        self.statuses = _as_list(conf.get('status'))
-        self.hashtags = _compile_all(conf.get('hashtags'))
+        self.statuses = as_list(conf.get('status'))
+        self.hashtags = compile_all(conf.get('hashtags'))
 
     def _conditions(self, change):
         for a in self.approvals:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from zuul.driver.gerrit.filters import _age_seconds, _as_list, _compile_all
+from zuul.driver.filter_util import age_seconds, as_list, compile_all
 from zuul.model.events import TriggerEvent
 
 
@@ -18,12 +18,12 @@ class ReviewFilter:
     review (username/email regexes, older-than/newer-than, type, permission)."""
 
     def __init__(self, conf: dict):
-        self.username = _compile_all(conf.get('username'))
-        self.email = _compile_all(conf.get('email'))
+        self.username = compile_all(conf.get('username'))
+        self.email = compile_all(conf.get('email'))
         self.older_than = conf.get('older-than')
         self.newer_than = conf.get('newer-than')
-        self.types = [str(t).lower() for t in _as_list(conf.get('type'))]
-        self.permissions = [str(p).lower() for p in _as_list(conf.get('permission'))]
+        self.types = [str(t).lower() for t in as_list(conf.get('type'))]
+        self.permissions = [str(p).lower() for p in as_list(conf.get('permission'))]
 
     def matches(self, review: dict, now: float | None = None) -> bool:
         if self.username and not any(r.search(review.get('username') or '')
@@ -47,9 +47,9 @@ class ReviewFilter:
         if submitted is None:
             return not (self.older_than or self.newer_than)
         age = now - float(submitted)
-        if self.newer_than and age > _age_seconds(self.newer_than):
+        if self.newer_than and age > age_seconds(self.newer_than):
             return False
-        if self.older_than and age < _age_seconds(self.older_than):
+        if self.older_than and age < age_seconds(self.older_than):
             return False
         return True
 
@@ -63,13 +63,13 @@ class GithubRequirement:
 
     def __init__(self, conf: dict, reject: bool = False):
         self.reject = reject
-        self.reviews = [ReviewFilter(r) for r in _as_list(conf.get('review'))]
+        self.reviews = [ReviewFilter(r) for r in as_list(conf.get('review'))]
         self.open = conf.get('open')
         self.merged = conf.get('merged')
         self.current_patchset = conf.get('current-patchset')
         self.draft = conf.get('draft')
-        self.statuses = _compile_all(conf.get('status'))
-        self.labels = [str(label) for label in _as_list(conf.get('label'))]
+        self.statuses = compile_all(conf.get('status'))
+        self.labels = [str(label) for label in as_list(conf.get('label'))]
 
     def _conditions(self, change):
         for review in self.reviews:
@@ -101,18 +101,18 @@ class GithubEventFilter:
 
     def __init__(self, conf: dict, connection: str = ''):
         self.connection = connection
-        self.types = [str(t) for t in _as_list(conf.get('event'))]
-        actions = [str(a) for a in _as_list(conf.get('action'))]
+        self.types = [str(t) for t in as_list(conf.get('event'))]
+        actions = [str(a) for a in as_list(conf.get('action'))]
         # ``requested`` is released Zuul's deprecated alias of rerequested.
         self.actions = ['rerequested' if a == 'requested' else a for a in actions]
-        self.branches = _compile_all(conf.get('branch'))
-        self.refs = _compile_all(conf.get('ref'))
-        self.comments = _compile_all(conf.get('comment'))
-        self.labels = [str(label) for label in _as_list(conf.get('label'))]
-        self.unlabels = [str(label) for label in _as_list(conf.get('unlabel'))]
-        self.states = [str(s).lower() for s in _as_list(conf.get('state'))]
-        self.statuses = _compile_all(conf.get('status'))
-        self.checks = _compile_all(conf.get('check'))
+        self.branches = compile_all(conf.get('branch'))
+        self.refs = compile_all(conf.get('ref'))
+        self.comments = compile_all(conf.get('comment'))
+        self.labels = [str(label) for label in as_list(conf.get('label'))]
+        self.unlabels = [str(label) for label in as_list(conf.get('unlabel'))]
+        self.states = [str(s).lower() for s in as_list(conf.get('state'))]
+        self.statuses = compile_all(conf.get('status'))
+        self.checks = compile_all(conf.get('check'))
         self.debug = bool(conf.get('debug'))
         require, reject = conf.get('require'), conf.get('reject')
         if require is None and conf.get('require-status'):

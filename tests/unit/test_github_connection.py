@@ -281,3 +281,14 @@ def test_a_status_event_finds_its_pull_request_by_head(connection, github):
                                   'repository': {'full_name': 'acme/widget'}}, 'github')
     ref = connection.get_change_for_event(push)
     assert (ref.ref, ref.newrev, ref.branch) == ('refs/heads/main', '2' * 40, 'main')
+
+
+def test_the_merge_method_follows_the_projects_merge_mode(connection, github):
+    _arrange_pull(github)
+    change = connection.lookup_change('acme/widget', '7')
+    connection.merge_mode_for = lambda item: 'rebase'
+    item = SimpleNamespace(change=change, event_id='e', tenant_name='t',
+                           current_build_set=SimpleNamespace(builds={}))
+    GithubReporter(connection, {'merge': True, 'comment': False}).report(
+        item, SimpleNamespace(name='gate'), 'success', 'ok')
+    assert github.repo('acme/widget')['merges'] == [{'number': 7, 'method': 'rebase'}]

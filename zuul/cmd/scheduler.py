@@ -184,6 +184,7 @@ class SchedulerService:
             if hasattr(connection, 'attach_zookeeper'):
                 connection.attach_zookeeper(self.zk.client)
                 connection.web_root = self.conf.web.root   # links of statuses, check runs
+                connection.merge_mode_for = self._merge_mode
         self.connections.start(self.scheduler.add_trigger_event)
         if since is not None:
             self._catch_up(since)

@@ -81,6 +81,9 @@ class GithubConnection:
         self.queue = None
         self._thread = None
         self.web_root: str | None = None   # zuul.conf [web] root, set by the scheduler
+        # item -> the project's merge-mode (set by the scheduler): the
+        # method the merge reporter asks GitHub for.
+        self.merge_mode_for = None
 
     def __repr__(self):
         return f'<GithubConnection {self.name} {self.server}>'

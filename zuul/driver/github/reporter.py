@@ -88,7 +88,9 @@ class GithubReporter:
         if self.review:
             self.connection.review(change, _REVIEW_EVENTS[self.review], self.review_body)
         if self.merge:
-            self.connection.merge(change, getattr(item, 'merge_mode', None), message)
+            mode_of = getattr(self.connection, 'merge_mode_for', None)
+            mode = getattr(item, 'merge_mode', None) or (mode_of(item) if mode_of else None)
+            self.connection.merge(change, mode, message)
 
 
 def _first_line(message: str) -> str:

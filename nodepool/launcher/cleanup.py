@@ -52,6 +52,9 @@ from nodepool.zk.records import (
 log = logging.getLogger('nodepool.launcher.cleanup')
 
 
+CACHE_SYNC_WAIT = 10.0   # seconds a full pass waits for a resyncing cache
+
+
 class CleanupWorker(threading.Thread):
     def __init__(self, launcher):
         super().__init__(daemon=True, name='cleanup')
@@ -116,6 +119,13 @@ class CleanupWorker(threading.Thread):
     def run_pass(self, full: bool, min_ready: bool = True) -> None:
         steps = [self._node_states if full else self._quick_node_states]
         if full:
+            # A pass over a cache still resyncing after a reconnect would
+            # miss records whose reads failed while disconnected (a node
+            # created as the session went): wait for the resync.
+            for cache in (self.launcher.node_cache, self.launcher.request_cache):
+                if not cache.wait_synced(CACHE_SYNC_WAIT):
+                    log.warning('Cleanup: the %s cache is not synced after %ss; '
+                                'this pass may miss records', cache.root, CACHE_SYNC_WAIT)
             steps += [self.static.sync, self._leaked_instances, self._provider_leaks,
                       self._lost_requests, self._stale_request_locks]
         if min_ready:

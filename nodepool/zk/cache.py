@@ -80,7 +80,10 @@ class RecordCache:
         elif state == KazooState.CONNECTED and not self._stopped:
             # No ZooKeeper calls in a state listener: resync elsewhere.
             # After a mere disconnect kazoo re-arms our watches; after an
-            # expiry they are gone.  Resync both times: it is cheap.
+            # expiry they are gone.  Resync both times: it is cheap.  Reads
+            # that failed while disconnected are only repaired by it, so
+            # the cache is not "synced" until it has run.
+            self.synced.clear()
             threading.Thread(target=self._resync_quietly, daemon=True,
                              name=f'cache-resync{self.root}').start()
 
@@ -92,6 +95,11 @@ class RecordCache:
             log.info('Resync of %s interrupted: %s', self.root, e.__class__.__name__)
         except Exception:
             log.exception('Resync of %s failed', self.root)
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Wait until the cache mirrors ZooKeeper again after a
+        reconnect; False if it still does not after ``timeout``."""
+        return self.synced.wait(timeout)
 
     def _resync(self) -> None:
         if self._stopped:

@@ -60,17 +60,40 @@ def _waiting(item, job, build) -> str | None:
     return None
 
 
-def item_status(item: m.QueueItem, estimates=None, now: float | None = None) -> dict:
-    """One queue item; ``remaining_time`` (ms) is the longest remaining
-    time of its jobs, ``enqueue_time`` (ms since the epoch) when it entered
-    the pipeline."""
-    change = item.change
-    number = getattr(change, 'number', None)
+def item_remaining(jobs: list[dict]) -> int | None:
+    """An item's expected time to finish (ms): the longest chain of its
+    unfinished jobs, a running job counting its remaining time and a job
+    not started yet its whole estimate after the jobs it depends on.
+    None when no unfinished job has an estimate (nothing to go by)."""
+    by_name = {j['name']: j for j in jobs}
+    memo: dict[str, int] = {}
+    known = False
+
+    def finish(name: str, seen: frozenset) -> int:
+        nonlocal known
+        job = by_name.get(name)
+        if job is None or job['result'] is not None or name in seen:
+            return 0
+        if name not in memo:
+            if job['start_time'] is not None:
+                own = job['remaining_time'] or 0
+                known = known or job['remaining_time'] is not None
+                memo[name] = own
+            else:
+                own = int((job['estimated_time'] or 0) * 1000)
+                known = known or job['estimated_time'] is not None
+                memo[name] = own + max((finish(d, seen | {name})
+                                        for d in job['dependencies']), default=0)
+        return memo[name]
+
+    longest = max((finish(j['name'], frozenset()) for j in jobs), default=0)
+    return longest if known else None
+
+
+def failing_reasons(item: m.QueueItem) -> list[str]:
+    """Why the item will not succeed, in released Zuul's words; an item
+    behind a failing one is failing too (it was tested with it)."""
     bs = item.current_build_set
-    jobs = [job_status(item, j, estimates, now) for j in bs.jobs or ()]
-    # finished jobs (remaining 0) say nothing about when the item ends
-    remaining = [j['remaining_time'] for j in jobs
-                 if j['remaining_time'] is not None and j['result'] is None]
     failing = []
     if bs.unable_to_merge:
         failing.append('it has a merge conflict')
@@ -78,6 +101,20 @@ def item_status(item: m.QueueItem, estimates=None, now: float | None = None) -> 
         failing.append('it has an invalid configuration')
     if item.did_any_voting_job_fail():
         failing.append('at least one job failed')
+    if any(ahead.live and ahead.is_failing() for ahead in item.items_ahead()):
+        failing.append('a needed change is failing')
+    return failing
+
+
+def item_status(item: m.QueueItem, estimates=None, now: float | None = None,
+                pipeline: str | None = None) -> dict:
+    """One queue item; ``remaining_time`` (ms) is its expected time to
+    finish (item_remaining), ``enqueue_time`` (ms since the epoch) when it
+    entered the pipeline, ``pipeline`` the pipeline it is in."""
+    change = item.change
+    number = getattr(change, 'number', None)
+    bs = item.current_build_set
+    jobs = [job_status(item, j, estimates, now) for j in bs.jobs or ()]
     return {
         'id': f'{number},{change.patchset}' if number else change.describe(),
         'item_id': item.id, 'event_id': item.event_id,
@@ -88,8 +125,8 @@ def item_status(item: m.QueueItem, estimates=None, now: float | None = None) -> 
         'live': item.live, 'active': bs.merge_state != m.MERGE_NEW,
         'enqueue_time': _ms(item.enqueue_time),
         'item_ahead': _id(item.item_ahead), 'items_behind': [_id(i) for i in item.items_behind],
-        'failing_reasons': failing, 'zuul_ref': bs.uuid,
-        'remaining_time': max(remaining) if remaining else None,
+        'failing_reasons': failing_reasons(item), 'zuul_ref': bs.uuid,
+        'remaining_time': item_remaining(jobs), 'pipeline': pipeline,
         'jobs': jobs,
     }
 
@@ -131,7 +168,7 @@ def pipeline_status(manager, estimates=None, now: float | None = None) -> dict:
     for queue in manager.queues:
         queues.append({
             'name': queue_name(queue), 'window': queue.window,
-            'heads': [[item_status(i, estimates, now) for i in chain]
+            'heads': [[item_status(i, estimates, now, p.name) for i in chain]
                       for chain in queue_heads(queue)],
         })
     return {'name': p.name, 'description': getattr(p, 'description', None) or '',

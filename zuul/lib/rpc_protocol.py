@@ -28,7 +28,8 @@ RPC_VERSION = 1
 #   "label": str}], "groups": [...]}|str|null, "run": [str], "pre_run": [str],
 #   "post_run": [str], "roles": [...], "required_projects": [str],
 #   "dependencies": [str], "variables": {...}, "secrets": [str] (names only,
-#   never values), "tags": [str], "files": [str], "irrelevant_files": [str]}
+#   never values), "semaphores": [str], "tags": [str], "files": [str],
+#   "irrelevant_files": [str]}
 
 # tenant, pipeline, project, change ("N,P"; the project must own it).
 # -> {"tenant": str, "pipeline": str, "project": str, "change": "N,P"}
@@ -154,6 +155,27 @@ SEMAPHORE_ACQUIRE = 'zuul:semaphore_acquire'
 # tenant, build, playbook. -> {"released": bool (it held any)}
 SEMAPHORE_RELEASE = 'zuul:semaphore_release'
 SEMAPHORE_FUNCTIONS = (SEMAPHORE_ACQUIRE, SEMAPHORE_RELEASE)
+
+# zuul-web's configuration views (zuul/scheduler/config_views.py); kept
+# apart from ALL_FUNCTIONS like AUTH_FUNCTIONS below.
+# tenant, pipeline, project, branch (optional: the project's default
+# branch). Every job the project runs there, frozen (file matchers are
+# not applied), in dependency order.
+# -> [{"name": str, "dependencies": [{"name": str, "soft": bool}]}]
+FREEZE_JOBS = 'zuul:freeze_jobs'
+# tenant. -> [{"name": str, "global": bool, "max": int, "holders": {
+#   "count": int (all holders, every tenant for a global one),
+#   "this_tenant": [{"buildset_uuid": str, "job_name": str} | {"build_uuid":
+#     str, "playbook": str}], "other_tenants": int}}], sorted by name.
+SEMAPHORE_LIST = 'zuul:semaphore_list'
+# tenant. Nodepool's nodes, without those allocated to another tenant.
+# -> [{"id": str, "type": [str], "label": str, "provider": str,
+#   "connection_type": str, "external_id": str|null, "state": str,
+#   "state_time": float, "comment": str|null, "hold_job": str|null}]
+NODE_LIST = 'zuul:node_list'
+# tenant. The labels Nodepool's launchers serve. -> [{"name": str}]
+NODEPOOL_LABEL_LIST = 'zuul:nodepool_label_list'
+CONFIG_VIEW_FUNCTIONS = (FREEZE_JOBS, SEMAPHORE_LIST, NODE_LIST, NODEPOOL_LABEL_LIST)
 
 # Functions zuul-web's authenticated actions added (kept apart from
 # ALL_FUNCTIONS, which the test scheduler stand-in serves one by one).

@@ -27,6 +27,8 @@ def handlers(scheduler, layouts, keystore=None) -> dict:
     }
     table.update(launcher_handlers(h._layout))
     table.update(semaphore_handlers(scheduler))
+    from zuul.scheduler.config_views import config_view_handlers
+    table.update(config_view_handlers(scheduler, layouts))
     from zuul.scheduler.images import image_handlers
     table.update(image_handlers(scheduler))
     return table
@@ -100,6 +102,7 @@ def variant_dict(job) -> dict:
         'dependencies': _names(a.get('dependencies')),
         'variables': _plain(a.get('vars') or {}),
         'secrets': [s.alias for s in job.secrets],
+        'semaphores': list(a.get('semaphores') or ()),
         'tags': list(a.get('tags') or ()), 'files': list(a.get('files') or ()),
         'irrelevant_files': list(a.get('irrelevant_files') or ()),
     }

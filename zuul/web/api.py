@@ -21,6 +21,7 @@ from zuul.lib.auth import Authenticators
 from zuul.web import console, openapi
 from zuul.web.access import AccessDeniedError, AccessPolicy
 from zuul.web.actions import AdminActions, NoContent
+from zuul.web.config_api import ConfigViewsAPI
 from zuul.web.errors import HTTPError
 
 log = logging.getLogger('zuul.web')
@@ -93,6 +94,7 @@ class ZuulWebAPI:
         self.authenticators = authenticators or Authenticators()
         self.enforce_access = enforce_access
         self.actions = AdminActions(self)
+        self.config_views = ConfigViewsAPI(self)   # zuul/web/config_api.py
 
     def access_policy(self) -> AccessPolicy:
         return AccessPolicy(self.authenticators, lambda: self._call(p.AUTH_RULES))
@@ -147,6 +149,9 @@ class ZuulWebAPI:
                 if self.authenticators else None}
 
     def _tenant_route(self, tenant, what, rest, kw):
+        result = self.config_views.route(tenant, what, rest, kw)
+        if result is not None:
+            return result
         no_args = {'status': self.status, 'jobs': self.jobs, 'projects': self.projects,
                    'pipelines': self.pipelines, 'config-errors': self.config_errors,
                    'autohold': self.autoholds}

@@ -77,8 +77,8 @@ def test_history_on_postgresql_through_the_web(postgres, rpc_client):
     from zuul.driver.sql.history import BuildHistory
     from zuul.web.server import ZuulWeb
     history = BuildHistory(postgres, table_prefix='zuul_')
-    assert history.migrate() == 1
-    assert history.migrate() == 1  # idempotent
+    assert history.migrate() == 2
+    assert history.migrate() == 2  # idempotent
     uuids = fill_history(history)
     web = ZuulWeb('127.0.0.1', 0, rpc_client, history)
     web.start()

@@ -10,7 +10,7 @@ from zuul.model.change import Change
 @pytest.fixture
 def history(tmp_path):
     h = BuildHistory(f'sqlite:///{tmp_path}/history.db', table_prefix='t_')
-    assert h.migrate() == 1
+    assert h.migrate() == 2
     return h
 
 
@@ -30,8 +30,8 @@ def _item(number, results):
 
 
 def test_migrate_is_idempotent(history):
-    assert history.schema_version() == 1
-    assert history.migrate() == 1
+    assert history.schema_version() == 2
+    assert history.migrate() == 2
 
 
 def test_record_and_query_with_filters_and_paging(history):

@@ -16,6 +16,13 @@ from dataclasses import dataclass
 
 import cherrypy
 
+from zuul.driver.sql.history import (
+    BUILD_RESULTS,
+    BUILD_SORT_KEYS,
+    BUILDSET_RESULTS,
+    BUILDSET_SORT_KEYS,
+    BuildQuery,
+)
 from zuul.lib import rpc_protocol as p
 from zuul.lib.auth import Authenticators
 from zuul.web import console, openapi
@@ -28,15 +35,17 @@ log = logging.getLogger('zuul.web')
 
 _CHANGE_RE = re.compile(r'^\d+$')
 _CHANGE_PS_RE = re.compile(r'^\d+,\d+$')
-_RESULT_RE = re.compile(r'^[A-Z_]+$')
 _NAME_RE = re.compile(r'^[^\x00-\x1f]+$')
 
-BUILD_FILTERS = ('project', 'pipeline', 'job_name', 'change', 'patchset', 'result',
-                 'uuid', 'branch')
+# Query parameters of /builds and /buildsets (released Zuul's names).
+BUILD_FILTERS = ('project', 'pipeline', 'job_name', 'change', 'patchset', 'ref', 'newrev',
+                 'result', 'uuid', 'branch', 'nodeset', 'voting', 'held', 'final', 'complete')
+BUILDSET_FILTERS = ('project', 'pipeline', 'change', 'patchset', 'ref', 'newrev', 'result',
+                    'uuid', 'branch', 'complete')
+_BOOLEANS = {'true': True, '1': True, 'yes': True, 'false': False, '0': False, 'no': False}
 # /api/tenant/<t>/<what> -> RPC function listing seed 001's config objects.
 LAUNCHER_OBJECT_ROUTES = {kind: function for function, kind in p.LAUNCHER_LISTS.items()}
 IMAGE_BUILD_ROUTES = {'image-builds': p.IMAGE_BUILD_LIST, 'image-uploads': p.IMAGE_UPLOAD_LIST}
-BUILDSET_FILTERS = ('project', 'pipeline', 'change', 'result', 'uuid', 'branch')
 
 
 @dataclass
@@ -312,41 +321,64 @@ class ZuulWebAPI:
         self._check_tenant(tenant)
 
     @staticmethod
-    def _filters(kw, allowed):
+    def _filters(kw, allowed, results, sort_keys) -> BuildQuery:
+        """The BuildQuery of a /builds or /buildsets request; 400 for an
+        unknown parameter or a value of the wrong kind."""
         kw = dict(kw)
-        if 'job' in kw:  # the short name the issue and CLI use
+        if 'job' in kw and 'job_name' in allowed:  # the short name the CLI uses
             kw.setdefault('job_name', kw.pop('job'))
-        unknown = set(kw) - set(allowed) - {'limit', 'skip'}
+        unknown = set(kw) - set(allowed) - {'limit', 'skip', 'sort'}
         if unknown:
             raise HTTPError(400, f'unknown filter(s): {", ".join(sorted(unknown))}')
+        for key, value in kw.items():
+            if not isinstance(value, str):
+                raise HTTPError(400, f'give {key} once')
         f = {k: kw[k] for k in allowed if kw.get(k)}
         if 'change' in f:
             if not _CHANGE_RE.match(f['change']):
                 raise HTTPError(400, f'change must be a number, not "{f["change"]}"')
             f['change'] = int(f['change'])
-        if 'result' in f and not _RESULT_RE.match(f['result']):
-            raise HTTPError(400, f'invalid result "{f["result"]}"')
-        return f
+        if 'result' in f:
+            f['result'] = f['result'].upper()
+            if f['result'] not in results:
+                raise HTTPError(400, f'invalid result "{kw["result"]}"; one of '
+                                     f'{", ".join(sorted(results))}')
+        for key in ('voting', 'held', 'final', 'complete'):
+            if key in f:
+                if f[key].lower() not in _BOOLEANS:
+                    raise HTTPError(400, f'{key} must be true or false, not "{f[key]}"')
+                f[key] = _BOOLEANS[f[key].lower()]
+        sort = kw.get('sort') or '-id'
+        if sort.lstrip('-') not in sort_keys:
+            raise HTTPError(400, f'cannot sort by "{sort}"; sort by one of '
+                                 f'{", ".join(sort_keys)} (prefix - for descending)')
+        return BuildQuery(**f, sort=sort, limit=_int_param(kw, 'limit', 50, 1),
+                          offset=_int_param(kw, 'skip', 0, 0, 10 ** 7))
 
     def builds(self, tenant, kw):
         self._require_history(tenant)
-        f = self._filters(kw, BUILD_FILTERS)
-        return self.history.get_builds(tenant, limit=_int_param(kw, 'limit', 50, 1),
-                                       offset=_int_param(kw, 'skip', 0, 0, 10 ** 7), **f)
+        query = self._filters(kw, BUILD_FILTERS, BUILD_RESULTS, BUILD_SORT_KEYS)
+        return self.history.get_builds(tenant, query)
 
     def buildsets(self, tenant, kw):
         self._require_history(tenant)
-        f = self._filters(kw, BUILDSET_FILTERS)
-        return self.history.get_buildsets(tenant, limit=_int_param(kw, 'limit', 50, 1),
-                                          offset=_int_param(kw, 'skip', 0, 0, 10 ** 7), **f)
+        query = self._filters(kw, BUILDSET_FILTERS, BUILDSET_RESULTS, BUILDSET_SORT_KEYS)
+        return self.history.get_buildsets(tenant, query)
 
     def build(self, tenant, uuid):
+        """One build, its artifacts, and its reruns: the other builds of
+        the same job in the same buildset (retried attempts), oldest first."""
         self._require_history(tenant)
         rows = self.history.get_builds(tenant, uuid=uuid, limit=1)
         if not rows:
             raise HTTPError(404, f'no build {uuid} in tenant {tenant}')
         build = rows[0]
         build['artifacts'] = self.history.get_build_artifacts(uuid)
+        attempts = self.history.get_builds(tenant, buildset_uuid=build['buildset']['uuid'],
+                                           job_name=build['job_name'], sort='id', limit=100)
+        build['reruns'] = [{'uuid': b['uuid'], 'result': b['result'], 'final': b['final'],
+                            'start_time': b['start_time']}
+                           for b in attempts if b['uuid'] != uuid]
         return build
 
     def buildset(self, tenant, uuid):
@@ -355,10 +387,8 @@ class ZuulWebAPI:
         if not rows:
             raise HTTPError(404, f'no buildset {uuid} in tenant {tenant}')
         buildset = rows[0]
-        # BuildHistory has no buildset filter; narrow by project and pipeline.
-        candidates = self.history.get_builds(tenant, project=buildset['project'],
-                                             pipeline=buildset['pipeline'], limit=1000)
-        buildset['builds'] = [b for b in candidates if b['buildset']['uuid'] == uuid]
+        buildset['builds'] = self.history.get_builds(tenant, buildset_uuid=uuid, sort='id',
+                                                     limit=1000)
         return buildset
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+from dataclasses import dataclass, fields
 
 import sqlalchemy as sa
 
@@ -74,7 +75,72 @@ def _migration_1(conn, tables, metadata):
                                       tables['artifact']])
 
 
-MIGRATIONS = [_migration_1]
+# Indexes for the web's queries (builds and buildsets of a tenant, newest
+# first, narrowed by any filter): each leads with what a filter pins and
+# ends with the id the newest-first order walks.
+_INDEXES = {
+    'buildset': [('tenant', 'id'), ('tenant', 'project', 'id'), ('tenant', 'pipeline', 'id'),
+                 ('tenant', 'change', 'patchset'), ('tenant', 'ref'), ('tenant', 'newrev'),
+                 ('tenant', 'branch', 'id'), ('tenant', 'result', 'id')],
+    'build': [('job_name', 'id'), ('result', 'id'), ('buildset_id', 'job_name'),
+              ('end_time',), ('start_time',)],
+}
+
+
+def _migration_2(conn, tables, metadata):
+    """Indexes for the build and buildset queries of zuul-web."""
+    for key, column_sets in _INDEXES.items():
+        table = tables[key]
+        for columns in column_sets:
+            name = f'{table.name}_{"_".join(columns)}_idx'
+            sa.Index(name, *(table.c[c] for c in columns)).create(conn)
+
+
+MIGRATIONS = [_migration_1, _migration_2]
+
+# Results a build or buildset can record (released Zuul's names); a
+# query for any other answers 400 rather than an empty list.
+BUILD_RESULTS = frozenset({
+    'SUCCESS', 'FAILURE', 'ERROR', 'POST_FAILURE', 'RETRY_LIMIT', 'TIMED_OUT',
+    'NODE_FAILURE', 'MERGER_FAILURE', 'MERGE_CONFLICT', 'MERGE_FAILURE', 'CONFIG_ERROR',
+    'SKIPPED', 'CANCELED', 'ABORTED', 'RETRY', 'DISK_FULL', 'LOST', 'NO_JOBS', 'DEQUEUED',
+    'DISABLED'})
+BUILDSET_RESULTS = BUILD_RESULTS | {'DEQUEUE', 'START', 'ENQUEUE', 'MESSAGE'}
+# sort=<key> (ascending) or sort=-<key> (descending) of the builds list.
+BUILD_SORT_KEYS = ('id', 'start_time', 'end_time', 'duration', 'job_name', 'result',
+                   'project', 'pipeline', 'change')
+BUILDSET_SORT_KEYS = ('id', 'first_build_start_time', 'last_build_end_time', 'duration',
+                      'project', 'pipeline', 'change', 'result')
+
+
+@dataclass
+class BuildQuery:
+    """Filters of a builds or buildsets query; None means "any".
+
+    ``voting``, ``held``, ``final`` and ``complete`` are booleans;
+    ``complete`` false asks for builds without a result.  ``sort`` is a
+    key of BUILD_SORT_KEYS (BUILDSET_SORT_KEYS), ``-`` first for
+    descending; the default is newest first."""
+
+    project: str | None = None
+    pipeline: str | None = None
+    job_name: str | None = None
+    change: int | None = None
+    patchset: str | None = None
+    ref: str | None = None
+    newrev: str | None = None
+    branch: str | None = None
+    result: str | None = None
+    uuid: str | None = None
+    buildset_uuid: str | None = None
+    nodeset: str | None = None
+    voting: bool | None = None
+    held: bool | None = None
+    final: bool | None = None
+    complete: bool | None = None
+    sort: str = '-id'
+    limit: int = 50
+    offset: int = 0
 
 
 def _dt(ts: float | None):
@@ -157,14 +223,27 @@ class BuildHistory:
                 self._insert_build(conn, buildset_id, build)
         return buildset_id
 
-    def _insert_build(self, conn, buildset_id: int, build) -> None:
+    def record_build(self, buildset_uuid: str, build, final: bool = False) -> bool:
+        """Add one build to a recorded buildset: an earlier attempt of a
+        retried job (``final`` False), so the build page can link the
+        reruns. False when no buildset ``buildset_uuid`` is recorded."""
+        s = self.tables['buildset']
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(s.c.id).where(s.c.uuid == buildset_uuid)).first()
+            if row is None:
+                return False
+            self._insert_build(conn, row[0], build, final)
+        return True
+
+    def _insert_build(self, conn, buildset_id: int, build, final: bool = True) -> None:
         t = self.tables
         build_id = conn.execute(sa.insert(t['build']).values(
             buildset_id=buildset_id, uuid=build.uuid, job_name=build.job.name,
             result=build.result, start_time=_dt(build.start_time),
             end_time=_dt(build.end_time), voting=build.job.voting, log_url=build.log_url,
-            error_detail=build.error_detail, final=True, held=False,
-            nodeset=None)).inserted_primary_key[0]
+            error_detail=build.error_detail, final=final,
+            held=bool(getattr(build, 'held', False)),
+            nodeset=getattr(build, 'nodeset', None))).inserted_primary_key[0]
         artifacts = (build.result_data.get('zuul') or {}).get('artifacts') or []
         for art in artifacts:
             conn.execute(sa.insert(t['artifact']).values(
@@ -173,21 +252,63 @@ class BuildHistory:
 
     # -- reading --------------------------------------------------------------
 
-    def get_builds(self, tenant: str, project=None, pipeline=None, job_name=None,
-                   change=None, patchset=None, result=None, uuid=None, branch=None,
-                   limit: int = 50, offset: int = 0) -> list[dict]:
+    def _duration(self, start, end):
+        """end - start as a sortable number (seconds or days) on this engine."""
+        dialect = self.engine.dialect.name
+        if dialect == 'sqlite':
+            return sa.func.julianday(end) - sa.func.julianday(start)
+        if dialect == 'mysql':
+            return sa.func.timestampdiff(sa.text('SECOND'), start, end)
+        return end - start
+
+    @staticmethod
+    def _query(query: BuildQuery | None, filters: dict) -> BuildQuery:
+        query = query or BuildQuery()
+        if filters:
+            names = {f.name for f in fields(BuildQuery)}
+            unknown = set(filters) - names
+            if unknown:
+                raise TypeError(f'unknown build filter(s): {", ".join(sorted(unknown))}')
+            query = BuildQuery(**{**query.__dict__, **filters})
+        return query
+
+    @staticmethod
+    def _order(query: BuildQuery, columns: dict):
+        key = query.sort.lstrip('-')
+        if key not in columns:
+            raise ValueError(f'cannot sort by {key!r}')
+        column = columns[key]
+        if query.sort.startswith('-'):
+            return [column.desc(), columns['id'].desc()]
+        return [column.asc(), columns['id'].asc()]
+
+    def get_builds(self, tenant: str, query: BuildQuery | None = None,
+                   **filters) -> list[dict]:
+        """Builds of ``tenant`` matching ``query`` (or the same fields
+        given as keywords), as dicts of the web API."""
+        query = self._query(query, filters)
         b, s = self.tables['build'], self.tables['buildset']
         q = sa.select(b, s.c.tenant, s.c.pipeline, s.c.project, s.c.change, s.c.patchset,
                       s.c.ref, s.c.branch, s.c.ref_url, s.c.newrev, s.c.event_id,
                       s.c.uuid.label('buildset_uuid')).join(s, b.c.buildset_id == s.c.id)
         q = q.where(s.c.tenant == tenant)
-        for column, value in ((s.c.project, project), (s.c.pipeline, pipeline),
-                              (b.c.job_name, job_name), (s.c.change, change),
-                              (s.c.patchset, patchset), (b.c.result, result),
-                              (b.c.uuid, uuid), (s.c.branch, branch)):
+        for column, value in ((s.c.project, query.project), (s.c.pipeline, query.pipeline),
+                              (b.c.job_name, query.job_name), (s.c.change, query.change),
+                              (s.c.patchset, query.patchset), (s.c.ref, query.ref),
+                              (s.c.newrev, query.newrev), (b.c.result, query.result),
+                              (b.c.uuid, query.uuid), (s.c.branch, query.branch),
+                              (s.c.uuid, query.buildset_uuid), (b.c.nodeset, query.nodeset),
+                              (b.c.voting, query.voting), (b.c.held, query.held),
+                              (b.c.final, query.final)):
             if value is not None:
                 q = q.where(column == value)
-        q = q.order_by(b.c.id.desc()).limit(limit).offset(offset)
+        if query.complete is not None:
+            q = q.where(b.c.result.is_not(None) if query.complete else b.c.result.is_(None))
+        columns = {'id': b.c.id, 'start_time': b.c.start_time, 'end_time': b.c.end_time,
+                   'duration': self._duration(b.c.start_time, b.c.end_time),
+                   'job_name': b.c.job_name, 'result': b.c.result, 'project': s.c.project,
+                   'pipeline': s.c.pipeline, 'change': s.c.change}
+        q = q.order_by(*self._order(query, columns)).limit(query.limit).offset(query.offset)
         with self.engine.connect() as conn:
             return [self._build_dict(row._mapping) for row in conn.execute(q)]
 
@@ -205,21 +326,35 @@ class BuildHistory:
         d['buildset'] = {'uuid': row['buildset_uuid']}
         return d
 
-    def get_buildsets(self, tenant: str, project=None, pipeline=None, change=None,
-                      result=None, uuid=None, branch=None, limit: int = 50,
-                      offset: int = 0) -> list[dict]:
+    def get_buildsets(self, tenant: str, query: BuildQuery | None = None,
+                      **filters) -> list[dict]:
+        """Buildsets of ``tenant`` matching ``query`` (job, voting, held,
+        final and nodeset do not apply to buildsets)."""
+        query = self._query(query, filters)
         s = self.tables['buildset']
         q = sa.select(s).where(s.c.tenant == tenant)
-        for column, value in ((s.c.project, project), (s.c.pipeline, pipeline),
-                              (s.c.change, change), (s.c.result, result),
-                              (s.c.uuid, uuid), (s.c.branch, branch)):
+        for column, value in ((s.c.project, query.project), (s.c.pipeline, query.pipeline),
+                              (s.c.change, query.change), (s.c.patchset, query.patchset),
+                              (s.c.ref, query.ref), (s.c.newrev, query.newrev),
+                              (s.c.result, query.result), (s.c.uuid, query.uuid),
+                              (s.c.branch, query.branch)):
             if value is not None:
                 q = q.where(column == value)
-        q = q.order_by(s.c.id.desc()).limit(limit).offset(offset)
+        if query.complete is not None:
+            q = q.where(s.c.result.is_not(None) if query.complete else s.c.result.is_(None))
+        columns = {'id': s.c.id, 'first_build_start_time': s.c.first_build_start_time,
+                   'last_build_end_time': s.c.last_build_end_time,
+                   'duration': self._duration(s.c.first_build_start_time,
+                                              s.c.last_build_end_time),
+                   'project': s.c.project, 'pipeline': s.c.pipeline, 'change': s.c.change,
+                   'result': s.c.result}
+        q = q.order_by(*self._order(query, columns)).limit(query.limit).offset(query.offset)
         with self.engine.connect() as conn:
             rows = [dict(r._mapping) for r in conn.execute(q)]
         for r in rows:
             r.pop('id')
+            start, end = r['first_build_start_time'], r['last_build_end_time']
+            r['duration'] = (end - start).total_seconds() if start and end else None
             for k in ('first_build_start_time', 'last_build_end_time', 'updated'):
                 r[k] = _iso(r[k])
         return rows

@@ -59,7 +59,8 @@ def test_status_page_shows_a_running_gate(zuul_web, fake_scheduler, tmp_path):
     # and its age is how long it has been queued (5 minutes)
     first = gate[gate.index('data-change="1,2"'):gate.index('data-change="2,1"')]
     assert 'class="change-eta" title="expected time to finish">ETA ~1 min<' in first
-    assert re.search(r'class="change-age" title="time in queue">queued 5m \d\ds<', first)
+    assert re.search(r'class="change-age" datetime="[\d\-T:.]+Z" title="enqueued [^"]+">'
+                     r'queued 5m \d\ds<', first)
     assert re.findall(r'style="width: (\d+)%"', first) == ['100', '50']
     # the check pipeline's per-change queue has a name
     check = _section(dom, 'check')

@@ -2,11 +2,19 @@
 
     /api/...                  JSON API (zuul/web/api.py)
     /t/<tenant>/status        the self-refreshing status page
+    /t/<tenant>/status/change/<N,P>  the same for one change
     /t/<tenant>/builds        build history
     /t/<tenant>/build/<uuid>  one build
     /logs/<uuid>/...          finished builds' logs from [web] log_root (zuul/web/logs.py)
     /static/...               the pages' JS and CSS (zuul/web/static/)
     /                         the tenant list
+
+Cache headers: pages ``no-cache`` (they name the current static files),
+/static/ files ``public, max-age=<static_cache_expiry>`` (the pages ask
+for them with a ``?v=<content hash>``, so a new release is fetched at
+once), the status API ``max-age=1`` (many pages poll it; never ``public``:
+a tenant's access-rules may make it private), the rest of the API
+``no-cache``.
 
 The application is served by cheroot directly rather than through
 cherrypy's process-wide engine, so one process (a test) can run several
@@ -15,9 +23,12 @@ independent servers.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import html
 import logging
 import os
+import re
 import threading
 
 import cherrypy
@@ -39,13 +50,27 @@ PAGES = {
 }
 
 
+_STATUS_API_RE = re.compile(r'^/api/tenant/[^/]+/status(/change/[^/]+)?$')
+
+
+@functools.lru_cache(maxsize=1)
+def static_version() -> str:
+    """A hash of the static files: the ``?v=`` of the pages' links, so a
+    browser holding cached files of another release fetches them anew."""
+    digest = hashlib.sha1()
+    for name in sorted(os.listdir(STATIC_DIR)):
+        with open(os.path.join(STATIC_DIR, name), 'rb') as f:
+            digest.update(name.encode() + b'\0' + f.read())
+    return digest.hexdigest()[:12]
+
+
 def render_page(page: str, tenant: str = '', arg: str = '') -> str:
     title, script = PAGES[page]
     with open(os.path.join(STATIC_DIR, 'page.html'), encoding='utf-8') as f:
         template = f.read()
     values = {'title': html.escape(f'{title} - {tenant}' if tenant else title),
               'tenant': html.escape(tenant), 'arg': html.escape(arg),
-              'page': page, 'script': script}
+              'page': page, 'script': script, 'version': static_version()}
     for key, value in values.items():
         template = template.replace('{{' + key + '}}', value)
     return template
@@ -69,6 +94,9 @@ class PageRoot:
         if page == 'build' and len(rest) == 1:
             self._check_tenant(tenant)
             return render_page('build', tenant, rest[0])
+        if page == 'status' and len(rest) == 2 and rest[0] == 'change':
+            self._check_tenant(tenant)
+            return render_page('status', tenant, rest[1])
         if page in ('status', 'builds') and not rest:
             self._check_tenant(tenant)
             return render_page(page, tenant)
@@ -83,6 +111,24 @@ class PageRoot:
             raise cherrypy.HTTPError(404, f'Unknown tenant {tenant}')
 
 
+def _cache_headers() -> None:
+    """The Cache-Control of a page or API answer (see the module doc);
+    an answer that set its own (a live log stream) keeps it."""
+    headers = cherrypy.response.headers
+    path = cherrypy.request.path_info
+    if path.startswith('/static/') or 'Cache-Control' in headers:
+        return
+    if _STATUS_API_RE.match(path) and str(cherrypy.response.status).startswith('200'):
+        headers['Cache-Control'] = 'max-age=1'
+    else:
+        headers['Cache-Control'] = 'no-cache'
+    if path.startswith('/api/'):
+        headers['Vary'] = 'Authorization'
+
+
+cherrypy.tools.zuul_cache_headers = cherrypy.Tool('before_finalize', _cache_headers)
+
+
 def build_app(api: ZuulWebAPI, log_root: str | None = None,
               static_cache_expiry: int = 3600) -> cherrypy.Application:
     """``static_cache_expiry`` ([web] static_cache_expiry): the
@@ -90,7 +136,8 @@ def build_app(api: ZuulWebAPI, log_root: str | None = None,
     root = PageRoot(api)
     root.logs = LogsRoot(log_root)  # /logs
     config = {
-        '/': {'tools.encode.on': True, 'tools.encode.encoding': 'utf-8'},
+        '/': {'tools.encode.on': True, 'tools.encode.encoding': 'utf-8',
+              'tools.zuul_cache_headers.on': True},
         '/static': {'tools.staticdir.on': True, 'tools.staticdir.dir': STATIC_DIR,
                     'tools.response_headers.on': True,
                     'tools.response_headers.headers': [

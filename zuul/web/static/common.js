@@ -21,11 +21,38 @@ const zuul = {
     return node;
   },
 
-  async getJSON(path) {
-    const response = await fetch(path, {cache: 'no-store'});
-    const body = await response.json();
-    if (!response.ok) throw new Error(body.error || response.statusText);
-    return body;
+  // The admin token pasted at "Log in" (login.js), for this tab only.
+  TOKEN_KEY: 'zuul.token',
+
+  token() {
+    return sessionStorage.getItem(zuul.TOKEN_KEY);
+  },
+
+  // fetch() with the token, if any; the answer's JSON, or an Error with
+  // the server's message and the HTTP status (error.status).
+  async request(method, path, body) {
+    const headers = {};
+    const token = zuul.token();
+    if (token) headers.Authorization = `Bearer ${token}`;
+    const init = {method, headers, cache: 'no-store'};
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    const response = await fetch(path, init);
+    const text = await response.text();
+    let value = null;
+    try { value = text ? JSON.parse(text) : null; } catch (e) { value = null; }
+    if (!response.ok) {
+      const error = new Error((value && value.error) || response.statusText);
+      error.status = response.status;
+      throw error;
+    }
+    return value;
+  },
+
+  getJSON(path) {
+    return zuul.request('GET', path);
   },
 
   api(path) {

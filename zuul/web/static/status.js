@@ -1,9 +1,14 @@
 'use strict';
-// The status page: pipelines, their shared queues drawn as queues, each
-// change with its position and age, and each job's state with a progress
-// bar from its expected duration. Polls the status API every few seconds.
+// The status page: pipelines, their shared queues drawn as queues (a line
+// down the left joins each change to the one it is tested behind), each
+// change with its position, time queued, ETA and each job's progress bar
+// from its expected duration. Polls the status API every few seconds
+// while the tab is visible. /t/<t>/status/change/<N,P> shows one change.
+// Logged-in admins (login.js) get Dequeue and Promote buttons.
 
 const REFRESH_MS = 5000;
+const CHANGE_ID_RE = /^\d+,\d+$/;
+const state = {status: null, items: null, timer: null, busy: false, message: null};
 
 function jobState(job) {
   if (job.result) return job.result;
@@ -27,7 +32,11 @@ function progressBar(job) {
   }
   const state = job.result ? job.result.toLowerCase() : (job.start_time ? 'running' : 'queued');
   const title = cls ? 'no estimate yet' : `${percent}%`;
-  return zuul.el('div', {class: 'progress', title},
+  // an indeterminate bar has no value (WAI-ARIA progressbar)
+  return zuul.el('div', {class: 'progress', title, role: 'progressbar',
+                         'aria-label': `${job.name} progress`, 'aria-valuemin': '0',
+                         'aria-valuemax': '100', 'aria-valuenow': cls ? null : String(percent),
+                         'aria-valuetext': cls ? 'running, no estimate yet' : null},
     zuul.el('div', {class: `progress-bar bar-${state}${cls}`, style: `width: ${percent}%`,
                     'data-percent': percent}));
 }
@@ -57,67 +66,254 @@ function jobRow(job) {
     zuul.el('span', {class: `job-state state-${cls}`}, state + remaining));
 }
 
-function changeBox(item, position, now) {
-  const age = item.enqueue_time ? `queued ${zuul.duration(now - item.enqueue_time)}` : '';
-  const title = item.url ? zuul.el('a', {href: item.url}, item.id) : item.id;
-  const failing = item.failing_reasons && item.failing_reasons.length;
-  return zuul.el('li', {class: `change${item.live ? '' : ' non-live'}${failing ? ' failing' : ''}`,
-                        'data-change': item.id, 'data-position': position},
-    zuul.el('div', {class: 'change-header'},
-      zuul.el('span', {class: 'position'}, `#${position}`),
-      zuul.el('span', {class: 'change-id'}, title),
-      zuul.el('span', {class: 'change-project'}, item.project),
-      zuul.el('span', {class: 'change-age', title: 'time in queue'}, age),
-      item.remaining_time ? zuul.el('span', {class: 'change-eta',
-        title: 'expected time to finish'}, `ETA ${eta(item.remaining_time)}`) : null),
-    failing ? zuul.el('div', {class: 'failing-reasons'},
-      'Failing because ' + item.failing_reasons.join(', ')) : null,
-    item.live ? zuul.el('ul', {class: 'jobs'}, (item.jobs || []).map(jobRow)) : null);
+// What the item's badge says: released Zuul's icons, in words.
+function itemHealth(item) {
+  const reasons = item.failing_reasons || [];
+  const own = reasons.filter((r) => r !== 'a needed change is failing');
+  if (own.length) return ['failing', 'Failing'];
+  if (reasons.length) return ['behind-failing', 'Behind a failing change'];
+  if (!item.live) return ['non-live', 'Needed by the change behind'];
+  if (!item.active) return ['waiting', 'Waiting'];
+  return ['succeeding', 'Succeeding'];
 }
 
-function queueBox(queue, now) {
+function changeLink(item) {
+  return item.url ? zuul.el('a', {href: item.url, class: 'review-link',
+                                  title: 'the change in its code review'}, item.id) : item.id;
+}
+
+function statusLink(item) {
+  if (!CHANGE_ID_RE.test(item.id) || zuul.arg) return null;
+  return zuul.el('a', {class: 'change-status-link', 'aria-label': `status of ${item.id} only`,
+    href: `/t/${encodeURIComponent(zuul.tenant)}/status/change/${item.id}`}, 'status');
+}
+
+function changeBox(item, position, now, pipeline) {
+  const [health, healthText] = itemHealth(item);
+  const enqueued = item.enqueue_time ? new Date(item.enqueue_time) : null;
+  const failing = (item.failing_reasons || []).length;
+  return zuul.el('li', {class: `change health-${health}${item.live ? '' : ' non-live'}`
+                          + `${failing ? ' failing' : ''}`,
+                        'data-change': item.id, 'data-position': position,
+                        'data-project': item.project,
+                        'aria-label': `${item.id} ${item.project}: ${healthText}`},
+    zuul.el('div', {class: 'change-header'},
+      zuul.el('span', {class: 'position'}, `#${position}`),
+      zuul.el('span', {class: `health-badge badge-${health}`}, healthText),
+      zuul.el('span', {class: 'change-id'}, changeLink(item)),
+      zuul.el('span', {class: 'change-project'}, item.project),
+      statusLink(item),
+      enqueued ? zuul.el('time', {class: 'change-age', datetime: enqueued.toISOString(),
+        title: `enqueued ${enqueued.toLocaleString()}`},
+        `queued ${zuul.duration(now - item.enqueue_time)}`) : null,
+      item.remaining_time ? zuul.el('span', {class: 'change-eta',
+        title: 'expected time to finish'}, `ETA ${eta(item.remaining_time)}`) : null),
+    item.item_ahead ? zuul.el('div', {class: 'depends-on'}, `tested behind ${item.item_ahead}`)
+      : null,
+    failing ? zuul.el('div', {class: 'failing-reasons'},
+      'Failing because ' + item.failing_reasons.join(', ')) : null,
+    adminButtons(item, position, pipeline),
+    item.live ? zuul.el('ul', {class: 'jobs', 'aria-label': `jobs of ${item.id}`},
+      (item.jobs || []).map(jobRow)) : null);
+}
+
+// -- admin actions ------------------------------------------------------------
+
+function projectPath(project) {
+  return project.split('/').map(encodeURIComponent).join('/');
+}
+
+function adminButtons(item, position, pipeline) {
+  const name = pipeline ? pipeline.name : item.pipeline;
+  if (!zuul.auth || !zuul.auth.admin || !item.live || !name) return null;
+  const target = CHANGE_ID_RE.test(item.id) ? {change: item.id} : {ref: item.ref};
+  const buttons = [actionButton('dequeue', item, `Dequeue ${item.id} from ${name}?`,
+    () => zuul.request('POST', zuul.api(`project/${projectPath(item.project)}/dequeue`),
+                       {pipeline: name, ...target}))];
+  if (pipeline && pipeline.manager === 'dependent' && position > 1 && target.change) {
+    buttons.push(actionButton('promote', item, `Promote ${item.id} to the head of ${name}?`,
+      () => zuul.request('POST', zuul.api('promote'), {pipeline: name, changes: [item.id]})));
+  }
+  return zuul.el('div', {class: 'admin-actions'}, buttons);
+}
+
+function actionButton(action, item, question, run) {
+  const label = action[0].toUpperCase() + action.slice(1);
+  const button = zuul.el('button', {type: 'button', class: `action-${action}`,
+    'data-focus-key': `${action}:${item.pipeline}:${item.id}`,
+    'aria-label': `${label} ${item.id}`}, label);
+  button.addEventListener('click', async () => {
+    if (!window.confirm(question)) return;
+    button.disabled = true;
+    try {
+      await run();
+      showMessage(`${label}d ${item.id}.`, false);
+    } catch (e) {
+      showMessage(`${label} of ${item.id} failed (${e.status || 'error'}): ${e.message}`, true);
+    }
+    refresh();
+  });
+  return button;
+}
+
+function showMessage(text, isError) {
+  state.message = text;
+  const box = document.getElementById('action-message');
+  box.textContent = text;
+  box.className = isError ? 'error' : 'notice';
+  box.setAttribute('role', isError ? 'alert' : 'status');
+}
+
+// -- filter ---------------------------------------------------------------------
+
+function filterTerms() {
+  const value = new URLSearchParams(window.location.search).get('filter') || '';
+  return value.toLowerCase().split(/[\s,]+/).filter((t) => t);
+}
+
+// Terms are ORed; "1,2" is one change (a comma between digits is kept).
+function matches(item, terms) {
+  if (!terms.length) return true;
+  const fields = [item.project, item.id, item.ref || ''].map((f) => String(f).toLowerCase());
+  return terms.some((term) => fields.some((f) => f.includes(term)));
+}
+
+function filterBox() {
+  const value = new URLSearchParams(window.location.search).get('filter') || '';
+  const input = zuul.el('input', {type: 'search', id: 'filter', value,
+    placeholder: 'project or change, e.g. org/project 1234,1'});
+  input.addEventListener('input', () => {
+    const url = new URL(window.location.href);
+    if (input.value.trim()) url.searchParams.set('filter', input.value.trim());
+    else url.searchParams.delete('filter');
+    window.history.replaceState(null, '', url);
+    render();
+  });
+  return zuul.el('div', {class: 'toolbar', role: 'search'},
+    zuul.el('label', {for: 'filter'}, 'Filter'), input);
+}
+
+// -- pipelines --------------------------------------------------------------------
+
+function queueBox(queue, now, pipeline, terms) {
   const items = queue.heads.flat();
   const name = queue.name || [...new Set(items.map((i) => i.project))].join(', ');
   const heads = queue.heads.map((head) => {
     let position = 0;
-    return zuul.el('ol', {class: 'queue-head'}, head.map((item) => {
+    const boxes = [];
+    for (const item of head) {
       if (item.live) position += 1;
-      return changeBox(item, position, now);
-    }));
-  });
+      if (matches(item, terms)) boxes.push(changeBox(item, position, now, pipeline));
+    }
+    return boxes.length ? zuul.el('ol', {class: 'queue-head'}, boxes) : null;
+  }).filter((h) => h);
+  if (!heads.length) return null;
   return zuul.el('div', {class: 'change-queue', 'data-queue': name},
     zuul.el('div', {class: 'queue-name'}, `Queue: ${name}`,
       queue.window ? ` (window ${queue.window})` : '', ` — ${items.length} item(s)`),
     heads);
 }
 
-function pipelineBox(pipeline, now) {
-  const queues = pipeline.change_queues.filter((q) => q.heads.length);
-  const count = queues.reduce((n, q) => n + q.heads.flat().length, 0);
-  return zuul.el('section', {class: 'pipeline', 'data-pipeline': pipeline.name},
-    zuul.el('h2', {}, pipeline.name, zuul.el('span', {class: 'count'}, String(count))),
+function pipelineBox(pipeline, now, terms) {
+  const queues = pipeline.change_queues.map((q) => queueBox(q, now, pipeline, terms))
+    .filter((q) => q);
+  if (terms.length && !queues.length) return null;
+  const count = pipeline.change_queues.reduce((n, q) => n + q.heads.flat().length, 0);
+  const heading = `pipeline-${pipeline.name}`;
+  return zuul.el('section', {class: 'pipeline', 'data-pipeline': pipeline.name,
+                             'aria-labelledby': heading},
+    zuul.el('h2', {id: heading}, pipeline.name,
+      zuul.el('span', {class: 'count', 'aria-label': `${count} items`}, String(count))),
     pipeline.description ? zuul.el('p', {class: 'description'}, pipeline.description) : null,
-    queues.map((q) => queueBox(q, now)));
+    queues);
+}
+
+function summary(status) {
+  const length = (q) => (q ? q.length : 0);
+  return `Queue lengths: ${length(status.trigger_event_queue)} events, `
+    + `${length(status.management_event_queue)} management events, `
+    + `${length(status.result_event_queue)} results.`;
+}
+
+function renderPipelines(now) {
+  const terms = filterTerms();
+  const boxes = state.status.pipelines.map((p) => pipelineBox(p, now, terms)).filter((b) => b);
+  document.getElementById('summary').textContent = summary(state.status);
+  return boxes.length ? boxes : zuul.el('p', {class: 'empty'}, 'No item matches the filter.');
+}
+
+function renderChange(now) {
+  if (!state.items.length) {
+    return zuul.el('p', {class: 'empty'}, `Change ${zuul.arg} is not in any pipeline.`);
+  }
+  return state.items.map((item) => zuul.el('section', {class: 'pipeline',
+      'data-pipeline': item.pipeline || '', 'aria-label': `${item.pipeline || ''} pipeline`},
+    zuul.el('h2', {}, item.pipeline || 'pipeline'),
+    zuul.el('ol', {class: 'queue-head'}, changeBox(item, 1, now, null))));
+}
+
+// Replace the pipelines, keeping keyboard focus on the same control.
+function render() {
+  if (!state.status && !state.items) return;
+  const focusKey = document.activeElement && document.activeElement.dataset
+    ? document.activeElement.dataset.focusKey : null;
+  const now = Date.now();
+  const content = zuul.arg ? renderChange(now) : renderPipelines(now);
+  document.getElementById('pipelines').replaceChildren(...[content].flat());
+  if (focusKey) {
+    const again = document.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`);
+    if (again) again.focus();
+  }
+  document.getElementById('updated').textContent =
+    `Updated ${new Date(now).toLocaleTimeString()}`;
+  document.body.dataset.loaded = 'yes';
+  document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
+}
+
+function layout() {
+  const title = zuul.arg ? zuul.el('h1', {}, `Change ${zuul.arg}`,
+    ' ', zuul.el('a', {href: `/t/${encodeURIComponent(zuul.tenant)}/status`}, '(all changes)'))
+    : zuul.el('h1', {class: 'visually-hidden'}, `Status of ${zuul.tenant}`);
+  zuul.show(title, zuul.arg ? null : filterBox(),
+    zuul.el('p', {class: 'summary'}, zuul.el('span', {id: 'summary'}), ' ',
+            zuul.el('span', {id: 'updated'})),
+    zuul.el('p', {id: 'action-message', role: 'status'}),
+    zuul.el('div', {id: 'status-error', role: 'alert'}),
+    zuul.el('div', {class: 'pipelines', id: 'pipelines'}));
 }
 
 async function refresh() {
+  clearTimeout(state.timer);
+  state.timer = null;
   try {
-    const status = await zuul.getJSON(zuul.api('status'));
-    const now = Date.now();
-    zuul.show(
-      zuul.el('p', {class: 'summary'},
-        `Queue lengths: ${status.trigger_event_queue ? status.trigger_event_queue.length : 0}`
-        + ' events, '
-        + `${status.management_event_queue ? status.management_event_queue.length : 0}`
-        + ' management events, '
-        + `${status.result_event_queue ? status.result_event_queue.length : 0} results.`),
-      zuul.el('div', {class: 'pipelines', id: 'pipelines'},
-        status.pipelines.map((p) => pipelineBox(p, now))));
-    document.body.dataset.loaded = 'yes';
+    if (zuul.arg) {
+      state.items = await zuul.getJSON(zuul.api(`status/change/${encodeURIComponent(zuul.arg)}`));
+    } else {
+      state.status = await zuul.getJSON(zuul.api('status'));
+    }
+    document.getElementById('status-error').replaceChildren();
+    render();
   } catch (e) {
-    zuul.show(zuul.error(`Cannot load the status: ${e.message}`));
+    document.getElementById('status-error').replaceChildren(
+      zuul.error(`Cannot load the status: ${e.message}`));
   }
-  setTimeout(refresh, REFRESH_MS);
+  schedule();
 }
 
+// Poll only while the tab is visible; coming back refreshes at once.
+function schedule() {
+  if (!document.hidden && state.timer === null) state.timer = setTimeout(refresh, REFRESH_MS);
+}
+
+document.addEventListener('visibilitychange', () => {
+  if (document.hidden) {
+    clearTimeout(state.timer);
+    state.timer = null;
+  } else {
+    refresh();
+  }
+});
+document.addEventListener('zuul-auth', render);
+
+layout();
 refresh();

@@ -140,6 +140,20 @@ class ZuulWebAPI:
             return TextResult(openapi.spec_text())
         raise HTTPError(404, f'no such endpoint: /api/{"/".join(parts)}')
 
+    def check_read(self, tenant: str, authorization: str | None = None) -> None:
+        """HTTPError unless ``tenant`` exists (404) and, with
+        ``enforce_access``, this caller may read it (401/403); for
+        endpoints outside ``dispatch`` (the console websocket)."""
+        if not _NAME_RE.match(tenant):
+            raise HTTPError(400, 'invalid tenant name')
+        try:
+            if self.enforce_access:
+                self.access_policy().check_read(tenant, authorization)
+        except AccessDeniedError as e:
+            headers = {'WWW-Authenticate': e.www_authenticate} if e.www_authenticate else {}
+            raise HTTPError(e.status, e.message, headers) from None
+        self._check_tenant(tenant)
+
     @staticmethod
     def _only_get(request) -> None:
         if request.method not in ('GET', 'HEAD'):

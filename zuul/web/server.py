@@ -5,6 +5,8 @@
     /t/<tenant>/status/change/<N,P>  the same for one change
     /t/<tenant>/builds        build history
     /t/<tenant>/build/<uuid>  one build
+    /t/<tenant>/buildsets, /t/<tenant>/buildset/<uuid>  buildsets
+    /t/<tenant>/stream/<uuid> a running build's live log (websocket)
     /logs/<uuid>/...          finished builds' logs from [web] log_root (zuul/web/logs.py)
     /static/...               the pages' JS and CSS (zuul/web/static/)
     /                         the tenant list
@@ -35,7 +37,9 @@ import cherrypy
 from cheroot import wsgi
 
 from zuul.web.api import APIRoot, HTTPError, ZuulWebAPI
+from zuul.web.console import ConsoleStreamSocket
 from zuul.web.logs import LogsRoot
+from zuul.web.websocket import install as install_websockets
 
 log = logging.getLogger('zuul.web.server')
 
@@ -47,6 +51,9 @@ PAGES = {
     'builds': ('Builds', 'builds.js'),
     'build': ('Build', 'build.js'),
     'tenants': ('Tenants', 'tenants.js'),
+    'buildsets': ('Buildsets', 'buildsets.js'),
+    'buildset': ('Buildset', 'buildset.js'),
+    'stream': ('Live log', 'stream.js'),
 }
 
 
@@ -91,6 +98,12 @@ class PageRoot:
     def t(self, tenant=None, page=None, *rest, **kw):
         if not tenant or not page:
             raise cherrypy.HTTPError(404, 'no such page')
+        if page in ('buildset', 'stream') and len(rest) == 1:
+            self._check_tenant(tenant)
+            return render_page(page, tenant, rest[0])
+        if page == 'buildsets' and not rest:
+            self._check_tenant(tenant)
+            return render_page(page, tenant)
         if page == 'build' and len(rest) == 1:
             self._check_tenant(tenant)
             return render_page('build', tenant, rest[0])
@@ -159,6 +172,8 @@ class ZuulWeb:
         self.app = build_app(self.api, log_root, static_cache_expiry)
         self.server = wsgi.Server((listen_address, port), self.app, numthreads=10,
                                   server_name='zuul-web')
+        # /api/tenant/<t>/console-stream also as a websocket (zuul/web/websocket.py)
+        install_websockets(self.server, [ConsoleStreamSocket(self.api).route()])
         # cheroot's selector loop wakes this often; stop() waits for it
         # (0.5 s by default, which dominated test teardown).
         self.server.expiration_interval = 0.1

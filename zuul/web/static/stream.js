@@ -1,0 +1,2 @@
+'use strict';
+// placeholder: filled in by the next commit

@@ -173,9 +173,7 @@ SEMAPHORE_LIST = 'zuul:semaphore_list'
 #   "connection_type": str, "external_id": str|null, "state": str,
 #   "state_time": float, "comment": str|null, "hold_job": str|null}]
 NODE_LIST = 'zuul:node_list'
-# tenant. The labels Nodepool's launchers serve. -> [{"name": str}]
-NODEPOOL_LABEL_LIST = 'zuul:nodepool_label_list'
-CONFIG_VIEW_FUNCTIONS = (FREEZE_JOBS, SEMAPHORE_LIST, NODE_LIST, NODEPOOL_LABEL_LIST)
+CONFIG_VIEW_FUNCTIONS = (FREEZE_JOBS, SEMAPHORE_LIST, NODE_LIST)
 
 # Functions zuul-web's authenticated actions added (kept apart from
 # ALL_FUNCTIONS, which the test scheduler stand-in serves one by one).

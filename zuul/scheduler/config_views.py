@@ -1,7 +1,7 @@
 """The scheduler's answers for zuul-web's configuration views that need
 more than the layout tables rpc_handlers.py lists: a project-pipeline's
-job graph, the semaphores with their holders, and the Nodepool nodes
-and labels. zuul/lib/rpc_protocol.py documents each shape."""
+job graph, the semaphores with their holders, and Nodepool's nodes.
+zuul/lib/rpc_protocol.py documents each shape."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from zuul.scheduler.semaphores import LOCK, PLAYBOOK_PREFIX
 def config_view_handlers(scheduler, layouts) -> dict:
     views = ConfigViews(scheduler, layouts)
     return {p.FREEZE_JOBS: views.freeze_jobs, p.SEMAPHORE_LIST: views.semaphore_list,
-            p.NODE_LIST: views.node_list, p.NODEPOOL_LABEL_LIST: views.nodepool_labels}
+            p.NODE_LIST: views.node_list}
 
 
 class ConfigViews:
@@ -95,15 +95,6 @@ class ConfigViews:
                         'state_time': node.state_time, 'comment': node.comment,
                         'hold_job': node.hold_job})
         return out
-
-    def nodepool_labels(self, r):
-        self._layout(r)
-        zk = self._nodepool()
-        if zk is None:
-            return []
-        names = {label for launcher in zk.get_launchers()
-                 for label in launcher.supported_labels}
-        return [{'name': name} for name in sorted(names)]
 
 
 def _holder(key) -> dict:

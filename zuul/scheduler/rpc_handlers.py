@@ -308,6 +308,7 @@ class _Handlers:
             raise p.RPCError(f'Job "{r.job}" does not run on branch {branch} of {project}')
         merged = variant_dict(frozen.variants[-1]) if frozen.variants else {}
         for key, value in frozen.to_dict().items():
+            key = 'variables' if key == 'vars' else key   # the variant dict's name
             if key in merged and key not in ('name', 'source_context', 'branches'):
                 merged[key] = value
         return {'job': r.job, 'project': project, 'branch': branch, 'pipeline': r.pipeline,

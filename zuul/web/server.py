@@ -131,7 +131,7 @@ def _cache_headers() -> None:
     path = cherrypy.request.path_info
     if path.startswith('/static/') or 'Cache-Control' in headers:
         return
-    if _STATUS_API_RE.match(path) and str(cherrypy.response.status).startswith('200'):
+    if _STATUS_API_RE.match(path) and str(cherrypy.response.status or 200).startswith('200'):
         headers['Cache-Control'] = 'max-age=1'
     else:
         headers['Cache-Control'] = 'no-cache'

@@ -168,7 +168,7 @@ function showMessage(text, isError) {
 
 function filterTerms() {
   const value = new URLSearchParams(window.location.search).get('filter') || '';
-  return value.toLowerCase().split(/[\s,]+/).filter((t) => t);
+  return value.toLowerCase().split(/\s+|(?<!\d),|,(?!\d)/).filter((t) => t);
 }
 
 // Terms are ORed; "1,2" is one change (a comma between digits is kept).

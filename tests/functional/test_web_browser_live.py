@@ -1,0 +1,207 @@
+"""The status page in a real headless Chromium driven by Selenium: it
+updates without a reload when the scheduler's status changes; an admin
+logs in with a token and dequeues a change from a real scheduler through
+the page's button; anyone else sees no such control and cannot act.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (tools/install-deps.sh)
+and the ``selenium`` package; skipped with the reason when one is absent.
+One browser serves the whole module.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.fakes.scheduler_rpc import _item, _job
+from tests.unit import web_auth_support as s
+
+selenium = pytest.importorskip('selenium', reason='selenium is not installed (test extras)')
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
+CHROMEDRIVER = shutil.which('chromedriver')
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason='chromium and chromium-driver (Debian packages) are needed for browser tests')
+
+# The page polls every 5 s; a change must show within a few polls.
+WAIT = 20
+
+
+@pytest.fixture(scope='module')
+def browser(tmp_path_factory):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ('--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage',
+                '--disable-background-networking', '--disable-component-update',
+                '--no-first-run', '--window-size=1280,900',
+                f'--user-data-dir={tmp_path_factory.mktemp("chromium")}'):
+        options.add_argument(arg)
+    # the Debian driver by path: Selenium never downloads one
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def system(tmp_path, gearman_server):
+    system = s.start(tmp_path, gearman_server)
+    try:
+        yield system
+    finally:
+        system.stop()
+
+
+def _open(browser, url):
+    browser.get(url)
+    browser.execute_script('sessionStorage.clear()')
+    browser.refresh()
+    _until(browser, lambda b: b.find_element(By.TAG_NAME, 'body')
+           .get_attribute('data-loaded') == 'yes')
+    # set once: a reload would lose it
+    browser.execute_script('window.zuulMarker = "same page"')
+
+
+def _until(browser, condition, timeout=WAIT):
+    return WebDriverWait(browser, timeout).until(condition)
+
+
+def _changes(browser, pipeline):
+    return [e.get_attribute('data-change') for e in browser.find_elements(
+        By.CSS_SELECTOR, f'section[data-pipeline="{pipeline}"] li.change')]
+
+
+def _same_page(browser):
+    return browser.execute_script('return window.zuulMarker') == 'same page'
+
+
+def _enqueue(system, number):
+    system.scheduler.management('enqueue', tenant='t1', pipeline='gate', project='org/app',
+                                change=f'{number},1')
+    assert system.scheduler.loop.wait_idle(60)
+
+
+def test_status_page_updates_without_a_reload(browser, zuul_web, fake_scheduler):
+    _open(browser, f'{zuul_web.base}/t/tenant-one/status')
+    assert _changes(browser, 'check') == ['3,1']
+    bar = browser.find_element(By.CSS_SELECTOR, '[data-change="1,2"] [data-job="project-test1"] '
+                                                '[role="progressbar"]')
+    assert bar.get_attribute('aria-valuenow') == '50'
+    assert bar.get_attribute('aria-label') == 'project-test1 progress'
+    # the scheduler's status changes: a new change in check, the running
+    # job of 1,2 further along (90 of 120 s)
+    check = fake_scheduler.tenants['tenant-one']['status']['pipelines'][0]
+    check['change_queues'].append({'name': 'org/project', 'window': None, 'heads': [
+        [_item('5,1', 'org/project', None, [], [_job('project-test1', None, 'a' * 32, None,
+                                                     30, 60)], 10)]]})
+    gate_item = fake_scheduler.tenants['tenant-one']['status']['pipelines'][1][
+        'change_queues'][0]['heads'][0][0]
+    gate_item['jobs'][1].update(elapsed_time=90_000, remaining_time=30_000)
+    _until(browser, lambda b: _changes(b, 'check') == ['3,1', '5,1'])
+    assert _same_page(browser)
+    bar = '[data-change="1,2"] [data-job="project-test1"] [role="progressbar"]'
+    _until(browser, lambda b: b.find_element(By.CSS_SELECTOR, bar)
+           .get_attribute('aria-valuenow') == '75')
+    new_bar = browser.find_element(By.CSS_SELECTOR, '[data-change="5,1"] [role="progressbar"]')
+    assert new_bar.get_attribute('aria-valuenow') == '50'
+
+
+def test_filter_is_kept_in_the_url_and_per_change_page(browser, zuul_web, fake_scheduler):
+    _open(browser, f'{zuul_web.base}/t/tenant-one/status?filter=org/project1')
+    assert _changes(browser, 'gate') == ['4,1']
+    assert browser.find_elements(By.CSS_SELECTOR, 'section[data-pipeline="check"]') == []
+    box = browser.find_element(By.ID, 'filter')
+    assert box.get_attribute('value') == 'org/project1'
+    box.clear()
+    box.send_keys('2,1')
+    _until(browser, lambda b: _changes(b, 'gate') == ['2,1'])
+    assert browser.current_url.endswith('/t/tenant-one/status?filter=2%2C1')
+    assert _same_page(browser)
+    # the per-change page, from the change's "status" link
+    browser.find_element(By.CSS_SELECTOR, '[data-change="2,1"] a.change-status-link').click()
+    _until(browser, lambda b: b.current_url.endswith('/t/tenant-one/status/change/2,1'))
+    _until(browser, lambda b: b.find_elements(By.CSS_SELECTOR, 'li.change'))
+    assert [e.get_attribute('data-change') for e in
+            browser.find_elements(By.CSS_SELECTOR, 'li.change')] == ['2,1']
+    link = browser.find_element(By.CSS_SELECTOR, 'li.change a.review-link')
+    assert link.get_attribute('href') == 'https://review.example.com/2'
+
+
+def _log_in(browser, token):
+    browser.find_element(By.ID, 'login-button').click()
+    field = browser.find_element(By.ID, 'login-token')
+    assert browser.switch_to.active_element == field   # keyboard focus moved to it
+    field.send_keys(token)
+    browser.find_element(By.ID, 'login-submit').click()
+
+
+def _dequeue_buttons(browser):
+    return [b.get_attribute('aria-label')
+            for b in browser.find_elements(By.CSS_SELECTOR, 'button.action-dequeue')]
+
+
+def test_an_admin_logs_in_and_dequeues_a_change(browser, system):
+    _enqueue(system, 1)
+    _enqueue(system, 2)
+    _open(browser, f'{system.base}/t/t1/status')
+    assert _changes(browser, 'gate') == ['1,1', '2,1']
+    assert _dequeue_buttons(browser) == []
+    _log_in(browser, s.token(groups=['t1']))
+    _until(browser, lambda b: b.find_element(By.ID, 'login-user').text ==
+           'Logged in as bob (admin)')
+    assert _dequeue_buttons(browser) == ['Dequeue 1,1', 'Dequeue 2,1']
+    assert browser.execute_script('return sessionStorage.getItem("zuul.token")')
+    browser.find_element(By.CSS_SELECTOR, '[data-change="2,1"] button.action-dequeue').click()
+    alert = _until(browser, ec.alert_is_present())
+    assert alert.text == 'Dequeue 2,1 from gate?'
+    alert.accept()
+    _until(browser, lambda b: b.find_element(By.ID, 'action-message').text == 'Dequeued 2,1.')
+    assert s.queue(system) == [1]
+    _until(browser, lambda b: _changes(b, 'gate') == ['1,1'])
+    assert _same_page(browser)
+    # the token is no longer an admin's (another one was pasted in this
+    # tab's storage): the server's 403 is shown and nothing changes
+    browser.execute_script('sessionStorage.setItem("zuul.token", arguments[0])',
+                           s.token(sub='carol', groups=['other']))
+    browser.find_element(By.CSS_SELECTOR, '[data-change="1,1"] button.action-dequeue').click()
+    _until(browser, ec.alert_is_present()).accept()
+    _until(browser, lambda b: b.find_element(By.ID, 'action-message').text.startswith(
+        'Dequeue of 1,1 failed (403): User carol is not allowed'))
+    assert browser.find_element(By.ID, 'action-message').get_attribute('role') == 'alert'
+    assert s.queue(system) == [1]
+    browser.find_element(By.ID, 'logout-button').click()
+    _until(browser, lambda b: _dequeue_buttons(b) == [])
+    assert browser.execute_script('return sessionStorage.getItem("zuul.token")') is None
+
+
+def test_others_see_no_control_and_cannot_act(browser, system):
+    _enqueue(system, 1)
+    _open(browser, f'{system.base}/t/t1/status')
+    assert _dequeue_buttons(browser) == []
+    assert browser.find_element(By.TAG_NAME, 'body').get_attribute('data-auth') == 'anonymous'
+    # a token that is not accepted: refused and dropped, still anonymous
+    _log_in(browser, s.token(groups=['t1'], secret='wrong'))
+    error = _until(browser, lambda b: b.find_element(By.ID, 'login-error'))
+    assert error.text.startswith('Login refused (401)')
+    assert browser.execute_script('return sessionStorage.getItem("zuul.token")') is None
+    # an accepted token without admin rights: logged in, no controls
+    browser.find_element(By.ID, 'login-token').clear()
+    browser.find_element(By.ID, 'login-token').send_keys(s.token(sub='carol', groups=['x']))
+    browser.find_element(By.ID, 'login-submit').click()
+    _until(browser, lambda b: b.find_element(By.ID, 'login-user').text ==
+           'Logged in as carol (no admin rights on this tenant)')
+    assert _dequeue_buttons(browser) == []
+    # and the API itself refuses a request without a token
+    status, answer, headers = s.call(system, 'POST', '/api/tenant/t1/project/org/app/dequeue',
+                                     {'pipeline': 'gate', 'change': '1,1'})
+    assert status == 401 and headers['WWW-Authenticate'].startswith('Bearer realm=')
+    assert s.queue(system) == [1]

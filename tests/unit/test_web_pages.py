@@ -1,0 +1,61 @@
+"""zuul-web's pages and their cache headers (zuul/web/server.py): pages
+are never served stale, static files are cached but named by a content
+hash, the status API may be cached for a second (never by a shared
+cache), the rest of the API not at all."""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+
+import pytest
+
+
+def fetch(web, path, headers=None):
+    request = urllib.request.Request(web.base + path, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode()
+
+
+def test_pages_are_not_cached_and_name_static_files_by_hash(zuul_web):
+    status, headers, body = fetch(zuul_web, '/t/tenant-one/status')
+    assert status == 200 and headers['Cache-Control'] == 'no-cache'
+    versions = set(re.findall(r'/static/[\w.]+\?v=(\w+)"', body))
+    assert len(versions) == 1, body
+    (version,) = versions
+    for name in ('zuul.css', 'common.js', 'login.js', 'status.js'):
+        assert f'/static/{name}?v={version}"' in body
+    status, headers, _ = fetch(zuul_web, f'/static/status.js?v={version}')
+    assert status == 200 and headers['Cache-Control'] == 'public, max-age=3600'
+    # landmarks and the login control's place
+    assert '<main id="main"' in body and '<nav aria-label="Tenant pages">' in body
+    assert 'id="login"' in body
+
+
+def test_the_status_api_may_be_cached_a_second_by_the_browser_only(zuul_web):
+    for path in ('/api/tenant/tenant-one/status',
+                 '/api/tenant/tenant-one/status/change/2,1'):
+        status, headers, _ = fetch(zuul_web, path)
+        assert status == 200 and headers['Cache-Control'] == 'max-age=1', path
+        assert headers['Vary'] == 'Authorization'
+    for path in ('/api/tenant/tenant-one/jobs', '/api/tenants',
+                 '/api/tenant/nope/status'):   # an error is never cached
+        status, headers, _ = fetch(zuul_web, path)
+        assert headers['Cache-Control'] == 'no-cache', path
+
+
+def test_the_per_change_status_page(zuul_web):
+    status, headers, body = fetch(zuul_web, '/t/tenant-one/status/change/2,1')
+    assert status == 200 and 'data-arg="2,1"' in body and 'data-page="status"' in body
+    assert headers['Cache-Control'] == 'no-cache'
+
+
+@pytest.mark.parametrize('path', ['/t/nope/status/change/2,1', '/t/tenant-one/status/change',
+                                  '/t/tenant-one/status/change/2,1/x',
+                                  '/t/tenant-one/status/other/2,1'])
+def test_pages_that_do_not_exist(zuul_web, path):
+    assert fetch(zuul_web, path)[0] == 404

@@ -108,6 +108,7 @@ JOB_ATTRIBUTES = {
     'image-build-name': str,
     'failure-output': _scalar_or_list(str),
     'attempts-limit': int,
+    'reuse-results': bool,   # issue 21: zuul/scheduler/reuse.py
     # seed 000 (spec-era) spellings, accepted where unambiguous
     'nodes': _nodeset_inline,
     'auth': {'secrets': _scalar_or_list(_secret_use), 'inherit': bool},
@@ -129,6 +130,7 @@ _SIMPLE = {
     'post-review': 'post_review', 'match-on-config-updates': 'match_on_config_updates',
     'workspace-scheme': 'workspace_scheme', 'deduplicate': 'deduplicate',
     'image-build-name': 'image_build_name', 'workspace': 'workspace',
+    'reuse-results': 'reuse_results',
 }
 
 

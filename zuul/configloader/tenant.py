@@ -55,6 +55,7 @@ TENANT_SCHEMA = vs.Schema({
     'use-nodepool': bool, 'semaphores': _str_list,
     'access-rules': _str_list, 'max-dependencies': int,
     'max-changes-per-pipeline': int, 'image-build-credentials': dict,
+    'infra-failure-patterns': _str_list, 'retry-node-failure': bool,
 })
 AUTHZ_RULE_SCHEMA = vs.Schema({vs.Required('name'): str,
                                vs.Required('conditions'): vs.Any(list, dict)})
@@ -141,6 +142,19 @@ def _projects_from_list(connection: str, entries, trusted: bool):
                 yield _tenant_project(connection, name, trusted, options or {})
 
 
+def _parse_infra_failure_keys(t: Tenant, conf: dict) -> None:
+    """``infra-failure-patterns`` (RE2, checked here) and
+    ``retry-node-failure`` (doc/source/reference/waste.rst)."""
+    from zuul.executor.infrafailure import PatternError, compile_patterns
+    patterns = _as_list(conf.get('infra-failure-patterns'))
+    try:
+        compile_patterns(patterns)
+    except PatternError as exc:
+        raise TenantConfigError(f'tenant {conf["name"]}: {exc}') from None
+    t.infra_failure_patterns = patterns
+    t.retry_node_failure = bool(conf.get('retry-node-failure', False))
+
+
 def parse_tenant(conf: dict, connections=None) -> Tenant:
     """One ``- tenant:`` mapping -> Tenant (raises vs.Invalid or
     TenantConfigError)."""
@@ -166,6 +180,7 @@ def parse_tenant(conf: dict, connections=None) -> Tenant:
     t.access_rules = _as_list(conf.get('access-rules'))
     t.semaphores = _as_list(conf.get('semaphores'))
     t.include_files = _as_list(conf.get('include'))
+    _parse_infra_failure_keys(t, conf)
     for connection, lists in (conf.get('source') or {}).items():
         if connections is not None and connection not in connections:
             raise TenantConfigError(f'unknown connection "{connection}" in source '

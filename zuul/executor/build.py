@@ -52,6 +52,7 @@ from zuul.executor import (
     diskusage,
     failureoutput,
     includevars,
+    infrafailure,
     inventory,
     logarchive,
     semaphores,
@@ -106,6 +107,8 @@ class BuildExecution:
         self.disk_watcher: diskusage.DiskLimitWatcher | None = None
         # zuul.executor.semaphores.SemaphoreClient: playbook semaphores.
         self.semaphore_client = semaphore_client
+        # Why the build is retried (zuul.executor.infrafailure), if it is.
+        self.failure_class: str | None = None
         self._stopped = threading.Event()
 
     # -- public ----------------------------------------------------------
@@ -134,7 +137,7 @@ class BuildExecution:
             self.jobdir.cleanup()
         return BuildResult(result=result, data=data, error_detail=detail,
                            attempt=self.request.attempt, start_time=start, end_time=time.time(),
-                           log_url=log_url)
+                           log_url=log_url, failure_class=self._failure_class(result))
 
     # -- disk limit ------------------------------------------------------
     def _watch_disk(self) -> None:
@@ -333,12 +336,14 @@ class BuildExecution:
                 aborted = True
             elif outcome.unreachable:
                 retry = True
+                self.failure_class = self.failure_class or infrafailure.UNREACHABLE
             elif not outcome.ok and result in ('SUCCESS', 'FAILURE'):
                 result = 'POST_FAILURE'
         for playbook in self.playbooks['cleanup_run']:
             self._run_playbook(playbook, self.settings.cleanup_timeout, cleanup=True)
         if aborted:
             return 'ABORTED'
+        retry = retry or self._infra_pattern_matched(result)
         if retry:
             attempts = max(1, self.request.job.attempts)
             return 'RETRY' if self.request.attempt < attempts else 'RETRY_LIMIT'
@@ -352,6 +357,8 @@ class BuildExecution:
             if outcome.status == ABORTED:
                 return 'ABORTED', False
             if not outcome.ok:
+                self.failure_class = (infrafailure.UNREACHABLE if outcome.unreachable
+                                      else infrafailure.PRE_RUN)
                 return None, True
         result = 'SUCCESS'
         for playbook in self.playbooks['run']:
@@ -361,6 +368,7 @@ class BuildExecution:
             if outcome.status == TIMED_OUT:
                 return 'TIMED_OUT', False
             if outcome.unreachable:
+                self.failure_class = infrafailure.UNREACHABLE
                 return None, True
             if not outcome.ok:
                 return 'FAILURE', False
@@ -368,6 +376,35 @@ class BuildExecution:
             # failure-output matched: announced as failing, so it fails.
             return 'FAILURE', False
         return result, False
+
+    def _infra_pattern_matched(self, result: str | None) -> bool:
+        """A failed build whose console matches one of the tenant's
+        ``infra-failure-patterns`` failed because of the infrastructure."""
+        patterns = self.request.infra_failure_patterns
+        if result not in ('FAILURE', 'POST_FAILURE') or not patterns:
+            return False
+        try:
+            regexes = infrafailure.compile_patterns(patterns)
+        except infrafailure.PatternError as exc:
+            log.warning('Build %s: %s', self.request.uuid, exc)
+            return False
+        matched = infrafailure.first_matching_pattern(
+            regexes, self.jobdir.work_root, self.jobdir.job_output_txt)
+        if matched is None:
+            return False
+        self.failure_class = infrafailure.pattern_class(matched)
+        self._log_line(f'Infrastructure failure: the console matched {matched!r}: '
+                       'the build is retried')
+        return True
+
+    def _failure_class(self, result: str) -> str | None:
+        """The class sent with the result: why it is retried, or
+        ``test`` for a failure of the job itself."""
+        if result in ('RETRY', 'RETRY_LIMIT'):
+            return self.failure_class or infrafailure.PRE_RUN
+        if result in ('FAILURE', 'POST_FAILURE', 'TIMED_OUT'):
+            return infrafailure.TEST
+        return None
 
     def _run_playbook(self, playbook: PreparedPlaybook, timeout: float | None,
                       cleanup: bool = False):

@@ -273,6 +273,9 @@ class ExecuteRequest(_Wire):
     items: list[ItemSpec] = field(default_factory=list)
     repo_state: dict[str, Any] = field(default_factory=dict)
     attempt: int = 1
+    # The tenant's ``infra-failure-patterns``: a failed build whose console
+    # matches one is retried (zuul.executor.infrafailure).
+    infra_failure_patterns: list[str] = field(default_factory=list)
     version: int = SCHEMA_VERSION
 
     _nested = {
@@ -333,6 +336,10 @@ class BuildResult(_Wire):
     start_time: float | None = None
     end_time: float | None = None
     log_url: str | None = None
+    # Why a RETRY/RETRY_LIMIT happened (``infra:pre-run``,
+    # ``infra:unreachable``, ``infra:pattern:<regex>``) or ``test`` for a
+    # failure of the job itself (zuul.executor.infrafailure).
+    failure_class: str | None = None
     version: int = SCHEMA_VERSION
 
     @property

@@ -529,6 +529,9 @@ class PipelineManager(BundleHandling):
             if not self._requirements_met(item, job):
                 changed = changed or job.name in bs.builds   # failed unrun
                 continue
+            if self._reuse_result(item, job):
+                changed = True
+                continue
             if not self.ctx.acquire_semaphores(item, job):
                 continue  # waits until a holder elsewhere in the tenant finishes
             request = self.ctx.request_nodes(self.pipeline, item, job)
@@ -538,6 +541,12 @@ class PipelineManager(BundleHandling):
                 bs.node_requests[job.name] = request
             changed = True
         return changed
+
+    def _reuse_result(self, item: m.QueueItem, job: m.JobRef) -> bool:
+        """Job ``reuse-results``: True when an earlier SUCCESS build had
+        the same inputs and counts for this one (zuul/scheduler/reuse.py)."""
+        from zuul.scheduler.reuse import try_reuse
+        return try_reuse(self.ctx, item, job)
 
     def _held_by_changes_ahead(self, item: m.QueueItem) -> bool:
         """A job with ``hold-following-changes`` in an item ahead that has
@@ -672,6 +681,7 @@ class PipelineManager(BundleHandling):
                                 build_set.merge_error or 'conflict')
             return
         build_set.repo_state = result.repo_state
+        build_set.merged_state = getattr(result, 'merged_state', None) or {}
         build_set.commit = result.commit
         build_set.files = getattr(result, 'files', None)
         build_set.read_files = getattr(result, 'read_files', None)
@@ -687,11 +697,25 @@ class PipelineManager(BundleHandling):
         job = bs.job(job_name)
         if failed or job is None:
             self.ctx.release_semaphores(bs, job_name)
-            build = m.Build(job or m.JobRef(job_name), bs, result=m.NODE_FAILURE)
+            build = m.Build(job or m.JobRef(job_name), bs, result=m.NODE_FAILURE,
+                            failure_class='infra:node-failure')
+            if job is not None and self._retry_node_failure(bs, job, build):
+                return
             bs.builds[job_name] = build
             item_log(item).info('Node request for %s failed', job_name)
             return
         self._launch(item, job, nodeset)
+
+    def _retry_node_failure(self, bs: m.BuildSet, job: m.JobRef, build: m.Build) -> bool:
+        """The tenant's ``retry-node-failure``: a failed node request is
+        made again while attempts are left (zuul/scheduler/classify.py)."""
+        from zuul.scheduler.classify import retry_node_failure
+        if not retry_node_failure(self.ctx, bs, job):
+            return False
+        bs.retried_builds.append(build)
+        item_log(bs.item).info('Node request for %s failed: requesting nodes again (try %d '
+                               'of %d)', job.name, bs.tries[job.name] + 1, job.attempts)
+        return True
 
     def _fail_fast(self, item: m.QueueItem, failed: m.Build) -> None:
         """``fail-fast``: a voting job failed, so the item will fail: its
@@ -718,7 +742,10 @@ class PipelineManager(BundleHandling):
             build.result = build.result or m.CANCELED
             return
         if result == m.RETRY and bs.tries.get(build.job.name, 0) < build.job.attempts:
-            item_log(item).info('Build %s of %s will be retried', build.uuid, build.job.name)
+            item_log(item).info('Build %s of %s will be retried (%s)', build.uuid,
+                                build.job.name, build.failure_class or 'infra')
+            build.result = m.RETRY
+            bs.retried_builds.append(build)
             del bs.builds[build.job.name]
             return
         if result == m.RETRY:

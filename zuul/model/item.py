@@ -70,6 +70,12 @@ class Build:
     # ``failure-output``: the build will fail, so the item counts as
     # failing (and the gate resets behind it) before the playbook ends.
     pre_fail: bool = False
+    # Issue 21 (zuul/scheduler/classify.py, zuul/scheduler/reuse.py): why
+    # it failed ('infra:...' or 'test'), the content hash of its inputs,
+    # and the build whose result it reused ({uuid, log_url, ...}).
+    failure_class: str | None = None
+    input_hash: str | None = None
+    reused_from: dict | None = None
 
     @property
     def finished(self) -> bool:
@@ -119,6 +125,12 @@ class BuildSet:
     # Job ``deduplicate``: job name -> the build set (of another item of
     # the same bundle) whose build of that job counts for this one too.
     deduplicated: dict[str, BuildSet] = field(default_factory=dict)
+    # Issue 21: the state after the speculative merge (MergeResult
+    # merged_state), builds that ended RETRY and ran again (kept for the
+    # history), and branch heads pinned for result reuse.
+    merged_state: dict = field(default_factory=dict)
+    retried_builds: list = field(default_factory=list)
+    pinned_state: dict = field(default_factory=dict)
 
     def job(self, name: str) -> JobRef | None:
         for j in self.jobs or ():

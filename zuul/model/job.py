@@ -32,6 +32,7 @@ ATTRIBUTE_SEMANTICS = {
     'deduplicate': OVERRIDE, 'post_review': STICKY_TRUE, 'workspace': OVERRIDE,
     'allowed_projects': OVERRIDE, 'dependencies': OVERRIDE, 'image_build_name': OVERRIDE,
     'files': OVERRIDE, 'irrelevant_files': OVERRIDE, 'failure_output': OVERRIDE,
+    'reuse_results': OVERRIDE,
     'run': OVERRIDE,
     'vars': MERGE, 'extra_vars': MERGE, 'host_vars': MERGE, 'group_vars': MERGE,
     'pre_run': ACCUMULATE, 'roles': ACCUMULATE, 'required_projects': ACCUMULATE,

@@ -43,6 +43,11 @@ class Tenant:
     max_job_timeout: int = 10800
     max_changes_per_pipeline: int | None = None   # None: no limit
     max_dependencies: int | None = None
+    # Issue 21 (zuul/scheduler/classify.py): console regexes that mark a
+    # failed build as an infrastructure failure (retried), and whether a
+    # failed node request is retried.
+    infra_failure_patterns: list = field(default_factory=list)
+    retry_node_failure: bool = False
     exclude_unprotected_branches: bool = False
     default_parent: str = 'base'
     default_ansible_version: str | None = None

@@ -14,6 +14,8 @@ from zuul.executor.protocol import ExecuteRequest, ItemSpec, NodeSpec, ZuulConte
 from zuul.manager.requirements import READY, artifact_entries, requirements_state
 from zuul.model import item as m
 from zuul.model.change import Change
+from zuul.scheduler import reuse
+from zuul.scheduler.classify import classify_result, infra_failure_patterns
 from zuul.scheduler.images import image_item_artifacts
 
 log = logging.getLogger('zuul.scheduler.builds')
@@ -67,6 +69,18 @@ def parent_artifacts(item: m.QueueItem, job_name: str) -> list[dict]:
     return out
 
 
+def launch_repo_state(bs: m.BuildSet) -> dict:
+    """The merge's start state, with the branch heads pinned for result
+    reuse (zuul/scheduler/reuse.py) of projects the merge did not name:
+    the build runs exactly what its input hash describes."""
+    if not bs.pinned_state:
+        return bs.repo_state
+    state = {conn: dict(projects) for conn, projects in bs.pinned_state.items()}
+    for conn, projects in (bs.repo_state or {}).items():
+        state.setdefault(conn, {}).update(projects)
+    return state
+
+
 def node_specs(nodeset) -> list[NodeSpec]:
     """Nodes as the executor wants them, from the node client's nodeset
     (a list of (node names, nodepool node record dict))."""
@@ -101,6 +115,8 @@ class ExecutorAdapter:
         self.handles: dict[str, object] = {}
         # zuul.zk.builds.BuildRecords (None: Gearman only, nothing adopted).
         self.records = None
+        # Job ``reuse-results``: successful builds by input hash.
+        self.reuse_index = reuse.ReuseIndex(lambda: getattr(scheduler, 'history', None))
 
     def execute(self, tenant: str, pipeline, item: m.QueueItem, job: m.JobRef, nodeset,
                 build: m.Build) -> None:
@@ -110,12 +126,46 @@ class ExecutorAdapter:
         tenant_state = (getattr(self.scheduler, 'tenants', None) or {}).get(tenant)
         state = requirements_state(item, job, getattr(self.scheduler, 'history', None),
                                    tenant, getattr(tenant_state, 'layout', None))
-        self._submit(tenant, pipeline, item, job, nodeset, build,
-                     state.artifacts if state.state == READY else [])
+        required = state.artifacts if state.state == READY else []
+        if reuse.reuse_enabled(job):
+            build.input_hash = self.input_hash_for(tenant, item, job, required)
+        self._submit(tenant, pipeline, item, job, nodeset, build, required)
+
+    def input_hash_for(self, tenant: str, item: m.QueueItem, job: m.JobRef,
+                       required_artifacts: list) -> str | None:
+        """The content hash of what a build of ``job`` would run with
+        (zuul/scheduler/reuse.py); the projects it uses beyond the merge
+        are pinned first. None: not describable, never reused."""
+        bs = item.current_build_set
+        spec = self.job_spec_for(job, item)
+        missing = reuse.unpinned_projects(bs, reuse.used_projects(spec, item))
+        if missing and not reuse.pin_projects(getattr(self.scheduler, 'merger', None), bs,
+                                              missing, item.event_id):
+            return None
+        artifacts = required_artifacts + parent_artifacts(item, job.name)
+        return reuse.input_hash(tenant, item, job, spec, artifacts)
+
+    def try_reuse(self, tenant: str, item: m.QueueItem, job: m.JobRef,
+                  required_artifacts: list) -> bool:
+        """For a job with ``reuse-results``: when a SUCCESS build had the
+        same input hash, complete a build of it as SUCCESS now, pointing
+        at that one; True if so (nothing is launched)."""
+        digest = self.input_hash_for(tenant, item, job, required_artifacts)
+        original = self.reuse_index.find(tenant, digest) if digest else None
+        if original is None:
+            return False
+        bs = item.current_build_set
+        build = m.Build(job, bs, input_hash=digest)
+        bs.builds[job.name] = build
+        log.info('[e: %s] %s: inputs identical to build %s: its SUCCESS is reused',
+                 item.event_id, job.name, original['uuid'])
+        reuse.complete_as_reused(self.scheduler, build, original)
+        return True
 
     def _submit(self, tenant, pipeline, item, job, nodeset, build,
                 required_artifacts: list) -> None:
         bs = item.current_build_set
+        tenant_state = (getattr(self.scheduler, 'tenants', None) or {}).get(tenant)
         items = list(bs.dependent_items) + [item]
         request = ExecuteRequest(
             uuid=build.uuid, job=self.job_spec_for(job, item),
@@ -133,10 +183,12 @@ class ExecutorAdapter:
             nodes=node_specs(nodeset),
             items=[item_spec(i, self.canonical_hostnames, self.merge_mode_for(i))
                    for i in items],
-            repo_state=bs.repo_state, attempt=bs.tries.get(job.name, 1))
+            repo_state=launch_repo_state(bs), attempt=bs.tries.get(job.name, 1),
+            infra_failure_patterns=infra_failure_patterns(getattr(
+                getattr(tenant_state, 'layout', None), 'tenant', None)))
         log.info('[e: %s] Launching %s build %s', item.event_id, job.name, build.uuid)
         handle = self.client.execute(request, on_progress=self._progress(build),
-                                     on_complete=self._complete(build))
+                                     on_complete=self._complete(build, tenant))
         self.handles[build.uuid] = handle
 
     def _image_context(self, item, job) -> dict:
@@ -155,9 +207,11 @@ class ExecutorAdapter:
                 self.scheduler.add_result_event('build-pre-fail', build=build)
         return on_progress
 
-    def _complete(self, build):
+    def _complete(self, build, tenant: str | None = None):
         def on_complete(handle, result):
             self.handles.pop(build.uuid, None)
+            if result is not None and result.result == m.SUCCESS and tenant:
+                self.reuse_index.add(tenant, build, result, handle.url)
             if (result is None or result.result is None) and self.records is not None:
                 # The Gearman side lost it: after a Gearman server restart
                 # the executor may still be running it, or have finished
@@ -189,6 +243,7 @@ class ExecutorAdapter:
         # the executor kept, over the live stream (gone once it ends).
         log_url = ((result.returned_log_url or result.log_url) if result is not None
                    else None) or url
+        build.failure_class = classify_result(result)
         self.scheduler.add_result_event(
             'build-completed', build=build, result=outcome, result_data=data,
             error_detail=detail, end_time=end, start_time=start,

@@ -57,6 +57,7 @@ def _tables(metadata: sa.MetaData, prefix: str) -> dict[str, sa.Table]:
         sa.Column('final', sa.Boolean),
         sa.Column('held', sa.Boolean),
         sa.Column('nodeset', sa.String(255), nullable=True),
+        *_waste_columns(),
     )
     artifact = sa.Table(
         f'{prefix}zuul_artifact', metadata,
@@ -67,6 +68,14 @@ def _tables(metadata: sa.MetaData, prefix: str) -> dict[str, sa.Table]:
         sa.Column('meta', sa.Text, nullable=True),
     )
     return {'buildset': buildset, 'build': build, 'artifact': artifact}
+
+
+def _waste_columns() -> list:
+    """Issue 21 (doc/source/reference/waste.rst): the content hash of a
+    build's inputs, its failure class, the build whose result it reused."""
+    return [sa.Column('input_hash', sa.String(64), nullable=True),
+            sa.Column('failure_class', sa.Text, nullable=True),
+            sa.Column('reused_from', sa.String(36), nullable=True)]
 
 
 def _migration_1(conn, tables, metadata):
@@ -96,7 +105,21 @@ def _migration_2(conn, tables, metadata):
             sa.Index(name, *(table.c[c] for c in columns)).create(conn)
 
 
-MIGRATIONS = [_migration_1, _migration_2]
+def _migration_3(conn, tables, metadata):
+    """Builds: input_hash (indexed, for result reuse), failure_class,
+    reused_from."""
+    table = tables['build']
+    present = {c['name'] for c in sa.inspect(conn).get_columns(table.name)}
+    preparer = conn.dialect.identifier_preparer
+    for column in _waste_columns():
+        if column.name not in present:
+            kind = column.type.compile(dialect=conn.dialect)
+            conn.execute(sa.text(f'ALTER TABLE {preparer.quote(table.name)} ADD COLUMN '
+                                 f'{preparer.quote(column.name)} {kind}'))
+    sa.Index(f'{table.name}_input_hash_idx', table.c.input_hash).create(conn)
+
+
+MIGRATIONS = [_migration_1, _migration_2, _migration_3]
 
 # Results a build or buildset can record (released Zuul's names); a
 # query for any other answers 400 rather than an empty list.
@@ -147,6 +170,20 @@ def _dt(ts: float | None):
     if ts is None:
         return None
     return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).replace(tzinfo=None)
+
+
+def _waste_values(build) -> dict:
+    reused = getattr(build, 'reused_from', None) or {}
+    return {'input_hash': getattr(build, 'input_hash', None),
+            'failure_class': getattr(build, 'failure_class', None),
+            'reused_from': reused.get('uuid')}
+
+
+def _artifact_data(rows: list[dict]) -> dict:
+    """``zuul_return`` data holding a recorded build's artifacts."""
+    if not rows:
+        return {}
+    return {'zuul': {'artifacts': [{'name': r['name'], 'url': r['url']} for r in rows]}}
 
 
 def _iso(value):
@@ -221,6 +258,8 @@ class BuildHistory:
                 updated=_dt(item.dequeue_time or item.enqueue_time))).inserted_primary_key[0]
             for build in builds:
                 self._insert_build(conn, buildset_id, build)
+            for build in getattr(bs, 'retried_builds', None) or ():
+                self._insert_build(conn, buildset_id, build, final=False)
         return buildset_id
 
     def record_build(self, buildset_uuid: str, build, final: bool = False) -> bool:
@@ -243,7 +282,8 @@ class BuildHistory:
             end_time=_dt(build.end_time), voting=build.job.voting, log_url=build.log_url,
             error_detail=build.error_detail, final=final,
             held=bool(getattr(build, 'held', False)),
-            nodeset=getattr(build, 'nodeset', None))).inserted_primary_key[0]
+            nodeset=getattr(build, 'nodeset', None),
+            **_waste_values(build))).inserted_primary_key[0]
         artifacts = (build.result_data.get('zuul') or {}).get('artifacts') or []
         for art in artifacts:
             conn.execute(sa.insert(t['artifact']).values(
@@ -317,6 +357,8 @@ class BuildHistory:
                                  'error_detail', 'final', 'held', 'nodeset', 'tenant',
                                  'pipeline', 'project', 'change', 'patchset', 'ref',
                                  'branch', 'ref_url', 'newrev', 'event_id')}
+        for key in ('input_hash', 'failure_class', 'reused_from'):
+            d[key] = row.get(key)
         d['start_time'] = _iso(row['start_time'])
         d['end_time'] = _iso(row['end_time'])
         if row['start_time'] and row['end_time']:
@@ -358,6 +400,24 @@ class BuildHistory:
             for k in ('first_build_start_time', 'last_build_end_time', 'updated'):
                 r[k] = _iso(r[k])
         return rows
+
+    def find_build_by_input_hash(self, tenant: str, input_hash: str) -> dict | None:
+        """The newest SUCCESS build of ``tenant`` that ran (was not itself
+        reused) with ``input_hash``, for result reuse: {uuid, job, log_url,
+        url, change, patchset, result_data} or None."""
+        b, s = self.tables['build'], self.tables['buildset']
+        q = sa.select(b.c.uuid, b.c.job_name, b.c.log_url, b.c.id, s.c.change,
+                      s.c.patchset, s.c.ref).join(s, b.c.buildset_id == s.c.id).where(
+            s.c.tenant == tenant, b.c.input_hash == input_hash, b.c.result == 'SUCCESS',
+            b.c.reused_from.is_(None)).order_by(b.c.id.desc()).limit(1)
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+        if row is None:
+            return None
+        return {'uuid': row.uuid, 'job': row.job_name, 'log_url': row.log_url,
+                'url': row.log_url, 'change': row.change or row.ref,
+                'patchset': row.patchset, 'result_data': _artifact_data(
+                    self.get_build_artifacts(row.uuid))}
 
     def get_build_artifacts(self, build_uuid: str) -> list[dict]:
         a, b = self.tables['artifact'], self.tables['build']

@@ -11,7 +11,13 @@ import voluptuous as vs
 
 from zuul.configloader.schema import as_list, line_of, scalar_or_list, validate
 from zuul.model.errors import ConfigurationError, SourceContext
-from zuul.model.pipeline import MANAGERS, REPORTER_ACTION_ALIASES, REPORTER_ACTIONS, PipelineConfig
+from zuul.model.pipeline import (
+    MANAGERS,
+    REPORTER_ACTION_ALIASES,
+    REPORTER_ACTIONS,
+    BatchingConfig,
+    PipelineConfig,
+)
 
 WINDOW_TYPE = vs.Any('linear', 'exponential')
 _connections = vs.Any(None, {str: object})
@@ -39,6 +45,7 @@ PIPELINE_SCHEMA = vs.Schema({
     'window-decrease-type': WINDOW_TYPE,
     'window-decrease-factor': vs.All(int, vs.Range(min=1)),
     'supercedes': scalar_or_list(str),
+    'batching': vs.Any(None, {'max': vs.All(int, vs.Range(min=1)), 'adaptive': bool}),
     'trigger': _connections,
     'require': _connections,
     'reject': _connections,
@@ -91,6 +98,7 @@ class PipelineParser:
         if pipeline.manager == 'serial':
             pipeline.window = conf.get('window', 1)
         self._check_window(pipeline)
+        pipeline.batching = self._batching(pipeline, conf)
         self._triggers(pipeline, conf.get('trigger') or {})
         for key, attr in (('require', 'require'), ('reject', 'reject')):
             getattr(pipeline, attr).update(self._requirements(pipeline, key,
@@ -107,6 +115,17 @@ class PipelineParser:
         if p.window_ceiling is not None and p.window_floor > p.window_ceiling:
             raise ConfigurationError(f'window-floor ({p.window_floor}) is greater than '
                                      f'window-ceiling ({p.window_ceiling})')
+
+    @staticmethod
+    def _batching(p: PipelineConfig, conf) -> BatchingConfig | None:
+        """``batching`` (beyond released Zuul; zuul/manager/batching.py):
+        only for a dependent pipeline."""
+        if 'batching' not in conf:
+            return None
+        if p.manager != 'dependent':
+            raise ConfigurationError(f'batching: only a dependent pipeline can batch '
+                                     f'changes (this one is {p.manager})')
+        return BatchingConfig(**(conf['batching'] or {}))
 
     def _driver(self, pipeline: PipelineConfig, section: str, connection: str,
                 interface: str):

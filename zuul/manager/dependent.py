@@ -6,11 +6,34 @@ failure."""
 from __future__ import annotations
 
 from zuul.manager.base import PipelineManager, item_log
+from zuul.manager.batching import Batching
 from zuul.model import item as m
 
 
 class DependentPipelineManager(PipelineManager):
     dependent = True
+
+    def __init__(self, pipeline, ctx):
+        super().__init__(pipeline, ctx)
+        # ``batching`` (zuul/manager/batching.py); None: released behaviour.
+        config = getattr(pipeline, 'batching', None)
+        self.batching = Batching(self, config) if config is not None else None
+
+    def process_queues(self) -> bool:
+        changed = self.batching.plan() if self.batching is not None else False
+        return super().process_queues() or changed
+
+    def _start_jobs(self, item: m.QueueItem) -> bool:
+        if self.batching is not None and not self.batching.may_start_jobs(item):
+            return False
+        return super()._start_jobs(item)
+
+    def _report_and_remove(self, item: m.QueueItem) -> None:
+        queue = item.queue
+        action = self._item_action(item)
+        super()._report_and_remove(item)
+        if self.batching is not None and not item.quiet:
+            self.batching.record(queue, action, bool(getattr(item, 'merged', False)))
 
     def get_queue(self, change, create: bool = True) -> m.ChangeQueue | None:
         name, projects = self.ctx.get_queue_config(self.pipeline, change)
@@ -71,6 +94,8 @@ class DependentPipelineManager(PipelineManager):
         if not items:
             return
         queue = items[0].queue
+        if self.batching is not None:
+            self.batching.forget(queue)    # batches are consecutive items
         rest = [i for i in queue.queue if i not in items]
         for item in list(queue.queue):
             self.cancel_jobs(item)

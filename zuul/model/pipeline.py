@@ -19,6 +19,16 @@ REPORTER_ACTIONS = ('enqueue', 'start', 'success', 'failure', 'merge-conflict',
 REPORTER_ACTION_ALIASES = {'merge-failure': 'merge-conflict'}
 
 
+@dataclass(frozen=True)
+class BatchingConfig:
+    """``batching`` of a dependent pipeline (zuul/manager/batching.py):
+    up to ``max`` queued changes tested by one run, ``adaptive`` to the
+    recent failure rate."""
+
+    max: int = 8
+    adaptive: bool = True
+
+
 @dataclass(eq=False)
 class PipelineConfig(ConfigObject):
     manager: str = 'independent'
@@ -48,6 +58,7 @@ class PipelineConfig(ConfigObject):
     window_increase_factor: int = 1
     window_decrease_type: str = 'exponential'
     window_decrease_factor: int = 2
+    batching: BatchingConfig | None = None
     # connection name -> list of validated trigger entries
     triggers: dict[str, list] = field(default_factory=dict)
     # connection name -> validated requirement mapping

@@ -15,18 +15,27 @@ only regular files and directories are served.  Every response carries
 nosniff``, so an HTML or SVG file a job wrote runs no script on
 zuul-web's origin.  The log root itself is not listed: a build's uuid is
 what gives access to its logs, as on a log server.
+
+For the build page, ``?format=listing`` gives a directory listing as JSON
+(``[{"name", "type": "dir"|"file", "size", "mtime"}]``) and ``?format=json``
+a YAML file (``zuul-info/inventory.yaml``) parsed to JSON with secret-looking values
+(keys naming passwords, tokens, secrets or private keys, and PEM private
+keys anywhere) replaced by ``"<redacted>"``.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import mimetypes
 import os
+import re
 import stat
 import time
 import urllib.parse
 
 import cherrypy
+import yaml
 
 from zuul.executor.logarchive import BUILD_DIR_RE
 from zuul.lib import safefile
@@ -41,6 +50,12 @@ TYPES = {
     '.svg': 'image/svg+xml', '.png': 'image/png', '.jpg': 'image/jpeg',
     '.gif': 'image/gif',
 }
+# A YAML file larger than this is not parsed for ?format=json.
+MAX_YAML = 4 << 20
+REDACTED = '<redacted>'
+_SECRET_KEY_RE = re.compile(r'(passw|secret|token|private|privkey|api_?key|credential|'
+                            r'auth_?key)', re.IGNORECASE)
+_PRIVATE_KEY_RE = re.compile(r'-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----')
 SECURITY_HEADERS = {'Content-Security-Policy': 'sandbox', 'X-Content-Type-Options': 'nosniff'}
 
 
@@ -89,15 +104,49 @@ class LogsRoot:
         components = _components(parts)
         if self.log_root is None or components is None:
             raise cherrypy.HTTPError(404, 'No such log')
+        fmt = kw.get('format')
+        if set(kw) - {'format'} or fmt not in (None, 'json', 'listing'):
+            raise cherrypy.HTTPError(400, 'the only parameter is format=listing or format=json')
         rel = '/'.join(components)
         try:
             fd = safefile.open_beneath(self.log_root, rel, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:  # not a directory (or not there): a file?
+            if fmt == 'listing':
+                raise cherrypy.HTTPError(404, 'No such directory') from None
+            if fmt == 'json':
+                return self._yaml_as_json(rel, components[-1])
             return self._file(rel, components[-1])
         try:
-            return self._index(fd, components)
+            if fmt == 'json':
+                raise cherrypy.HTTPError(400, 'format=json is for YAML files')
+            return self._listing(fd) if fmt == 'listing' else self._index(fd, components)
         finally:
             os.close(fd)
+
+    def _listing(self, fd: int):
+        entries = []
+        for name, is_dir, st in _entries(fd):
+            entries.append({'name': _display(name), 'type': 'dir' if is_dir else 'file',
+                            'size': None if is_dir else st.st_size,
+                            'mtime': int(st.st_mtime)})
+        return _json_body(entries)
+
+    def _yaml_as_json(self, rel: str, name: str):
+        if not name.lower().endswith(('.yaml', '.yml')):
+            raise cherrypy.HTTPError(400, 'format=json is for YAML files')
+        try:
+            fd = safefile.open_regular_beneath(self.log_root, rel)
+        except OSError:
+            raise cherrypy.HTTPError(404, 'No such log') from None
+        with os.fdopen(fd, 'rb') as f:
+            data = f.read(MAX_YAML + 1)
+        if len(data) > MAX_YAML:
+            raise cherrypy.HTTPError(413, 'the file is too large to parse')
+        try:
+            value = yaml.safe_load(data.decode('utf-8', 'replace'))
+        except yaml.YAMLError as e:
+            raise cherrypy.HTTPError(422, f'not valid YAML: {e}') from None
+        return _json_body(redact(value))
 
     def _file(self, rel: str, name: str):
         try:
@@ -116,17 +165,7 @@ class LogsRoot:
         request = cherrypy.request
         if not request.path_info.endswith('/'):
             raise cherrypy.HTTPRedirect(request.script_name + request.path_info + '/', 301)
-        rows = []
-        for name in sorted(os.listdir(fd)):
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError:
-                continue
-            is_dir = stat.S_ISDIR(st.st_mode)
-            if not is_dir and not stat.S_ISREG(st.st_mode):
-                continue  # never offer a link to a symlink or a special file
-            rows.append(_row(name, is_dir, st))
-        rows.sort(key=lambda row: not row[0])  # directories first, each group by name
+        rows = [_row(name, is_dir, st) for name, is_dir, st in _entries(fd)]
         title = html.escape('/logs/' + '/'.join(_display(c) for c in components) + '/')
         up = ('<tr><td><a href="../">../</a></td><td></td><td></td></tr>\n'
               if len(components) > 1 else '')
@@ -138,6 +177,45 @@ class LogsRoot:
         cherrypy.response.headers['Content-Type'] = 'text/html; charset=utf-8'
         cherrypy.response.headers['Content-Length'] = str(len(data))
         return [data]
+
+
+def _entries(fd: int):
+    """(name, is_dir, stat) of the directories and regular files in
+    ``fd``, directories first, each group by name; never a symlink or a
+    special file."""
+    entries = []
+    for name in sorted(os.listdir(fd)):
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            continue
+        is_dir = stat.S_ISDIR(st.st_mode)
+        if is_dir or stat.S_ISREG(st.st_mode):
+            entries.append((name, is_dir, st))
+    entries.sort(key=lambda entry: not entry[1])
+    return entries
+
+
+def redact(value, key: str = ''):
+    """``value`` with secret-looking entries replaced by REDACTED."""
+    if isinstance(value, dict):
+        return {k: REDACTED if _SECRET_KEY_RE.search(str(k)) and v not in (None, '')
+                and not isinstance(v, (dict, list)) else redact(v, str(k))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, key) for v in value]
+    if isinstance(value, str) and _PRIVATE_KEY_RE.search(value):
+        return REDACTED
+    if isinstance(value, (int, float, bool)) or value is None:
+        return value
+    return value if isinstance(value, str) else str(value)
+
+
+def _json_body(value) -> list[bytes]:
+    data = json.dumps(value, default=str).encode('utf-8')
+    cherrypy.response.headers['Content-Type'] = 'application/json'
+    cherrypy.response.headers['Content-Length'] = str(len(data))
+    return [data]
 
 
 def _display(name: str) -> str:

@@ -1,8 +1,16 @@
 'use strict';
-// Build history from the database, newest first; filters come from the
-// page's query string (project, pipeline, job_name, change, result).
+// Build history from the database. Filters and sort order live in the
+// page's query string (the API's parameters: project, pipeline, job_name,
+// change, branch, result, voting, ...; sort=end_time or sort=-end_time),
+// so a filtered, sorted list is a link to share.
 
 const PAGE_SIZE = 50;
+const FILTERS = ['project', 'pipeline', 'job_name', 'change', 'patchset', 'branch', 'ref',
+  'result', 'voting', 'held', 'uuid'];
+// column title -> the API's sort key (null: not sortable)
+const COLUMNS = [['Job', 'job_name'], ['Project', 'project'], ['Branch', null],
+  ['Pipeline', 'pipeline'], ['Change', 'change'], ['Duration', 'duration'],
+  ['Start', 'start_time'], ['Result', 'result']];
 
 function buildRow(b) {
   const link = zuul.el('a', {href: `/t/${encodeURIComponent(zuul.tenant)}/build/${b.uuid}`},
@@ -11,35 +19,68 @@ function buildRow(b) {
   return zuul.el('tr', {class: 'build', 'data-uuid': b.uuid},
     zuul.el('td', {}, link), zuul.el('td', {}, b.project), zuul.el('td', {}, b.branch || ''),
     zuul.el('td', {}, b.pipeline), zuul.el('td', {}, change),
-    zuul.el('td', {}, b.duration === null ? '' : zuul.duration(b.duration * 1000)),
+    zuul.el('td', {class: 'duration'}, b.duration === null ? '' : zuul.duration(b.duration * 1000)),
     zuul.el('td', {}, b.start_time || ''),
     zuul.el('td', {class: `result result-${(b.result || '').toLowerCase()}`}, b.result || ''));
 }
 
+// The filter form: a GET form, so submitting it rewrites the query string.
+function filterForm(params, fields) {
+  const inputs = fields.map((name) => zuul.el('label', {class: 'filter'}, `${name} `,
+    zuul.el('input', {name, value: params.get(name) || '', size: 12,
+      id: `filter-${name}`})));
+  const sort = params.get('sort');
+  return zuul.el('form', {class: 'filters', method: 'get', role: 'search'}, inputs,
+    sort ? zuul.el('input', {type: 'hidden', name: 'sort', value: sort}) : null,
+    zuul.el('button', {type: 'submit'}, 'Filter'),
+    zuul.el('a', {href: location.pathname}, 'Clear'));
+}
+
+// Header cells: a sortable column links to the same query sorted by it
+// (descending first; again for ascending), aria-sort tells which is on.
+function sortHeader(params, columns) {
+  const current = params.get('sort') || '';
+  return zuul.el('tr', {}, columns.map(([title, key]) => {
+    if (!key) return zuul.el('th', {scope: 'col'}, title);
+    const next = new URLSearchParams(params);
+    next.delete('skip');
+    next.set('sort', current === `-${key}` ? key : `-${key}`);
+    const state = current === key ? 'ascending' : current === `-${key}` ? 'descending' : 'none';
+    const arrow = state === 'ascending' ? ' ▲' : state === 'descending' ? ' ▼' : '';
+    return zuul.el('th', {scope: 'col', 'aria-sort': state, 'data-sort': key},
+      zuul.el('a', {href: `?${next}`, class: 'sort'}, title + arrow));
+  }));
+}
+
+function pager(params, count) {
+  const skip = parseInt(params.get('skip') || '0', 10);
+  const p = zuul.el('p', {class: 'pager'});
+  const link = (value, text) => {
+    const next = new URLSearchParams(params);
+    next.set('skip', value);
+    return zuul.el('a', {href: `?${next}`}, text);
+  };
+  if (skip > 0) p.append(link(Math.max(0, skip - PAGE_SIZE), '← previous'), ' ');
+  if (count === PAGE_SIZE) p.append(link(skip + PAGE_SIZE, 'next →'));
+  return p;
+}
+
 async function load() {
   const params = new URLSearchParams(location.search);
-  const skip = parseInt(params.get('skip') || '0', 10);
-  params.set('limit', PAGE_SIZE);
+  const query = new URLSearchParams(params);
+  query.set('limit', PAGE_SIZE);
   try {
-    const builds = await zuul.getJSON(zuul.api(`builds?${params}`));
-    const head = ['Job', 'Project', 'Branch', 'Pipeline', 'Change', 'Duration', 'Start', 'Result'];
-    const pager = zuul.el('p', {class: 'pager'});
-    if (skip > 0) {
-      params.set('skip', Math.max(0, skip - PAGE_SIZE));
-      pager.append(zuul.el('a', {href: `?${params}`}, '← newer'), ' ');
-    }
-    if (builds.length === PAGE_SIZE) {
-      params.set('skip', skip + PAGE_SIZE);
-      pager.append(zuul.el('a', {href: `?${params}`}, 'older →'));
-    }
-    zuul.show(zuul.el('h1', {}, 'Builds'),
+    const builds = await zuul.getJSON(zuul.api(`builds?${query}`));
+    zuul.show(zuul.el('h1', {}, 'Builds'), filterForm(params, FILTERS),
       zuul.el('table', {class: 'builds', id: 'builds'},
-        zuul.el('thead', {}, zuul.el('tr', {}, head.map((h) => zuul.el('th', {}, h)))),
+        zuul.el('thead', {}, sortHeader(params, COLUMNS)),
         zuul.el('tbody', {}, builds.map(buildRow))),
-      builds.length ? null : zuul.el('p', {class: 'empty'}, 'No builds found.'), pager);
+      builds.length ? null : zuul.el('p', {class: 'empty'}, 'No builds found.'),
+      pager(params, builds.length));
     document.body.dataset.loaded = 'yes';
   } catch (e) {
-    zuul.show(zuul.error(`Cannot load builds: ${e.message}`));
+    zuul.show(zuul.el('h1', {}, 'Builds'), filterForm(params, FILTERS),
+      zuul.error(`Cannot load builds: ${e.message}`));
   }
 }
 

@@ -310,6 +310,8 @@ def link_covered_jobs(rider, tail) -> None:
     project checked out counts the tail's build."""
     bs = rider.current_build_set
     tail_bs = tail.current_build_set
+    if rider not in tail_bs.dependent_items:
+        return      # the tail's merge does not hold it: it tests itself
     project = rider.change.project
     for job in bs.jobs or ():
         if job.name in bs.builds or job.name in bs.skipped:

@@ -41,7 +41,7 @@ def test_the_status_api_may_be_cached_a_second_by_the_browser_only(zuul_web):
                  '/api/tenant/tenant-one/status/change/2,1'):
         status, headers, _ = fetch(zuul_web, path)
         assert status == 200 and headers['Cache-Control'] == 'max-age=1', path
-        assert headers['Vary'] == 'Authorization'
+        assert headers['Vary'] == 'Authorization, Accept-Encoding'
     for path in ('/api/tenant/tenant-one/jobs', '/api/tenants',
                  '/api/tenant/nope/status'):   # an error is never cached
         status, headers, _ = fetch(zuul_web, path)
@@ -59,3 +59,37 @@ def test_the_per_change_status_page(zuul_web):
                                   '/t/tenant-one/status/other/2,1'])
 def test_pages_that_do_not_exist(zuul_web, path):
     assert fetch(zuul_web, path)[0] == 404
+
+
+def test_api_pages_and_static_files_are_gzipped_for_browsers_that_take_it(zuul_web):
+    import gzip
+    import json
+    for path, kind in (('/api/tenant/tenant-one/status', 'application/json'),
+                       ('/t/tenant-one/status', 'text/html'),
+                       ('/static/status.js', 'text/javascript')):
+        request = urllib.request.Request(zuul_web.base + path,
+                                         headers={'Accept-Encoding': 'gzip'})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.headers['Content-Encoding'] == 'gzip', path
+            assert response.headers['Content-Type'].startswith(kind), path
+            body = gzip.decompress(response.read())
+        if kind == 'application/json':
+            assert json.loads(body)['tenant'] == 'tenant-one'
+    # without Accept-Encoding: plain
+    status, headers, body = fetch(zuul_web, '/api/tenant/tenant-one/status')
+    assert 'Content-Encoding' not in headers and body.startswith('{')
+
+
+def test_the_daemon_s_status_cache_spares_the_scheduler(rpc_client, fake_scheduler):
+    from zuul.lib import rpc_protocol as p
+    from zuul.web.server import ZuulWeb
+    web = ZuulWeb('127.0.0.1', 0, rpc_client, status_cache_ttl=60)
+    web.start()
+    web.base = f'http://127.0.0.1:{web.port}'
+    try:
+        for path in ('/api/tenant/tenant-one/status', '/api/tenant/tenant-one/status',
+                     '/api/tenant/tenant-one/status/change/2,1'):
+            assert fetch(web, path)[0] == 200
+    finally:
+        web.stop()
+    assert [f for f, _ in fake_scheduler.calls].count(p.STATUS_GET) == 1

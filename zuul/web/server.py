@@ -39,6 +39,7 @@ from cheroot import wsgi
 from zuul.web.api import APIRoot, HTTPError, ZuulWebAPI
 from zuul.web.console import ConsoleStreamSocket
 from zuul.web.logs import LogsRoot
+from zuul.web.status_cache import CachedStatusRPC
 from zuul.web.websocket import install as install_websockets
 
 log = logging.getLogger('zuul.web.server')
@@ -55,8 +56,18 @@ PAGES = {
     'buildset': ('Buildset', 'buildset.js'),
     'stream': ('Live log', 'stream.js'),
 }
+# The configuration views: list pages at /t/<tenant>/<page>, and the job
+# and project pages at /t/<tenant>/job/<name>, /t/<tenant>/project/<name>.
+CONFIG_LIST_PAGES = {'jobs': 'Jobs', 'projects': 'Projects', 'nodes': 'Nodes',
+                     'labels': 'Labels', 'semaphores': 'Semaphores', 'autoholds': 'Autoholds',
+                     'config-errors': 'Configuration errors', 'info': 'Tenant info'}
+PAGES.update({page: (title, page.replace('-', '_') + '.js')
+              for page, title in CONFIG_LIST_PAGES.items()})
+PAGES.update({'job': ('Job', 'job.js'), 'project': ('Project', 'project.js')})
 
 
+GZIP_TYPES = ['application/json', 'text/html', 'text/css', 'text/javascript',
+              'application/javascript']
 _STATUS_API_RE = re.compile(r'^/api/tenant/[^/]+/status(/change/[^/]+)?$')
 
 
@@ -113,6 +124,9 @@ class PageRoot:
         if page in ('status', 'builds') and not rest:
             self._check_tenant(tenant)
             return render_page(page, tenant)
+        if (page in CONFIG_LIST_PAGES and not rest) or (page in ('job', 'project') and rest):
+            self._check_tenant(tenant)
+            return render_page(page, tenant, '/'.join(rest))
         raise cherrypy.HTTPError(404, 'no such page')
 
     def _check_tenant(self, tenant: str) -> None:
@@ -150,7 +164,11 @@ def build_app(api: ZuulWebAPI, log_root: str | None = None,
     root.logs = LogsRoot(log_root)  # /logs
     config = {
         '/': {'tools.encode.on': True, 'tools.encode.encoding': 'utf-8',
-              'tools.zuul_cache_headers.on': True},
+              'tools.zuul_cache_headers.on': True,
+              # the status JSON of hundreds of items shrinks tenfold; never
+              # text/plain, which live log streams are (gzip would hold
+              # their lines back)
+              'tools.gzip.on': True, 'tools.gzip.mime_types': GZIP_TYPES},
         '/static': {'tools.staticdir.on': True, 'tools.staticdir.dir': STATIC_DIR,
                     'tools.response_headers.on': True,
                     'tools.response_headers.headers': [
@@ -164,11 +182,17 @@ class ZuulWeb:
 
     def __init__(self, listen_address: str, port: int, rpc, history=None,
                  log_root: str | None = None, static_cache_expiry: int = 3600,
-                 webhooks=None, authenticators=None, enforce_access: bool = False):
-        """``authenticators`` and ``enforce_access``: see ZuulWebAPI."""
+                 webhooks=None, authenticators=None, enforce_access: bool = False,
+                 status_cache_ttl: float = 0.0):
+        """``authenticators`` and ``enforce_access``: see ZuulWebAPI;
+        ``status_cache_ttl``: seconds a tenant's status is reused
+        (zuul/web/status_cache.py); the daemon uses 1, as released Zuul;
+        0 (no cache) for embedded servers whose scheduler is a test's."""
         cherrypy.config.update({'environment': 'embedded', 'log.screen': False,
                                 'engine.autoreload.on': False})
-        self.api = ZuulWebAPI(rpc, history, webhooks, authenticators, enforce_access)
+        # many open status pages: one status RPC per tenant per ttl
+        self.api = ZuulWebAPI(CachedStatusRPC(rpc, status_cache_ttl), history, webhooks,
+                              authenticators, enforce_access)
         self.app = build_app(self.api, log_root, static_cache_expiry)
         self.server = wsgi.Server((listen_address, port), self.app, numthreads=10,
                                   server_name='zuul-web')

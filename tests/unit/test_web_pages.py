@@ -93,3 +93,24 @@ def test_the_daemon_s_status_cache_spares_the_scheduler(rpc_client, fake_schedul
     finally:
         web.stop()
     assert [f for f, _ in fake_scheduler.calls].count(p.STATUS_GET) == 1
+
+
+def test_logs_are_never_compressed_twice(tmp_path, rpc_client):
+    import gzip
+    import json
+
+    from zuul.web.server import ZuulWeb
+    uuid = 'a' * 32
+    (tmp_path / uuid).mkdir()
+    (tmp_path / uuid / 'job-output.json.gz').write_bytes(gzip.compress(b'[{"play": 1}]'))
+    web = ZuulWeb('127.0.0.1', 0, rpc_client, log_root=str(tmp_path))
+    web.start()
+    try:
+        request = urllib.request.Request(
+            f'http://127.0.0.1:{web.port}/logs/{uuid}/job-output.json.gz',
+            headers={'Accept-Encoding': 'gzip'})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.headers['Content-Encoding'] == 'gzip'
+            assert json.loads(gzip.decompress(response.read())) == [{'play': 1}]
+    finally:
+        web.stop()

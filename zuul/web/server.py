@@ -169,6 +169,8 @@ def build_app(api: ZuulWebAPI, log_root: str | None = None,
               # text/plain, which live log streams are (gzip would hold
               # their lines back)
               'tools.gzip.on': True, 'tools.gzip.mime_types': GZIP_TYPES},
+        # logs keep their own encoding (x.json.gz is sent gzip-encoded as is)
+        '/logs': {'tools.gzip.on': False},
         '/static': {'tools.staticdir.on': True, 'tools.staticdir.dir': STATIC_DIR,
                     'tools.response_headers.on': True,
                     'tools.response_headers.headers': [

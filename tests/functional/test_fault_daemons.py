@@ -22,13 +22,13 @@ import socket
 
 from tests.functional.system_support import (  # noqa: F401 - fixture
     BASE_PIPELINES,
-    gear_jobs,
     zuul_system,
 )
 from tests.functional.test_e2e_zuul_launcher import (  # noqa: F401 - fixture
     needs_netns,
     nodepool_launcher,
 )
+from tests.harness.daemons import gear_jobs
 from tests.harness.waiting import wait_for
 
 # A trusted playbook (config project) that says when it runs and then

@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-from tests.functional.system_support import DaemonProcess, zuul_system  # noqa: F401
+from tests.functional.system_support import zuul_system  # noqa: F401
 from tests.functional.test_scheduler_restart import _projects
+from tests.harness.daemons import DaemonProcess
 from tests.harness.waiting import wait_for
 
 

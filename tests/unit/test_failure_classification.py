@@ -112,3 +112,20 @@ def test_tenant_keys_parse_and_bad_patterns_are_refused():
     assert default.infra_failure_patterns == [] and default.retry_node_failure is False
     with pytest.raises(TenantConfigError, match=r'infra-failure-patterns.*\(\?<=x\)y'):
         parse_tenant({'name': 't', 'infra-failure-patterns': ['(?<=x)y']})
+
+
+def test_a_lost_executor_is_classed_and_retried():
+    from zuul.scheduler.builds import ExecutorAdapter
+    events = []
+    scheduler = SimpleNamespace(add_result_event=lambda kind, **args: events.append((kind,
+                                                                                      args)))
+    adapter = ExecutorAdapter(client=None, scheduler=scheduler, canonical_hostnames={},
+                              job_spec_for=None)
+    item = m.QueueItem(change=_change(Collaborators(), 1))
+    build = m.Build(m.JobRef('j'), item.current_build_set)
+    adapter._completed(build, None, 'http://stream')
+    assert build.failure_class == 'infra:executor-lost'
+    assert events[0][0] == 'build-completed' and events[0][1]['result'] == m.RETRY
+    tested = m.Build(m.JobRef('j'), item.current_build_set)
+    adapter._completed(tested, BuildResult(result='FAILURE', failure_class='test'), None)
+    assert tested.failure_class == 'test' and events[1][1]['result'] == m.FAILURE

@@ -8,4 +8,5 @@ bash tools/install-deps.sh
 echo "== ruff"
 .venv/bin/ruff check zuul nodepool tests benchmarks tools
 echo "== pytest"
-exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
+# The slowest tests are listed at the end: where the suite's time goes.
+exec .venv/bin/python -m pytest -p no:cacheprovider --durations=15 "$@"

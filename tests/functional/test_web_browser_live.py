@@ -205,3 +205,53 @@ def test_others_see_no_control_and_cannot_act(browser, system):
                                      {'pipeline': 'gate', 'change': '1,1'})
     assert status == 401 and headers['WWW-Authenticate'].startswith('Bearer realm=')
     assert s.queue(system) == [1]
+
+
+def test_a_private_tenant_is_shown_after_logging_in(browser, system):
+    browser.get(f'{system.base}/t/t2/status')
+    browser.execute_script('sessionStorage.clear()')
+    browser.refresh()
+    error = _until(browser, lambda b: b.find_element(By.CSS_SELECTOR, '#status-error .error'))
+    assert error.text.endswith('(this tenant is private: log in to see it)'), error.text
+    assert browser.find_elements(By.CSS_SELECTOR, 'section.pipeline') == []
+    reader = s.token(sub='dana', groups=['x'], resources_access={'account': {'roles': 'reader'}})
+    _log_in(browser, reader)
+    _until(browser, lambda b: b.find_elements(By.CSS_SELECTOR, 'section[data-pipeline="gate"]'))
+    assert browser.find_element(By.ID, 'status-error').text == ''
+    assert _dequeue_buttons(browser) == []   # a reader, no admin
+
+
+DOC = 'doc/source/operations/web-ui.rst'
+
+
+def test_the_doc_s_token_logs_an_admin_in(browser, system, tmp_path):
+    """doc/source/operations/web-ui.rst as printed: its zuul.conf section
+    and its create-auth-token command give a token the page logs in with."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from tests.harness.docs import code_blocks
+    from zuul.configloader.zuulconf import load_zuul_conf
+    from zuul.lib.auth import Authenticators
+    (ini,) = code_blocks(DOC, 'ini')
+    conf = tmp_path / 'zuul.conf'
+    conf.write_text(ini)
+    system.web.api.authenticators = Authenticators(load_zuul_conf(str(conf)).auth)
+    (console,) = code_blocks(DOC, 'console')
+    command, shown = console.splitlines()[:2]
+    argv = shlex.split(command.removeprefix('$ '))
+    assert argv[0] == 'zuul-admin'
+    argv = [os.path.join(os.path.dirname(sys.executable), 'zuul-admin')] + [
+        {'/etc/zuul/zuul.conf': str(conf), 'tenant-one': 't1'}.get(a, a) for a in argv[1:]]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    printed = result.stdout.strip()
+    assert printed.startswith(shown.rstrip('.').split('.')[0])   # "Bearer eyJ..."
+    _enqueue(system, 1)
+    _open(browser, f'{system.base}/t/t1/status')
+    _log_in(browser, printed)   # pasted with the "Bearer" word
+    _until(browser, lambda b: b.find_element(By.ID, 'login-user').text ==
+           'Logged in as alice (admin)')
+    assert _dequeue_buttons(browser) == ['Dequeue 1,1']

@@ -130,8 +130,10 @@ class PageRoot:
         raise cherrypy.HTTPError(404, 'no such page')
 
     def _check_tenant(self, tenant: str) -> None:
+        # every tenant, private ones too: a browser sends no token when it
+        # loads a page; the page's API calls carry it (login.js)
         try:
-            names = [t['name'] for t in self.web_api.tenants()]
+            names = [t['name'] for t in self.web_api.all_tenants()]
         except HTTPError:
             return  # scheduler unreachable: the page's script reports it
         if tenant not in names:

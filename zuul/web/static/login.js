@@ -63,7 +63,8 @@ function loginForm(message) {
       zuul.el('button', {type: 'button', id: 'login-cancel'}, 'Cancel')));
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
-    const token = input.value.trim();
+    // what create-auth-token prints starts with "Bearer "; take either
+    const token = input.value.trim().replace(/^Bearer\s+/i, '');
     if (!token) return;
     sessionStorage.setItem(zuul.TOKEN_KEY, token);
     const error = await checkToken();

@@ -294,8 +294,10 @@ async function refresh() {
     document.getElementById('status-error').replaceChildren();
     render();
   } catch (e) {
+    const hint = e.status === 401 && !zuul.token()
+      ? ' (this tenant is private: log in to see it)' : '';
     document.getElementById('status-error').replaceChildren(
-      zuul.error(`Cannot load the status: ${e.message}`));
+      zuul.error(`Cannot load the status: ${e.message}${hint}`));
   }
   schedule();
 }
@@ -313,7 +315,7 @@ document.addEventListener('visibilitychange', () => {
     refresh();
   }
 });
-document.addEventListener('zuul-auth', render);
+document.addEventListener('zuul-auth', () => (state.status || state.items ? render() : refresh()));
 
 layout();
 refresh();

@@ -53,10 +53,10 @@ def test_job_frozen_for_a_project_branch(system):
     status, frozen = get(system, f'{T}/job/integration?project=org/app&branch=stable/2.0')
     assert status == 200
     assert frozen['inheritance_path'] == [
-        'variant job base@org/config:master:zuul.yaml:18',
-        'variant job build@org/config:master:zuul.yaml:23',
-        'variant job integration@org/config:master:zuul.yaml:39',
-        'variant job integration@org/config:master:zuul.yaml:46']
+        'variant job base@org/config:master:zuul.yaml:21',
+        'variant job build@org/config:master:zuul.yaml:26',
+        'variant job integration@org/config:master:zuul.yaml:42',
+        'variant job integration@org/config:master:zuul.yaml:49']
     job = frozen['frozen']
     assert job['timeout'] == 600
     assert [pb['path'] for pb in job['pre_run']] == ['playbooks/base-pre.yaml']
@@ -131,7 +131,7 @@ def test_config_errors_with_filters(system):
     status, errors = get(system, f'{T}/config-errors')
     assert status == 200
     assert [(e['source_context']['project'], e['line']) for e in errors] == [
-        ('org/broken', 2), ('org/config', 67)]
+        ('org/broken', 2), ('org/config', 70)]
     assert 'no-such-key' in errors[0]['error']
     for project in ('org/broken', 'review.example.org/org/broken'):
         _, only = get(system, f'{T}/config-errors?project={project}')
@@ -158,6 +158,14 @@ def test_projects_and_project(system):
     assert {pl['name']: [v[0]['name'] for v in pl['jobs']] for pl in config['pipelines']} == {
         'check': ['build', 'lint', 'unit', 'docs'], 'gate': ['build', 'integration']}
     assert 'org/nope' in error(system, f'{T}/project/org/nope', 404)
+
+
+def test_labels(system):
+    status, labels = get(system, f'{T}/labels')
+    assert status == 200
+    assert [(lb['name'], lb['image'], lb['flavor'], lb['min_ready']) for lb in labels] == [
+        ('fedora-large', 'fedora', 'large', 1)]
+    assert 'unexpected parameter' in error(system, f'{T}/labels?x=1', 400)
 
 
 def test_autoholds_by_project(system):
@@ -191,7 +199,8 @@ def test_tenant_info_and_keys(system):
 
 
 PRIVATE_VIEWS = ['info', 'jobs', 'job/build', 'projects', 'project/org/secret', 'semaphores',
-                 'nodes', 'config-errors', 'autohold', 'pipelines',
+                 'nodes', 'labels', 'config-errors', 'autohold', 'pipelines',
+                 'key/org/secret.pub',
                  GRAPH.format('check', 'org/secret', 'master').lstrip('/')]
 
 

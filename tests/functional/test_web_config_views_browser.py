@@ -13,6 +13,7 @@ import pytest
 
 from tests.functional import web_config_views_support as support
 from tests.functional.test_web_browser import ARTIFACTS, CHROMIUM, chromium
+from zuul.scheduler.autohold import AutoholdRequest
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None,
                                 reason='chromium is not installed (Debian package chromium)')
@@ -107,6 +108,14 @@ def test_semaphores_nodes_and_errors_pages(system, tmp_path):
     assert re.findall(r'class="config-error-project" data-project="([\w/]+)"', dom) == [
         'org/broken', 'org/config']
     assert 'data-where="zuul.yaml:2"' in dom and 'no-such-key' in dom
+    dom = page(system, tmp_path, 'labels')
+    assert re.findall(r'class="label-row" data-label="([\w-]+)"', dom) == ['fedora-large']
+    system.scheduler.autoholds.add(AutoholdRequest(
+        tenant='example', project='org/app', job='lint', ref_filter='.*', reason='debug',
+        max_count=2, node_hold_expiration=3600))
+    dom = page(system, tmp_path, 'autoholds')
+    assert '<a href="/t/example/job/lint">lint</a>' in dom and '0 of 2' in dom
+    assert 'No autohold requests.' in page(system, tmp_path, 'autoholds?project=org/lib')
     dom = page(system, tmp_path, 'projects')
     assert '<a href="/t/example/project/org/app">org/app</a>' in dom
     dom = page(system, tmp_path, 'info')

@@ -57,6 +57,9 @@ CONFIG = """
     name: gate
     manager: dependent
     trigger: {}
+- image: {name: fedora, type: cloud, description: Stock Fedora}
+- flavor: {name: large}
+- label: {name: fedora-large, image: fedora, flavor: large, min-ready: 1}
 - semaphore:
     name: db-lock
     max: 2

@@ -48,6 +48,9 @@ def test_job_page_shows_variants_and_playbooks(system, tmp_path):
     # the parents, linked: base -> build -> integration
     parents = dom[dom.index('class="parents"'):dom.index('</nav>')]
     assert re.findall(r'>(\w+)</(?:a|strong)>', parents) == ['base', 'build', 'integration']
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    chromium(tmp_path, '--screenshot=' + os.path.abspath(os.path.join(
+        ARTIFACTS, 'web-job.png')), f'{system.base}/t/example/job/integration')
 
 
 def test_job_page_frozen_for_a_project(system, tmp_path):
@@ -83,6 +86,9 @@ def test_project_page_draws_the_job_graphs(system, tmp_path):
     os.makedirs(ARTIFACTS, exist_ok=True)
     chromium(tmp_path, '--screenshot=' + os.path.abspath(os.path.join(
         ARTIFACTS, 'web-project-graph.png')), f'{system.base}/t/example/project/org/app')
+    # another branch: a job graph of its own (a project without jobs: none)
+    dom = page(system, tmp_path, 'project/org/lib?branch=stable/1')
+    assert 'value="stable/1"' in dom and 'graph-edge' not in dom
 
 
 def test_jobs_page_filters(system, tmp_path):

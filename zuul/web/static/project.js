@@ -96,6 +96,16 @@ async function pipelineSection(name, config, branch) {
   drawn);
 }
 
+function branchForm(branch) {
+  return zuul.el('form', {class: 'freeze-form', method: 'get',
+    'aria-label': 'Show the job graphs of another branch'},
+  zuul.el('label', {for: 'graph-branch'}, 'Job graphs for branch '),
+  zuul.el('input', {id: 'graph-branch', name: 'branch', type: 'text', value: branch}), ' ',
+  zuul.el('button', {type: 'submit'}, 'Show'),
+  zuul.el('p', {class: 'summary'}, 'An arrow points from a job to the jobs that need it; ' +
+    'dashed arrows are soft dependencies (the job runs even when the other does not).'));
+}
+
 zuulConfig.load(`Project ${PROJECT}`, async () => {
   const project = await zuul.getJSON(zuul.api(`project/${PROJECT}`));
   const configs = project.configs || [];
@@ -121,6 +131,6 @@ zuulConfig.load(`Project ${PROJECT}`, async () => {
   }
   return [zuul.el('table', {class: 'job-detail'}, zuul.el('tbody', {}, facts.map(([k, v]) =>
     zuul.el('tr', {}, zuul.el('th', {scope: 'row'}, k), zuul.el('td', {}, v))))),
-  zuul.el('p', {class: 'summary'}, `Job graphs for branch ${branch}`),
+  branchForm(branch),
   sections.length ? sections : zuulConfig.empty('This project runs no jobs in any pipeline.')];
 });

@@ -255,3 +255,49 @@ def test_the_doc_s_token_logs_an_admin_in(browser, system, tmp_path):
     _until(browser, lambda b: b.find_element(By.ID, 'login-user').text ==
            'Logged in as alice (admin)')
     assert _dequeue_buttons(browser) == ['Dequeue 1,1']
+
+
+def _renders(browser) -> int:
+    return int(browser.find_element(By.TAG_NAME, 'body').get_attribute('data-renders'))
+
+
+def test_an_admin_promotes_by_keyboard_and_focus_survives_refreshes(browser, system):
+    for number in (1, 2, 3):
+        _enqueue(system, number)
+    _open(browser, f'{system.base}/t/t1/status')
+    _log_in(browser, s.token(groups=['t1']))
+    _until(browser, lambda b: b.find_elements(By.CSS_SELECTOR, 'button.action-promote'))
+    # the head cannot be promoted; the others can
+    assert [b.get_attribute('aria-label') for b in browser.find_elements(
+        By.CSS_SELECTOR, 'button.action-promote')] == ['Promote 2,1', 'Promote 3,1']
+    button = browser.find_element(By.CSS_SELECTOR, '[data-change="3,1"] button.action-promote')
+    browser.execute_script('arguments[0].focus()', button)
+    # the page redraws every few seconds; the keyboard focus stays put
+    seen = _renders(browser)
+    _until(browser, lambda b: _renders(b) > seen)
+    active = browser.switch_to.active_element
+    assert active.get_attribute('aria-label') == 'Promote 3,1'
+    active.send_keys('\n')   # Enter, as a keyboard user
+    _until(browser, ec.alert_is_present()).accept()
+    _until(browser, lambda b: b.find_element(By.ID, 'action-message').text == 'Promoted 3,1.')
+    assert s.queue(system) == [3, 1, 2]
+    _until(browser, lambda b: _changes(b, 'gate') == ['3,1', '1,1', '2,1'])
+
+
+def test_polling_pauses_while_the_tab_is_hidden(browser, zuul_web, fake_scheduler):
+    _open(browser, f'{zuul_web.base}/t/tenant-one/status')
+    hide = """Object.defineProperty(document, 'hidden', {value: arguments[0],
+                                                    configurable: true});
+              document.dispatchEvent(new Event('visibilitychange'));"""
+    browser.execute_script(hide, True)
+    assert browser.execute_script('return state.timer') is None
+    # a fetch that ends while hidden schedules no next one
+    seen = _renders(browser)
+    browser.execute_script('refresh()')
+    _until(browser, lambda b: _renders(b) > seen)
+    assert browser.execute_script('return state.timer') is None
+    seen = _renders(browser)
+    browser.execute_script(hide, False)   # shown again: asks at once
+    _until(browser, lambda b: _renders(b) > seen)
+    assert browser.execute_script('return state.timer !== null')
+    assert _same_page(browser)

@@ -7,8 +7,9 @@
 // Logged-in admins (login.js) get Dequeue and Promote buttons.
 
 const REFRESH_MS = 5000;
-const CHANGE_ID_RE = /^\d+,\d+$/;
-const state = {status: null, items: null, timer: null, busy: false, message: null};
+const CHANGE_ID_RE = /^\d+,\d+$/;          // a Gerrit change: its own status page
+const CHANGE_RE = /^\d+,[0-9a-fA-F]+$/;      // and a GitHub pull request (N,sha)
+const state = {status: null, items: null, timer: null};
 
 function jobState(job) {
   if (job.result) return job.result;
@@ -126,7 +127,7 @@ function projectPath(project) {
 function adminButtons(item, position, pipeline) {
   const name = pipeline ? pipeline.name : item.pipeline;
   if (!zuul.auth || !zuul.auth.admin || !item.live || !name) return null;
-  const target = CHANGE_ID_RE.test(item.id) ? {change: item.id} : {ref: item.ref};
+  const target = CHANGE_RE.test(item.id) ? {change: item.id} : {ref: item.ref};
   const buttons = [actionButton('dequeue', item, `Dequeue ${item.id} from ${name}?`,
     () => zuul.request('POST', zuul.api(`project/${projectPath(item.project)}/dequeue`),
                        {pipeline: name, ...target}))];
@@ -157,7 +158,6 @@ function actionButton(action, item, question, run) {
 }
 
 function showMessage(text, isError) {
-  state.message = text;
   const box = document.getElementById('action-message');
   box.textContent = text;
   box.className = isError ? 'error' : 'notice';

@@ -110,8 +110,8 @@ async function frozenSection(params) {
 zuulConfig.load(`Job ${JOB}`, async () => {
   const params = new URLSearchParams(location.search);
   const variants = await zuul.getJSON(zuul.api(`job/${encodeURIComponent(JOB)}`));
-  // one request at a time: zuul-web's RPC client is not safe for
-  // concurrent calls (see doc/source/operations/web-config.rst)
+  // one request at a time: concurrent calls through zuul-web's Gearman
+  // RPC client could get one another's answers (gear's submitJob)
   const chain = await parentChain(variants);
   const projects = await zuul.getJSON(zuul.api('projects'));
   const inheritance = zuul.el('nav', {class: 'parents', 'aria-label': 'Inheritance'},

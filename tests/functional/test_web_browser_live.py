@@ -10,6 +10,7 @@ One browser serves the whole module.
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason='chromium and chromium-driver (Debian packages) are needed for browser tests')
 
+ARTIFACTS = os.path.join(os.path.dirname(__file__), '..', '..', 'test-artifacts')
 # The page polls every 5 s; a change must show within a few polls.
 WAIT = 20
 
@@ -227,7 +229,6 @@ DOC = 'doc/source/operations/web-ui.rst'
 def test_the_doc_s_token_logs_an_admin_in(browser, system, tmp_path):
     """doc/source/operations/web-ui.rst as printed: its zuul.conf section
     and its create-auth-token command give a token the page logs in with."""
-    import os
     import shlex
     import subprocess
     import sys
@@ -301,3 +302,30 @@ def test_polling_pauses_while_the_tab_is_hidden(browser, zuul_web, fake_schedule
     _until(browser, lambda b: _renders(b) > seen)
     assert browser.execute_script('return state.timer !== null')
     assert _same_page(browser)
+
+
+def test_failing_items_and_those_behind_them_stand_out(browser, zuul_web, fake_scheduler):
+    gate = fake_scheduler.tenants['tenant-one']['status']['pipelines'][1]
+    first, second, third = gate['change_queues'][0]['heads'][0]
+    first['jobs'][0]['result'] = 'FAILURE'
+    first['failing_reasons'] = ['at least one job failed']
+    second['failing_reasons'] = ['a needed change is failing']
+    _open(browser, f'{zuul_web.base}/t/tenant-one/status')
+
+    def item(change):
+        return browser.find_element(By.CSS_SELECTOR, f'li.change[data-change="{change}"]')
+    assert 'health-failing' in item('1,2').get_attribute('class')
+    assert item('1,2').get_attribute('aria-label') == '1,2 org/project: Failing'
+    assert item('1,2').find_element(By.CSS_SELECTOR, '.failing-reasons').text == \
+        'Failing because at least one job failed'
+    assert 'health-behind-failing' in item('2,1').get_attribute('class')
+    assert item('2,1').find_element(By.CSS_SELECTOR, '.health-badge').text == \
+        'Behind a failing change'
+    assert item('2,1').find_element(By.CSS_SELECTOR, '.depends-on').text.endswith(
+        'tested behind 1,2')
+    assert item('4,1').find_element(By.CSS_SELECTOR, '.health-badge').text == 'Succeeding'
+    failed_bar = item('1,2').find_element(By.CSS_SELECTOR, '[data-job="project-merge"] '
+                                                           '.progress-bar')
+    assert 'bar-failure' in failed_bar.get_attribute('class')
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    browser.save_screenshot(os.path.join(ARTIFACTS, 'web-status-failing.png'))

@@ -22,6 +22,7 @@ selenium = pytest.importorskip('selenium', reason='selenium is not installed (te
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -195,6 +196,12 @@ def test_others_see_no_control_and_cannot_act(browser, system):
     error = _until(browser, lambda b: b.find_element(By.ID, 'login-error'))
     assert error.text.startswith('Login refused (401)')
     assert browser.execute_script('return sessionStorage.getItem("zuul.token")') is None
+    # Escape closes the form and gives the focus back to "Log in"
+    browser.find_element(By.ID, 'login-token').send_keys(Keys.ESCAPE)
+    assert browser.find_elements(By.ID, 'login-form') == []
+    assert browser.switch_to.active_element.get_attribute('id') == 'login-button'
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    _until(browser, lambda b: b.switch_to.active_element.get_attribute('id') == 'login-token')
     # an accepted token without admin rights: logged in, no controls
     browser.find_element(By.ID, 'login-token').clear()
     browser.find_element(By.ID, 'login-token').send_keys(s.token(sub='carol', groups=['x']))
@@ -278,7 +285,7 @@ def test_an_admin_promotes_by_keyboard_and_focus_survives_refreshes(browser, sys
     _until(browser, lambda b: _renders(b) > seen)
     active = browser.switch_to.active_element
     assert active.get_attribute('aria-label') == 'Promote 3,1'
-    active.send_keys('\n')   # Enter, as a keyboard user
+    active.send_keys(Keys.ENTER)   # as a keyboard user
     _until(browser, ec.alert_is_present()).accept()
     _until(browser, lambda b: b.find_element(By.ID, 'action-message').text == 'Promoted 3,1.')
     assert s.queue(system) == [3, 1, 2]

@@ -71,10 +71,12 @@ function loginForm(message) {
     if (error) renderLogin(true, error);
     else document.getElementById('logout-button').focus();
   });
-  form.querySelector('#login-cancel').addEventListener('click', () => {
+  const cancel = () => {
     renderLogin(false);
     document.getElementById('login-button').focus();
-  });
+  };
+  form.querySelector('#login-cancel').addEventListener('click', cancel);
+  form.addEventListener('keydown', (event) => { if (event.key === 'Escape') cancel(); });
   return form;
 }
 

@@ -78,8 +78,9 @@ function itemHealth(item) {
   return ['succeeding', 'Succeeding'];
 }
 
+// Only web addresses become links (never a javascript: URL).
 function changeLink(item) {
-  return item.url ? zuul.el('a', {href: item.url, class: 'review-link',
+  return item.url && /^https?:\/\//i.test(item.url) ? zuul.el('a', {href: item.url, class: 'review-link',
                                   title: 'the change in its code review'}, item.id) : item.id;
 }
 

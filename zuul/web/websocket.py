@@ -435,6 +435,12 @@ def connect(host: str, port: int, path: str, headers: dict | None = None,
     answer = {k.strip().lower(): v.strip() for k, v in
               (h.split(':', 1) for h in header_lines if ':' in h)}
     if status != 101:
+        length = int(answer.get('content-length', '0') or 0)
+        while len(rest) < length:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
         sock.close()
         raise HandshakeError(status, rest.decode('utf-8', 'replace'), answer)
     if answer.get('sec-websocket-accept') != accept_key(key):

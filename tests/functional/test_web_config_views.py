@@ -11,6 +11,7 @@ import pytest
 
 from tests.functional import web_config_views_support as support
 from tests.functional.web_config_views_support import get
+from zuul.lib import rpc_protocol as p
 from zuul.scheduler.autohold import AutoholdRequest
 
 T = '/api/tenant/example'
@@ -98,8 +99,9 @@ def test_freeze_jobs_errors(system):
 
 
 def test_semaphores_show_their_holders(system):
-    idle = [{'name': 'db-lock', 'global': False, 'max': 2,
-             'holders': {'count': 0, 'this_tenant': [], 'other_tenants': 0}}]
+    nobody = {'count': 0, 'this_tenant': [], 'other_tenants': 0}
+    idle = [{'name': 'db-lock', 'global': False, 'max': 2, 'holders': nobody},
+            {'name': 'licenses', 'global': True, 'max': 3, 'holders': nobody}]
     assert get(system, f'{T}/semaphores') == (200, idle)
     support.run_check(system)
     _, sems = get(system, f'{T}/semaphores')
@@ -112,6 +114,33 @@ def test_semaphores_show_their_holders(system):
     assert system.scheduler.loop.wait_idle(60)
     assert get(system, f'{T}/semaphores') == (200, idle)
     assert 'unexpected parameter' in error(system, f'{T}/semaphores?all=1', 400)
+
+
+def test_semaphore_holders_of_playbooks_and_other_tenants(system):
+    """Playbook semaphores are taken over the executor's RPC; a global
+    semaphore held in another tenant is only counted."""
+    for tenant, build, names in (('example', 'b1', ['db-lock', 'licenses']),
+                                 ('private', 'b2', ['licenses'])):
+        assert system.rpc.call(p.SEMAPHORE_ACQUIRE, p.RPCRequest(
+            tenant=tenant, build=build, playbook='run 0', semaphores=names))['acquired']
+    _, sems = get(system, f'{T}/semaphores')
+    by_name = {s['name']: s for s in sems}
+    assert by_name['db-lock']['holders'] == {
+        'count': 1, 'this_tenant': [{'build_uuid': 'b1', 'playbook': 'run 0'}],
+        'other_tenants': 0}
+    assert (by_name['licenses']['global'], by_name['licenses']['max']) == (True, 3)
+    assert by_name['licenses']['holders'] == {
+        'count': 2, 'this_tenant': [{'build_uuid': 'b1', 'playbook': 'run 0'}],
+        'other_tenants': 1}
+    # the private tenant's own view names its holder
+    _, private = get(system, '/api/tenant/private/semaphores', support.reader_token())
+    # (its db-lock, from the same config project, is its own: not held there)
+    assert private == [
+        {'name': 'db-lock', 'global': False, 'max': 2,
+         'holders': {'count': 0, 'this_tenant': [], 'other_tenants': 0}},
+        {'name': 'licenses', 'global': True, 'max': 3, 'holders': {
+            'count': 2, 'this_tenant': [{'build_uuid': 'b2', 'playbook': 'run 0'}],
+            'other_tenants': 1}}]
 
 
 def test_nodes_of_the_tenant(system):

@@ -7,7 +7,8 @@ tested against.
 Tenants: ``example`` (public: jobs with variants, a project whose check
 and gate pipelines have job dependencies, a semaphore, a broken
 untrusted project) and ``private`` (``access-rules``: only a token with
-the ``reader`` role may read it)."""
+the ``reader`` role may read it); both share the global semaphore
+``licenses``."""
 
 from __future__ import annotations
 
@@ -33,8 +34,12 @@ MAIN = """
       - resources_access:
           account:
             roles: reader
+- global-semaphore:
+    name: licenses
+    max: 3
 - tenant:
     name: example
+    semaphores: [licenses]
     source:
       gerrit:
         config-projects: [org/config]
@@ -42,6 +47,7 @@ MAIN = """
 - tenant:
     name: private
     access-rules: [readers]
+    semaphores: [licenses]
     source:
       gerrit:
         config-projects: [org/config]
@@ -139,7 +145,7 @@ def reader_token() -> str:
 
 
 def start(tmp_path, gearman_server, zk_client):
-    """SimpleNamespace(scheduler, executor, web, base, zk, stop)."""
+    """SimpleNamespace(scheduler, executor, web, rpc, base, zk, stop)."""
     scheduler, executor = start_system(tmp_path, MAIN, REPOS)
     zk = NodepoolZooKeeper(zk_client)
     scheduler.nodes = NodesAdapter(NodeRequestClient(zk), scheduler)
@@ -157,7 +163,7 @@ def start(tmp_path, gearman_server, zk_client):
         listener.stop()
         executor.finish_all()
         scheduler.stop()
-    return SimpleNamespace(scheduler=scheduler, executor=executor, web=web, zk=zk,
+    return SimpleNamespace(scheduler=scheduler, executor=executor, web=web, zk=zk, rpc=rpc,
                            base=f'http://127.0.0.1:{web.port}', stop=stop)
 
 

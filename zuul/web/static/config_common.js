@@ -66,3 +66,12 @@ const zuulConfig = {
     return zuul.el('p', {class: 'empty'}, text);
   },
 };
+
+// Escape closes the Config menu and puts the focus back on it.
+document.addEventListener('keydown', (event) => {
+  const menu = document.getElementById('nav-config');
+  if (event.key === 'Escape' && menu && menu.open) {
+    menu.open = false;
+    menu.querySelector('summary').focus();
+  }
+});

@@ -50,9 +50,21 @@ const zuulConfig = {
     return input;
   },
 
+  // With a stored token, login.js checks it first (and drops a refused
+  // one): the page waits for that, so it asks with the right token and
+  // makes one request at a time.
+  authChecked() {
+    if (!zuul.token() || document.body.dataset.auth) return Promise.resolve();
+    return new Promise((resolve) => {
+      document.addEventListener('zuul-auth', resolve, {once: true});
+      setTimeout(resolve, 10000);
+    });
+  },
+
   // Render a page: ``render()`` returns its nodes; errors are shown.
   async load(title, render) {
     try {
+      await zuulConfig.authChecked();
       const nodes = [await render()].flat(Infinity);
       zuul.show(zuul.el('h1', {}, title), nodes);
       document.body.dataset.loaded = 'yes';

@@ -10,6 +10,9 @@ const REFRESH_MS = 5000;
 const CHANGE_ID_RE = /^\d+,\d+$/;          // a Gerrit change: its own status page
 const CHANGE_RE = /^\d+,[0-9a-fA-F]+$/;      // and a GitHub pull request (N,sha)
 const state = {status: null, items: null, timer: null};
+// One formatter for every enqueue time (toLocaleString makes one per call).
+const DATE_FORMAT = new Intl.DateTimeFormat(undefined, {dateStyle: 'medium',
+                                                       timeStyle: 'medium'});
 
 function jobState(job) {
   if (job.result) return job.result;
@@ -106,7 +109,7 @@ function changeBox(item, position, now, pipeline) {
       zuul.el('span', {class: 'change-project'}, item.project),
       statusLink(item),
       enqueued ? zuul.el('time', {class: 'change-age', datetime: enqueued.toISOString(),
-        title: `enqueued ${enqueued.toLocaleString()}`},
+        title: `enqueued ${DATE_FORMAT.format(enqueued)}`},
         `queued ${zuul.duration(now - item.enqueue_time)}`) : null,
       item.remaining_time ? zuul.el('span', {class: 'change-eta',
         title: 'expected time to finish'}, `ETA ${eta(item.remaining_time)}`) : null),

@@ -127,14 +127,26 @@ class _ConnectionMixin:
 
 
 class GearClient(_ConnectionMixin, gear.Client):
-    """A gear.Client with TCP_NODELAY and keepalive on its connections."""
+    """A gear.Client with TCP_NODELAY and keepalive on its connections.
+
+    Submits are serialized: gear queues a submit's task and sends its
+    packet in two steps and pairs each JOB_CREATED with the oldest queued
+    task, so two threads submitting at once could each get the other's
+    job handle, and so the other's answer (zuul-web serving two requests
+    at the same time).  One submit is one round trip (about a
+    millisecond), so the lock costs little."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self._submit_lock = threading.Lock()
 
     def submitJob(self, job, *args, **kw):  # noqa: N802 - gear API
         """gear's submitJob; a submit cut short by a lost connection raises
         NoConnectedServersError, as it does when none is connected."""
         job.submit_connection_lost = False
         try:
-            return super().submitJob(job, *args, **kw)
+            with self._submit_lock:
+                return super().submitJob(job, *args, **kw)
         except (gear.GearmanError, gear.NoConnectedServersError):
             if job.submit_connection_lost:
                 raise gear.NoConnectedServersError(

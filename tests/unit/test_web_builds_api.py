@@ -75,9 +75,10 @@ def jobs(web, **params):
     return [(b['change'], b['patchset'], b['job_name']) for b in builds]
 
 
-# newest first: the retried attempt was recorded last
-ALL = [(1, '1', 'project-test1'), (None, None, 'publish'), (4, '1', 'project-merge'),
-       (1, '2', 'project-test1'), (1, '2', 'project-merge'), (1, '1', 'project-test1'),
+# newest buildset first, newest build first in each (the retried attempt,
+# recorded last, is the first of change 1,1's)
+ALL = [(None, None, 'publish'), (4, '1', 'project-merge'), (1, '2', 'project-test1'),
+       (1, '2', 'project-merge'), (1, '1', 'project-test1'), (1, '1', 'project-test1'),
        (1, '1', 'project-merge')]
 
 

@@ -313,14 +313,17 @@ class BuildHistory:
         return query
 
     @staticmethod
-    def _order(query: BuildQuery, columns: dict):
+    def _order(query: BuildQuery, columns: dict, newest: list):
+        """ORDER BY of ``query.sort``; ``newest`` (the ``id`` order) breaks
+        ties.  Builds are "newest" by buildset, then by build: the same as
+        by build id but for reruns recorded later, and it lets the
+        database walk the buildset indexes and stop after one page."""
         key = query.sort.lstrip('-')
         if key not in columns:
             raise ValueError(f'cannot sort by {key!r}')
-        column = columns[key]
-        if query.sort.startswith('-'):
-            return [column.desc(), columns['id'].desc()]
-        return [column.asc(), columns['id'].asc()]
+        descending = query.sort.startswith('-')
+        order = [] if key == 'id' else [columns[key]]
+        return [c.desc() if descending else c.asc() for c in order + newest]
 
     def get_builds(self, tenant: str, query: BuildQuery | None = None,
                    **filters) -> list[dict]:
@@ -348,7 +351,8 @@ class BuildHistory:
                    'duration': self._duration(b.c.start_time, b.c.end_time),
                    'job_name': b.c.job_name, 'result': b.c.result, 'project': s.c.project,
                    'pipeline': s.c.pipeline, 'change': s.c.change}
-        q = q.order_by(*self._order(query, columns)).limit(query.limit).offset(query.offset)
+        order = self._order(query, columns, [s.c.id, b.c.id])
+        q = q.order_by(*order).limit(query.limit).offset(query.offset)
         with self.engine.connect() as conn:
             return [self._build_dict(row._mapping) for row in conn.execute(q)]
 
@@ -390,7 +394,8 @@ class BuildHistory:
                                               s.c.last_build_end_time),
                    'project': s.c.project, 'pipeline': s.c.pipeline, 'change': s.c.change,
                    'result': s.c.result}
-        q = q.order_by(*self._order(query, columns)).limit(query.limit).offset(query.offset)
+        order = self._order(query, columns, [s.c.id])
+        q = q.order_by(*order).limit(query.limit).offset(query.offset)
         with self.engine.connect() as conn:
             rows = [dict(r._mapping) for r in conn.execute(q)]
         for r in rows:

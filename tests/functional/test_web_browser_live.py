@@ -162,6 +162,8 @@ def test_an_admin_logs_in_and_dequeues_a_change(browser, system):
     _until(browser, lambda b: b.find_element(By.ID, 'login-user').text ==
            'Logged in as bob (admin)')
     assert _dequeue_buttons(browser) == ['Dequeue 1,1', 'Dequeue 2,1']
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    browser.save_screenshot(os.path.join(ARTIFACTS, 'web-status-admin.png'))
     assert browser.execute_script('return sessionStorage.getItem("zuul.token")')
     browser.find_element(By.CSS_SELECTOR, '[data-change="2,1"] button.action-dequeue').click()
     alert = _until(browser, ec.alert_is_present())
@@ -194,6 +196,8 @@ def test_others_see_no_control_and_cannot_act(browser, system):
     # a token that is not accepted: refused and dropped, still anonymous
     _log_in(browser, s.token(groups=['t1'], secret='wrong'))
     error = _until(browser, lambda b: b.find_element(By.ID, 'login-error'))
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    browser.save_screenshot(os.path.join(ARTIFACTS, 'web-login-refused.png'))
     assert error.text.startswith('Login refused (401)')
     assert browser.execute_script('return sessionStorage.getItem("zuul.token")') is None
     # Escape closes the form and gives the focus back to "Log in"

@@ -57,3 +57,21 @@ def test_an_item_behind_a_failing_item_is_failing_too():
     got = status.item_status(behind, now=NOW, pipeline='gate')
     assert got['failing_reasons'] == ['a needed change is failing']
     assert got['pipeline'] == 'gate'
+
+
+def test_behind_failing_in_a_long_queue_through_the_pipeline_status():
+    from types import SimpleNamespace
+    queue = m.ChangeQueue('gate', name='integrated')
+    for number in range(1, 401):
+        queue.enqueue_item(_item(number, [('test', ())]))
+    failed = queue.queue[99]   # change 100
+    bs = failed.current_build_set
+    bs.builds['test'] = m.Build(bs.job('test'), bs, result='FAILURE', start_time=NOW - 9,
+                                end_time=NOW)
+    manager = SimpleNamespace(pipeline=SimpleNamespace(name='gate', manager='dependent'),
+                              queues=[queue])
+    (got,) = status.pipeline_status(manager, now=NOW)['change_queues']
+    reasons = [i['failing_reasons'] for i in got['heads'][0]]
+    assert reasons[:99] == [[]] * 99
+    assert reasons[99] == ['at least one job failed']
+    assert reasons[100:] == [['a needed change is failing']] * 300

@@ -90,7 +90,21 @@ def item_remaining(jobs: list[dict]) -> int | None:
     return longest if known else None
 
 
-def failing_reasons(item: m.QueueItem) -> list[str]:
+def _failing_ahead(item: m.QueueItem, memo: dict) -> bool:
+    """Whether a live item ahead of ``item`` is failing; ``memo`` (item
+    id -> failing at or ahead) makes a whole queue linear, not quadratic."""
+    chain, cur = [], item.item_ahead
+    while cur is not None and cur.id not in memo:
+        chain.append(cur)
+        cur = cur.item_ahead
+    known = memo[cur.id] if cur is not None else False
+    for ahead in reversed(chain):
+        known = known or (ahead.live and ahead.is_failing())
+        memo[ahead.id] = known
+    return known
+
+
+def failing_reasons(item: m.QueueItem, memo: dict | None = None) -> list[str]:
     """Why the item will not succeed, in released Zuul's words; an item
     behind a failing one is failing too (it was tested with it)."""
     bs = item.current_build_set
@@ -101,16 +115,17 @@ def failing_reasons(item: m.QueueItem) -> list[str]:
         failing.append('it has an invalid configuration')
     if item.did_any_voting_job_fail():
         failing.append('at least one job failed')
-    if any(ahead.live and ahead.is_failing() for ahead in item.items_ahead()):
+    if _failing_ahead(item, {} if memo is None else memo):
         failing.append('a needed change is failing')
     return failing
 
 
 def item_status(item: m.QueueItem, estimates=None, now: float | None = None,
-                pipeline: str | None = None) -> dict:
+                pipeline: str | None = None, memo: dict | None = None) -> dict:
     """One queue item; ``remaining_time`` (ms) is its expected time to
     finish (item_remaining), ``enqueue_time`` (ms since the epoch) when it
-    entered the pipeline, ``pipeline`` the pipeline it is in."""
+    entered the pipeline, ``pipeline`` the pipeline it is in; ``memo`` is
+    shared by the items of one queue (failing_reasons)."""
     change = item.change
     number = getattr(change, 'number', None)
     bs = item.current_build_set
@@ -125,7 +140,7 @@ def item_status(item: m.QueueItem, estimates=None, now: float | None = None,
         'live': item.live, 'active': bs.merge_state != m.MERGE_NEW,
         'enqueue_time': _ms(item.enqueue_time),
         'item_ahead': _id(item.item_ahead), 'items_behind': [_id(i) for i in item.items_behind],
-        'failing_reasons': failing_reasons(item), 'zuul_ref': bs.uuid,
+        'failing_reasons': failing_reasons(item, memo), 'zuul_ref': bs.uuid,
         'remaining_time': item_remaining(jobs), 'pipeline': pipeline,
         'jobs': jobs,
     }
@@ -142,12 +157,13 @@ def queue_heads(queue: m.ChangeQueue) -> list[list[m.QueueItem]]:
     """Items grouped into chains from each head (an item nobody is ahead
     of), following the speculative order."""
     heads = []
+    queued = {id(i) for i in queue.queue}
     for item in queue.queue:
         if item.item_ahead is None:
             chain, cur = [], item
             while cur is not None:
                 chain.append(cur)
-                cur = next((b for b in cur.items_behind if b in queue.queue), None)
+                cur = next((b for b in cur.items_behind if id(b) in queued), None)
             heads.append(chain)
     return heads
 
@@ -166,9 +182,10 @@ def pipeline_status(manager, estimates=None, now: float | None = None) -> dict:
     p = manager.pipeline
     queues = []
     for queue in manager.queues:
+        memo: dict = {}
         queues.append({
             'name': queue_name(queue), 'window': queue.window,
-            'heads': [[item_status(i, estimates, now, p.name) for i in chain]
+            'heads': [[item_status(i, estimates, now, p.name, memo) for i in chain]
                       for chain in queue_heads(queue)],
         })
     return {'name': p.name, 'description': getattr(p, 'description', None) or '',

@@ -132,20 +132,20 @@ function adminButtons(item, position, pipeline) {
   const name = pipeline ? pipeline.name : item.pipeline;
   if (!zuul.auth || !zuul.auth.admin || !item.live || !name) return null;
   const target = CHANGE_RE.test(item.id) ? {change: item.id} : {ref: item.ref};
-  const buttons = [actionButton('dequeue', item, `Dequeue ${item.id} from ${name}?`,
+  const buttons = [actionButton('dequeue', item, name, `Dequeue ${item.id} from ${name}?`,
     () => zuul.request('POST', zuul.api(`project/${projectPath(item.project)}/dequeue`),
                        {pipeline: name, ...target}))];
   if (pipeline && pipeline.manager === 'dependent' && position > 1 && target.change) {
-    buttons.push(actionButton('promote', item, `Promote ${item.id} to the head of ${name}?`,
+    buttons.push(actionButton('promote', item, name, `Promote ${item.id} to the head of ${name}?`,
       () => zuul.request('POST', zuul.api('promote'), {pipeline: name, changes: [item.id]})));
   }
   return zuul.el('div', {class: 'admin-actions'}, buttons);
 }
 
-function actionButton(action, item, question, run) {
+function actionButton(action, item, pipelineName, question, run) {
   const label = action[0].toUpperCase() + action.slice(1);
   const button = zuul.el('button', {type: 'button', class: `action-${action}`,
-    'data-focus-key': `${action}:${item.pipeline}:${item.id}`,
+    'data-focus-key': `${action}:${pipelineName}:${item.id}`,
     'aria-label': `${label} ${item.id}`}, label);
   button.addEventListener('click', async () => {
     if (!window.confirm(question)) return;

@@ -15,17 +15,12 @@ infrastructure made it fail, or ``test`` when the job itself failed.
 
 from __future__ import annotations
 
-import logging
-
 from zuul.executor import infrafailure
 from zuul.model import item as m
-
-log = logging.getLogger('zuul.scheduler.classify')
 
 EXECUTOR_LOST = 'infra:executor-lost'
 NODE_FAILURE = 'infra:node-failure'
 PRE_RUN = infrafailure.PRE_RUN
-UNREACHABLE = infrafailure.UNREACHABLE
 TEST = infrafailure.TEST
 
 _TEST_RESULTS = (m.FAILURE, 'ERROR', m.POST_FAILURE, m.TIMED_OUT)

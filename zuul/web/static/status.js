@@ -83,8 +83,9 @@ function itemHealth(item) {
 
 // Only web addresses become links (never a javascript: URL).
 function changeLink(item) {
-  return item.url && /^https?:\/\//i.test(item.url) ? zuul.el('a', {href: item.url, class: 'review-link',
-                                  title: 'the change in its code review'}, item.id) : item.id;
+  if (!item.url || !/^https?:\/\//i.test(item.url)) return item.id;
+  return zuul.el('a', {href: item.url, class: 'review-link',
+                       title: 'the change in its code review'}, item.id);
 }
 
 function statusLink(item) {

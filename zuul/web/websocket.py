@@ -327,7 +327,10 @@ class UpgradeGateway(wsgi.Gateway_10):
 
     def _takeover(self) -> socket.socket:
         req = self.req
-        sock = req.conn.socket.dup()
+        try:
+            sock = req.conn.socket.dup()
+        except (NotImplementedError, OSError):   # an SSLSocket cannot be duplicated
+            sock = req.conn.socket                # linger below keeps cheroot off it
         sock.settimeout(None)
         req.sent_headers = True        # cheroot must not answer this request
         req.close_connection = True    # nor read another from it

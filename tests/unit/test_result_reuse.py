@@ -212,3 +212,47 @@ def test_try_reuse_needs_an_enabled_job_and_an_adapter():
     item = _item()
     assert reuse.try_reuse(ctx, item, m.JobRef('j', frozen={'reuse_results': True})) is False
     assert reuse.try_reuse(ctx, item, m.JobRef('j')) is False
+
+
+class _Handle:
+    def __init__(self, result):
+        self.result = result
+        self.canceled = False
+
+    def wait(self, timeout):
+        return self.result
+
+    def cancel(self):
+        self.canceled = True
+
+
+class _Merger:
+    """merger:refstate answers (or none), recording the requests."""
+
+    def __init__(self, result):
+        self.result = result
+        self.requests = []
+
+    def get_repo_state(self, items, callback, event_id=None):
+        self.requests.append([(i.connection, i.project) for i in items])
+        return _Handle(self.result)
+
+
+def test_pinning_reads_the_heads_once_and_gives_up_once_per_build_set():
+    from zuul.merger.protocol import RefStateResult
+    item = _item()
+    bs = item.current_build_set
+    del bs.repo_state['gerrit']['org/lib']
+    merger = _Merger(RefStateResult(updated=True, repo_state={'gerrit': {'org/lib': LIB}}))
+    pins = reuse.Pinner()
+    assert pins.pin(merger, bs, [('gerrit', 'org/lib')])
+    assert merger.requests == [[('gerrit', 'org/lib')]]
+    assert bs.pinned_state == {'gerrit': {'org/lib': LIB}}
+    # No answer: the job is not reused, and the build set is not asked again.
+    other = _item().current_build_set
+    silent = _Merger(None)
+    assert not pins.pin(silent, other, [('gerrit', 'org/x')])
+    assert not pins.pin(silent, other, [('gerrit', 'org/x')])
+    assert len(silent.requests) == 1
+    failed = _Merger(RefStateResult(updated=False, error='cannot fetch'))
+    assert not reuse.pin_projects(failed, _item().current_build_set, [('gerrit', 'org/y')])

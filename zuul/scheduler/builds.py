@@ -117,6 +117,7 @@ class ExecutorAdapter:
         self.records = None
         # Job ``reuse-results``: successful builds by input hash.
         self.reuse_index = reuse.ReuseIndex(lambda: getattr(scheduler, 'history', None))
+        self.pins = reuse.Pinner()
 
     def execute(self, tenant: str, pipeline, item: m.QueueItem, job: m.JobRef, nodeset,
                 build: m.Build) -> None:
@@ -139,8 +140,8 @@ class ExecutorAdapter:
         bs = item.current_build_set
         spec = self.job_spec_for(job, item)
         missing = reuse.unpinned_projects(bs, reuse.used_projects(spec, item))
-        if missing and not reuse.pin_projects(getattr(self.scheduler, 'merger', None), bs,
-                                              missing, item.event_id):
+        if missing and not self.pins.pin(getattr(self.scheduler, 'merger', None), bs,
+                                         missing, item.event_id):
             return None
         artifacts = required_artifacts + parent_artifacts(item, job.name)
         return reuse.input_hash(tenant, item, job, spec, artifacts)

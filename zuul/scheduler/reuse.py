@@ -41,7 +41,11 @@ log = logging.getLogger('zuul.scheduler.reuse')
 HASH_VERSION = 1
 # How long the scheduler waits for a merger to pin the heads of the
 # projects a job uses beyond the merge (the job runs normally without).
-PIN_TIMEOUT = 60.0
+# The scheduler's thread waits: a build set whose pinning failed is not
+# pinned again (``Pinner``).
+PIN_TIMEOUT = 30.0
+# Build sets remembered as not pinnable.
+PIN_FAILURES_KEPT = 1000
 
 
 def reuse_enabled(job: m.JobRef) -> bool:
@@ -139,6 +143,26 @@ def pin_projects(merger, bs: m.BuildSet, projects, event_id=None,
     for connection, found in (result.repo_state or {}).items():
         bs.pinned_state.setdefault(connection, {}).update(found)
     return not unpinned_projects(bs, projects)
+
+
+class Pinner:
+    """``pin_projects`` at most once per build set that failed it: a
+    merger that does not answer holds the scheduler once, not at every
+    pass over the queue."""
+
+    def __init__(self, pin=None):
+        self._pin = pin or pin_projects
+        self._failed: dict[str, None] = {}
+
+    def pin(self, merger, bs: m.BuildSet, projects, event_id=None) -> bool:
+        if bs.uuid in self._failed:
+            return False
+        if self._pin(merger, bs, projects, event_id):
+            return True
+        self._failed[bs.uuid] = None
+        while len(self._failed) > PIN_FAILURES_KEPT:
+            self._failed.pop(next(iter(self._failed)))
+        return False
 
 
 # -- the index of successful builds --------------------------------------------------

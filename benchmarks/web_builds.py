@@ -61,8 +61,11 @@ def fill(history: BuildHistory, builds: int, seed: int = 1) -> dict:
                          'end_time': start + datetime.timedelta(seconds=duration),
                          'voting': j != 3, 'final': True, 'held': False})
         if n == builds // 8:
+            # values that exist in the sample's tenant (a filter matching
+            # nothing measures a full scan, not a page)
             sample.update(buildset=bs_uuid, build=rows[-1]['uuid'], change=1000 + n // 3,
-                          tenant=f'tenant-{n % 2}')
+                          tenant=f'tenant-{n % 2}', project=project,
+                          job=rows[-1]['job_name'])
     with history.engine.begin() as conn:
         for start in range(0, len(buildsets), 5000):
             conn.execute(sa.insert(t['buildset']), buildsets[start:start + 5000])
@@ -75,10 +78,10 @@ def queries(history: BuildHistory, s: dict) -> list[tuple[str, callable]]:
     t = s['tenant']
     return [
         ('builds, newest 50', lambda: history.get_builds(t)),
-        ('builds ?project=', lambda: history.get_builds(t, project='org/project7')),
-        ('builds ?job_name=', lambda: history.get_builds(t, job_name='job-3')),
+        ('builds ?project=', lambda: history.get_builds(t, project=s['project'])),
+        ('builds ?job_name=', lambda: history.get_builds(t, job_name=s['job'])),
         ('builds ?project=&job_name=', lambda: history.get_builds(
-            t, project='org/project7', job_name='job-3')),
+            t, project=s['project'], job_name=s['job'])),
         ('builds ?change=&patchset=', lambda: history.get_builds(
             t, change=s['change'], patchset='1')),
         ('builds ?result=TIMED_OUT', lambda: history.get_builds(t, result='TIMED_OUT')),
@@ -88,7 +91,7 @@ def queries(history: BuildHistory, s: dict) -> list[tuple[str, callable]]:
             t, pipeline='gate', offset=5000)),
         ('builds ?sort=-duration', lambda: history.get_builds(t, sort='-duration')),
         ('buildsets, newest 50', lambda: history.get_buildsets(t)),
-        ('buildsets ?project=', lambda: history.get_buildsets(t, project='org/project7')),
+        ('buildsets ?project=', lambda: history.get_buildsets(t, project=s['project'])),
         ('buildset page (set + builds)', lambda: (
             history.get_buildsets(t, uuid=s['buildset'], limit=1),
             history.get_builds(t, buildset_uuid=s['buildset'], sort='id', limit=1000))),

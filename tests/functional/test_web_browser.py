@@ -52,7 +52,7 @@ def test_status_page_shows_a_running_gate(zuul_web, fake_scheduler, tmp_path):
         ('1,2', '1'), ('2,1', '2'), ('4,1', '3')]
     # finished job links to its build page; the running one to its live log
     assert '/t/tenant-one/build/' in gate
-    assert f'console-stream?uuid={RUNNING_UUID}' in gate
+    assert f'href="/t/tenant-one/stream/{RUNNING_UUID}"' in gate
     # the running job's progress bar comes from its expected duration (60 of 120 s)
     assert 'bar-running" style="width: 50%"' in gate
     # the item's ETA is its longest-running job's remaining time (60 s)

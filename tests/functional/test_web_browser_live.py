@@ -347,3 +347,28 @@ def test_failing_items_and_those_behind_them_stand_out(browser, zuul_web, fake_s
     assert 'bar-failure' in failed_bar.get_attribute('class')
     os.makedirs(ARTIFACTS, exist_ok=True)
     browser.save_screenshot(os.path.join(ARTIFACTS, 'web-status-failing.png'))
+
+
+def test_a_running_job_opens_its_live_log_from_the_status_page(browser, zuul_web,
+                                                               fake_scheduler, tmp_path):
+    from tests.fakes.scheduler_rpc import RUNNING_UUID
+    from zuul.executor.logstream import LogStreamServer
+    stream = LogStreamServer('127.0.0.1', 0)
+    stream.start()
+    try:
+        log = tmp_path / 'job-output.txt'
+        log.write_text('first line of the running job\n')
+        stream.register(RUNNING_UUID, str(log))
+        fake_scheduler.set_stream_url(stream.url(RUNNING_UUID))
+        _open(browser, f'{zuul_web.base}/t/tenant-one/status')
+        browser.find_element(By.CSS_SELECTOR, '[data-change="1,2"] a.live-log').click()
+        _until(browser, lambda b: b.current_url.endswith(f'/t/tenant-one/stream/{RUNNING_UUID}'))
+        _until(browser, lambda b: 'first line of the running job' in
+               b.find_element(By.ID, 'log-text').text)
+        with log.open('a') as f:   # the build writes on: the page follows
+            f.write('a line written later\n')
+        _until(browser, lambda b: 'a line written later' in
+               b.find_element(By.ID, 'log-text').text)
+    finally:
+        browser.get('about:blank')   # closes the websocket before the stream stops
+        stream.stop()

@@ -58,8 +58,10 @@ function jobRow(job) {
     link = zuul.el('a', {href: `/t/${encodeURIComponent(zuul.tenant)}/build/${job.uuid}`},
       job.name);
   } else if (job.uuid && job.url) {
-    link = zuul.el('a', {class: 'live-log',
-      href: zuul.api(`console-stream?uuid=${encodeURIComponent(job.uuid)}`)}, job.name);
+    // the live log page (stream.js) follows the console over a websocket
+    link = zuul.el('a', {class: 'live-log', 'aria-label': `live log of ${job.name}`,
+      href: `/t/${encodeURIComponent(zuul.tenant)}/stream/${encodeURIComponent(job.uuid)}`},
+      job.name);
   }
   const state = jobState(job);
   const cls = state.split(' ')[0].toLowerCase();

@@ -256,3 +256,21 @@ def test_pinning_reads_the_heads_once_and_gives_up_once_per_build_set():
     assert len(silent.requests) == 1
     failed = _Merger(RefStateResult(updated=False, error='cannot fetch'))
     assert not reuse.pin_projects(failed, _item().current_build_set, [('gerrit', 'org/y')])
+
+
+def test_reuse_results_is_a_job_attribute_inherited_and_overridden():
+    from tests.unit.test_freeze import Layout
+    from zuul.model.errors import ConfigurationError
+    from zuul.model.freeze import freeze_job
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: unit, reuse-results: true, run: playbooks/unit.yaml}
+- job: {name: unit-child, parent: unit}
+- job: {name: unit-off, parent: unit, reuse-results: false}
+''')
+    assert freeze_job(layout, 'unit', 'master').get('reuse_results') is True
+    assert freeze_job(layout, 'unit-child', 'master').get('reuse_results') is True
+    assert not freeze_job(layout, 'unit-off', 'master').get('reuse_results')
+    assert not freeze_job(layout, 'base', 'master').get('reuse_results')
+    with pytest.raises(ConfigurationError, match='reuse-results'):
+        Layout().add("- job: {name: bad, reuse-results: sometimes}")

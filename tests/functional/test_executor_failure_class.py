@@ -2,7 +2,9 @@
 real ansible-playbook over SSH to sshd nodes in network namespaces. A
 pre-run failure, an unreachable node and a console matching the tenant's
 ``infra-failure-patterns`` come back RETRY (RETRY_LIMIT at the last
-attempt) with their class; a failing test is FAILURE, class ``test``."""
+attempt) with their class; a failing test is FAILURE, class ``test``, and
+so is a playbook ansible cannot load (it exits 4 as for an unreachable
+host)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ PLAYBOOKS = {
     'fail.yaml': PLAYS_HEADER + '    - command: "false"\n',
     'mirror.yaml': PLAYS_HEADER + (
         "    - shell: 'echo Failed to fetch http://mirror/ubuntu  503 Unavailable; exit 1'\n"),
+    # ansible-playbook exits 4 for this too, as for an unreachable host.
+    'broken.yaml': PLAYS_HEADER + '    - shell: echo "a: b"; exit 1\n',
 }
 MIRROR = r'Failed to fetch http://mirror/.* 503'
 
@@ -55,6 +59,7 @@ def _request(env, phases: dict, attempt: int = 1, patterns=(), unreachable=False
     ({'run': 'mirror'}, 1, ('never seen',), False, 'FAILURE', 'test'),
     ({'run': 'ok', 'post_run': 'mirror'}, 1, (MIRROR,), False, 'RETRY',
      'infra:pattern:' + MIRROR),
+    ({'run': 'broken'}, 1, (), False, 'FAILURE', 'test'),
 ])
 def test_result_and_failure_class(exec_env, phases, attempt, patterns, unreachable,  # noqa: F811
                                   result, klass):

@@ -36,6 +36,7 @@ succeed.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import logging
@@ -60,7 +61,13 @@ from zuul.executor import (
 from zuul.executor.jobdir import JobDir, PreparedPlaybook
 from zuul.executor.playbooks import PlaybookError, PlaybookPreparer
 from zuul.executor.protocol import BuildResult, ExecuteRequest
-from zuul.executor.runner import ABORTED, NORMAL, TIMED_OUT, PlaybookProcessRunner
+from zuul.executor.runner import (
+    ABORTED,
+    NORMAL,
+    RC_FAILED_HOSTS,
+    TIMED_OUT,
+    PlaybookProcessRunner,
+)
 from zuul.executor.sandbox import BubblewrapSandbox, SandboxMounts, user_files
 from zuul.executor.settings import ExecutorSettings
 from zuul.executor.vars import git_head, zuul_vars
@@ -377,6 +384,17 @@ class BuildExecution:
             return 'FAILURE', False
         return result, False
 
+    def _confirm_unreachable(self, outcome, console_start: int):
+        """ansible-playbook exits 4 both when a host was unreachable and
+        when it could not load the playbook: only the first is the
+        infrastructure's (and retried); the second fails like a task."""
+        if not outcome.unreachable or infrafailure.console_shows_unreachable(
+                self.jobdir.work_root, self.jobdir.job_output_txt, console_start):
+            return outcome
+        self._log_line('ansible-playbook exited 4 but no host was unreachable: a playbook '
+                       'error, not retried')
+        return dataclasses.replace(outcome, returncode=RC_FAILED_HOSTS)
+
     def _infra_pattern_matched(self, result: str | None) -> bool:
         """A failed build whose console matches one of the tenant's
         ``infra-failure-patterns`` failed because of the infrastructure."""
@@ -414,6 +432,7 @@ class BuildExecution:
         label = f'{_LABELS[playbook.phase]} START: [{playbook.label}]'
         self.progress(playbook.phase)
         self._log_line(label)
+        console_start = failureoutput.log_size(self.jobdir.work_root, self.jobdir.job_output_txt)
         watcher = self._watch_failure_output(playbook)
         if not cleanup:
             self._check_disk()
@@ -432,6 +451,7 @@ class BuildExecution:
                 self._give_semaphores(playbook)
         if watcher is not None and watcher.stop() is not None:
             self._log_line(f'Early failure in job: failure-output matched: {watcher.matched}')
+        outcome = self._confirm_unreachable(outcome, console_start)
         status = f'RESULT_{outcome.status}' if outcome.status != NORMAL else (
             'RESULT_NORMAL' if outcome.ok else
             'RESULT_UNREACHABLE' if outcome.unreachable else 'RESULT_FAILED')

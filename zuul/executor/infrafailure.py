@@ -63,5 +63,26 @@ def first_matching_pattern(regexes: list[Regex], root: str, path: str) -> str | 
     return None
 
 
+# How the zuul_stream callback reports a task on an unreachable host.
+UNREACHABLE_MARK = b'| UNREACHABLE: Runtime: '
+
+
+def console_shows_unreachable(root: str, path: str, offset: int) -> bool:
+    """Whether the console from ``offset`` on reports an unreachable
+    host (ansible-playbook's exit code 4 also means a playbook it could
+    not load)."""
+    try:
+        with safefile.open_regular_file_beneath(root, path, 'rb') as f:
+            f.seek(offset)
+            for number, raw in enumerate(f):
+                if number >= MAX_LINES:
+                    break
+                if UNREACHABLE_MARK in raw:
+                    return True
+    except OSError:
+        return False
+    return False
+
+
 def pattern_class(pattern: str) -> str:
     return PATTERN_PREFIX + pattern

@@ -409,10 +409,16 @@ class Run:
                            executor.builds[b.uuid].answered for b in list(system.builds))
             except (RuntimeError, ValueError):
                 return True     # changed while looked at
-        for _ in range(2):      # twice: a pass may start new work right after idle
-            if not scheduler.loop.wait_idle(60, extra=busy):
+        # Polled (the loop's own wait looks at ``busy`` only every 0.1 s);
+        # quiet when seen so twice in a row (a pass may start new work).
+        deadline = time.time() + 120
+        calm = 0
+        while calm < 2:
+            if time.time() > deadline:
                 raise SystemExit(f'the scheduler did not settle: received '
                                  f'{executor.received} of {len(system.launches)} builds')
+            calm = calm + 1 if scheduler.loop.wait_idle(0.05) and not busy() else 0
+            time.sleep(0.005)
 
     def _summarize(self) -> None:
         out = self.outcome

@@ -15,6 +15,12 @@ Zuul does:
   already failed before ``run`` or timed out;
 * cleanup-run: always runs, its result is ignored.
 
+ansible-playbook exits 4 for an unreachable host and for a playbook it
+cannot load: only a console reporting an unreachable host counts as the
+first. A FAILURE or POST_FAILURE whose console matches one of the
+tenant's ``infra-failure-patterns`` is retried like a pre-run failure.
+Each result says why in ``failure_class`` (zuul.executor.infrafailure).
+
 A build stopped (aborted) runs no more playbooks but its cleanup ones:
 post-run entries marked ``cleanup`` and every cleanup-run playbook, each
 within ``cleanup_timeout``; the result is ABORTED.

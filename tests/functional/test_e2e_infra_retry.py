@@ -99,7 +99,7 @@ def test_infra_failures_retry_with_their_class_and_test_failures_do_not(
     report = [m for m in system.messages(change) if 'Build failed' in m][-1]
     lines = {line.split()[1]: line for line in report.splitlines() if line.startswith('- ')}
     assert 'SUCCESS' in lines['flaky-mirror']
-    assert 'RETRY_LIMIT' in lines['pre-broken']
+    assert 'RETRY_LIMIT' in lines['pre-broken'] and '(infra:pre-run)' in lines['pre-broken']
     assert 'FAILURE' in lines['test-fails']
 
     def attempts(job):

@@ -245,6 +245,8 @@ class ExecutorAdapter:
         log_url = ((result.returned_log_url or result.log_url) if result is not None
                    else None) or url
         build.failure_class = classify_result(result)
+        if outcome in (m.RETRY, m.RETRY_LIMIT) and not detail:
+            detail = f'({build.failure_class})'    # why, on the report line
         self.scheduler.add_result_event(
             'build-completed', build=build, result=outcome, result_data=data,
             error_detail=detail, end_time=end, start_time=start,

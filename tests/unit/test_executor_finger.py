@@ -1,12 +1,12 @@
-"""The finger live-log server (zuul/executor/finger.py) over a real
-executor LogStreamServer and a real TCP client."""
+"""The released finger protocol on the executor's live-log port
+(zuul/executor/logstream.py, beside HTTP), with a real TCP client."""
 
 import socket
 
 import pytest
 
-from zuul.executor.finger import FingerServer, parse_request
 from zuul.executor.logstream import LogStreamServer
+from zuul.executor.logstream import parse_finger_request as parse_request
 
 UUID = 'a1b2c3d4e5f60718293a4b5c6d7e8f90'
 
@@ -15,12 +15,9 @@ UUID = 'a1b2c3d4e5f60718293a4b5c6d7e8f90'
 def servers():
     streams = LogStreamServer('127.0.0.1', 0)
     streams.start()
-    finger = FingerServer(streams, '127.0.0.1', 0)
-    finger.start()
     try:
-        yield streams, finger
+        yield streams, streams      # one port: HTTP and finger
     finally:
-        finger.stop()
         streams.stop()
 
 
@@ -66,3 +63,22 @@ def test_parse_request():
     assert parse_request(f'/W {UUID}\n'.encode()) == UUID
     assert parse_request(b'\n') is None
     assert parse_request(b'a b\n') is None
+
+
+def test_http_and_finger_share_the_port(servers, tmp_path):
+    import urllib.request
+    streams, _ = servers
+    log = tmp_path / 'work' / 'logs' / 'job-output.txt'
+    log.parent.mkdir(parents=True)
+    log.write_text('done\n')
+    streams.register(UUID, str(log))
+    response = urllib.request.urlopen(streams.url(UUID), timeout=60)
+    sock = ask(streams, f'{UUID}\n'.encode())
+    assert response.read(5) == b'done\n'      # while the build runs
+    received = b''
+    while b'done\n' not in received:
+        received += sock.recv(65536)
+    streams.finish(UUID)
+    assert response.read() == b''
+    response.close()
+    assert received + read_all(sock) == b'done\n'

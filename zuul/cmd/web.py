@@ -114,6 +114,8 @@ def build_web(settings: WebSettings, webhooks=None):
     return ZuulWeb(settings.listen_address, settings.port, rpc, history,
                    log_root=settings.log_root,
                    static_cache_expiry=settings.static_cache_expiry,
+                   # Pollers of one tenant share one scheduler call a second.
+                   status_cache_ttl=1.0,
                    webhooks=webhooks, authenticators=Authenticators(settings.auth),
                    enforce_access=True), rpc
 

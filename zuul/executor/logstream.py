@@ -7,6 +7,13 @@ has been read to its end.  Unknown builds get ``404``.  The executor
 announces ``url(uuid)`` in its first WORK_DATA packet; zuul-web (or curl)
 follows it.
 
+The same port speaks the released ``finger`` protocol (``[executor]
+finger_port``): a client that sends a build uuid and a newline instead of
+an HTTP request (``echo UUID | nc executor 7900``, ``finger
+UUID@executor``) reads the console from the start until the build ends;
+an unknown build gets ``Build ID <uuid> not found``.  The two are told
+apart by the first bytes: an HTTP request starts with its method.
+
 The log lives in the build's ``work/`` directory, which untrusted
 playbooks can write to: they may replace the file, or any directory above
 it, with a symlink to a file of the executor.  The log is therefore opened
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -35,6 +43,14 @@ CHUNK = 65536
 
 REFUSED_LINE = (b'\n*** Zuul: the log file is not a regular file inside the build directory '
                 b'(a symlink?); not streamed ***\n')
+
+
+# A finger request is a line; anything longer is not one.
+FINGER_MAX_REQUEST = 256
+FINGER_REQUEST_TIMEOUT = 10
+_FINGER_UUID_RE = re.compile(r'^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$')
+_HTTP_METHODS = (b'GET ', b'HEAD', b'POST', b'PUT ', b'DELE', b'OPTI', b'PATC', b'CONN',
+                 b'TRAC')
 
 
 class UnsafeLogError(Exception):
@@ -169,9 +185,61 @@ def follow(stream: _Stream, write, f=None) -> None:
                 return
 
 
+def parse_finger_request(line: bytes) -> str | None:
+    """The build uuid of a finger request line (``/W`` verbose flag
+    allowed, as finger clients send it), or None if it is not one."""
+    text = line.decode('ascii', 'replace').strip()
+    if text.startswith('/W'):
+        text = text[2:].strip()
+    return text if _FINGER_UUID_RE.match(text) else None
+
+
+def answer_finger(server: LogStreamServer, rfile, send) -> None:
+    """Read one finger request from ``rfile`` and stream the build's
+    console with ``send`` until it ends."""
+    line = rfile.readline(FINGER_MAX_REQUEST + 1)
+    uuid = parse_finger_request(line) if len(line) <= FINGER_MAX_REQUEST else None
+    if uuid is None:
+        send(b'Invalid request: send a build uuid and a newline\n')
+        return
+    stream = server.get(uuid)
+    if stream is None:
+        send(f'Build ID {uuid} not found\n'.encode())
+        return
+    try:
+        f = open_log(stream)
+    except UnsafeLogError:
+        send(f'Build ID {uuid}: the log is not available\n'.encode())
+        return
+    try:
+        follow(stream, send, f)
+    finally:
+        if f is not None:
+            f.close()
+
+
 def _handler_class(server: LogStreamServer):
     class LogStreamHandler(BaseHTTPRequestHandler):
         protocol_version = 'HTTP/1.1'
+
+        def handle(self):
+            self.request.settimeout(FINGER_REQUEST_TIMEOUT)
+            try:
+                head = self.rfile.peek(4)[:4]
+            except OSError:
+                return
+            self.request.settimeout(None)
+            if not head or head.startswith(_HTTP_METHODS):
+                super().handle()
+                return
+            try:
+                answer_finger(server, self.rfile, self._send_raw)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def _send_raw(self, data: bytes) -> None:
+            self.wfile.write(data)
+            self.wfile.flush()
 
         def log_message(self, fmt, *args):  # route to logging, not stderr
             log.debug('%s - ' + fmt, self.address_string(), *args)

@@ -176,8 +176,7 @@ class ZuulWebAPI:
         if result is not None:
             return result
         no_args = {'status': self.status, 'jobs': self.jobs, 'projects': self.projects,
-                   'pipelines': self.pipelines, 'config-errors': self.config_errors,
-                   'autohold': self.autoholds}
+                   'pipelines': self.pipelines}
         if what in no_args and not rest:
             self._no_params(kw)
             return no_args[what](tenant)
@@ -289,9 +288,6 @@ class ZuulWebAPI:
         if image is not None and not isinstance(image, str):
             raise HTTPError(400, 'give image once')
         return self._call(IMAGE_BUILD_ROUTES[what], tenant=tenant, image=image)
-
-    def config_errors(self, tenant):
-        return self._call(p.CONFIG_ERRORS, tenant=tenant)
 
     def autoholds(self, tenant, project=None):
         holds = self._call(p.AUTOHOLD_LIST, tenant=tenant)

@@ -129,6 +129,14 @@ class Collaborators:
                          frozen=dict(self.job_attrs[j]) if j in self.job_attrs else None)
                 for j in self.jobs], []
 
+    def reuse_result(self, item, job):
+        from zuul.scheduler.reuse import try_reuse
+        return try_reuse(self, item, job)
+
+    def retry_node_failure(self, build_set, job):
+        from zuul.scheduler.classify import retry_node_failure
+        return retry_node_failure(self, build_set, job)
+
     def job_requirements(self, item, job):
         from zuul.manager.requirements import requirements_state
         return requirements_state(item, job)

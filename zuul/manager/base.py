@@ -545,8 +545,7 @@ class PipelineManager(BundleHandling):
     def _reuse_result(self, item: m.QueueItem, job: m.JobRef) -> bool:
         """Job ``reuse-results``: True when an earlier SUCCESS build had
         the same inputs and counts for this one (zuul/scheduler/reuse.py)."""
-        from zuul.scheduler.reuse import try_reuse
-        return try_reuse(self.ctx, item, job)
+        return self.ctx.reuse_result(item, job)
 
     def _held_by_changes_ahead(self, item: m.QueueItem) -> bool:
         """A job with ``hold-following-changes`` in an item ahead that has
@@ -709,8 +708,7 @@ class PipelineManager(BundleHandling):
     def _retry_node_failure(self, bs: m.BuildSet, job: m.JobRef, build: m.Build) -> bool:
         """The tenant's ``retry-node-failure``: a failed node request is
         made again while attempts are left (zuul/scheduler/classify.py)."""
-        from zuul.scheduler.classify import retry_node_failure
-        if not retry_node_failure(self.ctx, bs, job):
+        if not self.ctx.retry_node_failure(bs, job):
             return False
         bs.retried_builds.append(build)
         item_log(bs.item).info('Node request for %s failed: requesting nodes again (try %d '

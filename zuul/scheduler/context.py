@@ -16,6 +16,7 @@ from zuul.model import item as m
 from zuul.model.change import Branch, Change, Ref
 from zuul.model.events import TriggerEvent
 from zuul.model.queue import QueueConfig
+from zuul.scheduler import classify, reuse
 from zuul.scheduler.images import IMAGE_EVENTS, image_ref_for_event
 from zuul.scheduler.reporting import build_page_base, format_report
 
@@ -212,6 +213,16 @@ class SchedulerContext:
     @property
     def semaphores(self):
         return self.scheduler.semaphore_handler(self.tenant.name)
+
+    def reuse_result(self, item, job) -> bool:
+        """Job ``reuse-results``: True when an earlier SUCCESS build with
+        the same inputs completes ``job`` for ``item``."""
+        return reuse.try_reuse(self, item, job)
+
+    def retry_node_failure(self, build_set, job) -> bool:
+        """The tenant's ``retry-node-failure``: whether a failed node
+        request for ``job`` is made again."""
+        return classify.retry_node_failure(self, build_set, job)
 
     def job_requirements(self, item, job):
         """Whether a job that ``requires`` something may start: a

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from tests.fakes.scheduler_rpc import RUNNING_UUID
+from tests.fakes.scheduler_rpc import RUNNING_UUID, _history_item
 from tests.functional.test_web_browser import CHROMIUM, chromium
 from zuul.executor.logstream import LogStreamServer
 from zuul.web import websocket
@@ -220,3 +220,20 @@ def test_live_log_page_streams_a_running_build(web, fake_scheduler, tmp_path):
     assert 'style="color: #c4a000">warning</span>' in main
     assert 'id="L2"' in main and 'second line' in main
     assert 'The build has finished: end of log.' in main
+
+
+def test_build_page_shows_failure_class_and_reused_result(web, build_history, tmp_path):
+    original = build_history.uuids[('tenant-one', '1,2', 'project-test1')]
+    item = _history_item('org/project', 7, 1, {'project-test1': 'SUCCESS',
+                                               'project-merge': 'FAILURE'}, 1_700_010_000)
+    builds = item.current_build_set.builds
+    builds['project-test1'].reused_from = {'uuid': original}
+    builds['project-merge'].failure_class = 'infra:unreachable'
+    build_history.record_buildset('tenant-one', 'check', item, 'failure', 'Build failed.')
+    reused = _main(chromium(tmp_path, '--dump-dom',
+                            f'{web.base}/t/tenant-one/build/{builds["project-test1"].uuid}'))
+    assert re.search(rf'href="/t/tenant-one/build/{original}" id="reused-from-link"', reused)
+    failed = _main(chromium(tmp_path, '--dump-dom',
+                            f'{web.base}/t/tenant-one/build/{builds["project-merge"].uuid}'))
+    assert 'class="field-failure class">infra:unreachable<' in failed
+    assert 'reused-from-link' not in failed

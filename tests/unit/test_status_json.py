@@ -212,3 +212,15 @@ def test_the_scheduler_estimates_from_the_builds_it_saw_succeed():
     assert 30_000 <= job['elapsed_time'] < 40_000
     assert 60_000 < job['remaining_time'] <= 70_000
     assert item['remaining_time'] == job['remaining_time']
+
+
+def test_jobs_carry_their_failure_class_and_reused_build():
+    item = _item()
+    bs = item.current_build_set
+    bs.builds['merge'].reused_from = {'uuid': 'f' * 32, 'log_url': 'http://logs/f'}
+    bs.builds['lint'].failure_class = 'infra:unreachable'
+    jobs = {j['name']: j for j in status.item_status(item, _estimates, now=NOW)['jobs']}
+    assert (jobs['merge']['reused_from'], jobs['merge']['failure_class']) == ('f' * 32, None)
+    assert (jobs['lint']['reused_from'], jobs['lint']['failure_class']) == \
+        (None, 'infra:unreachable')
+    assert (jobs['docs']['reused_from'], jobs['docs']['failure_class']) == (None, None)

@@ -44,6 +44,11 @@ def job_status(item: m.QueueItem, job: m.JobRef, estimates=None,
         'dependencies': list(job.dependencies),
         'node_labels': [label for _, label in job.nodes],
         'skip_reason': bs.skipped.get(job.name),
+        # Beyond released Zuul (doc/source/reference/waste.rst): why a
+        # failed build failed (``infra:...`` or ``test``), and the earlier
+        # build whose result this one reused.
+        'failure_class': build.failure_class if build else None,
+        'reused_from': (build.reused_from or {}).get('uuid') if build else None,
     }
 
 

@@ -32,6 +32,9 @@ function summary(b) {
     ['Buildset', zuul.el('a', {href: `${tenantUrl}/buildset/${b.buildset.uuid}`,
       id: 'buildset-link'}, b.buildset.uuid)],
     ['Event', b.event_id], ['Error', b.error_detail],
+    ['Failure class', b.failure_class],
+    ['Reused from', b.reused_from ? zuul.el('a', {href: `${tenantUrl}/build/${b.reused_from}`,
+      id: 'reused-from-link'}, b.reused_from) : null],
   ];
   return zuul.el('table', {class: 'build-detail', id: 'build'},
     rows.filter(([, v]) => v !== null && v !== undefined && v !== '').map(([k, v]) =>

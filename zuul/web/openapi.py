@@ -2,7 +2,7 @@
 
 The validator understands the subset of OpenAPI 3 schema the document
 uses: $ref to components, type (with nullable), properties, required,
-additionalProperties, items, enum, oneOf/anyOf. Tests check every API
+additionalProperties, items, enum, oneOf/anyOf/allOf. Tests check every API
 response against the document with it, so the two cannot drift.
 """
 
@@ -16,6 +16,7 @@ import yaml
 
 SPEC_PATH = os.path.join(os.path.dirname(__file__), 'openapi.yaml')
 
+_SLASHED = ('project', 'branch')
 _TYPES = {
     'string': str, 'integer': int, 'number': (int, float), 'boolean': bool,
     'array': list, 'object': dict,
@@ -34,10 +35,12 @@ def load_spec() -> dict:
 
 
 def _path_regex(template: str) -> re.Pattern:
-    # {project} may contain slashes (org/project); other parameters not.
+    # {project} and {branch} may contain slashes (org/project,
+    # stable/2.0); other parameters not. The shortest project wins, as
+    # zuul-web reads .../project/<p>/branch/<b>/freeze-jobs.
     def param(match):
         name = match.group(1)
-        return f'(?P<{name}>.+)' if name == 'project' else f'(?P<{name}>[^/]+)'
+        return f'(?P<{name}>.+?)' if name in _SLASHED else f'(?P<{name}>[^/]+)'
     return re.compile('^' + re.sub(r'\{(\w+)\}', param, re.escape(template).replace(
         r'\{', '{').replace(r'\}', '}')) + '$')
 
@@ -71,6 +74,8 @@ def validate(spec: dict, schema: dict, value, where: str = '$') -> list[str]:
     if '$ref' in schema:
         name = schema['$ref'].rsplit('/', 1)[-1]
         return validate(spec, spec['components']['schemas'][name], value, where)
+    if 'allOf' in schema:
+        return [e for s in schema['allOf'] for e in validate(spec, s, value, where)]
     if value is None:
         return [] if schema.get('nullable') or not schema else [f'{where}: null not allowed']
     for key in ('oneOf', 'anyOf'):

@@ -37,6 +37,7 @@ from zuul.driver.sql.history import (
     BUILDSET_SORT_KEYS,
     BuildHistory,
 )
+from zuul.model import item as m
 from zuul.web import actions, api, config_api, console, openapi, websocket
 from zuul.web.server import ZuulWeb
 from zuul.web.webhooks import WebhookReceiver
@@ -51,8 +52,8 @@ TENANT_ERRORS = {'400', '401', '403', '404'}
 @pytest.fixture
 def system(tmp_path, gearman_server, zk_client):
     """web_config_views_support's system, with a zuul-web that also has a
-    build history (tenant ``example``: buildsets of changes 1,1 and 2,1)
-    and takes webhooks."""
+    build history (tenant ``example``: buildsets of changes 1,1, with a
+    retried attempt of lint, and 2,1) and takes webhooks."""
     system = views.start(tmp_path, gearman_server, zk_client)
     history = BuildHistory(f'sqlite:///{tmp_path}/history.db')
     history.migrate()
@@ -63,6 +64,11 @@ def system(tmp_path, gearman_server, zk_client):
         item = _history_item('org/app', number, 1, results, 1_700_000_000 + n * 1000)
         history.record_buildset('example', 'check', item, result, f'Build {result}.')
         system.uuids[number] = item.current_build_set
+    bs = system.uuids[1]
+    retried = m.Build(bs.job('lint'), bs, result='RETRY', start_time=1_699_999_000,
+                      end_time=1_699_999_010)
+    assert history.record_build(bs.uuid, retried, final=False)
+    system.retried = retried.uuid
     web = ZuulWeb('127.0.0.1', 0, system.rpc, history, webhooks=WebhookReceiver({}),
                   authenticators=authenticators(), enforce_access=True)
     web.start()
@@ -156,9 +162,11 @@ def test_bodies_of_the_new_views_are_checked(system):
              for head in q['heads'] for i in head]
     assert items and all(i['pipeline'] == 'check' for i in items)
     _, build = served(system, 'GET', f'{T}/build/{system.uuids[1].builds["lint"].uuid}')
-    assert build['reruns'] == [] and build['artifacts'][0]['name'] == 'test report'
+    assert [(r['uuid'], r['final']) for r in build['reruns']] == [(system.retried, False)]
+    assert build['artifacts'][0]['name'] == 'test report'
     _, buildset = served(system, 'GET', f'{T}/buildset/{system.uuids[1].uuid}')
-    assert buildset['duration'] == 61.0 and len(buildset['builds']) == 2
+    assert buildset['duration'] == 61.0
+    assert sorted(b['final'] for b in buildset['builds']) == [False, True, True]
     spec = openapi.load_spec()
     schema = openapi.response_schema(spec, 'get', f'{T}/build/x', 200)
     assert openapi.validate(spec, schema, {**build, 'reruns': [{'uuid': 'u'}]}) != []
@@ -331,8 +339,8 @@ def _close(system, path, message=None, bearer=None):
 def test_console_websocket_closes_with_documented_codes(system):
     operation = openapi.load_spec()['paths']['/api/tenant/{tenant}/console-stream']['get']
     codes = set(operation['x-websocket']['close-codes'])
-    assert codes == {websocket.NORMAL, websocket.GOING_AWAY, console.MISSING_KEY,
-                     console.STREAM_ERROR}
+    assert codes == {str(c) for c in (websocket.NORMAL, websocket.GOING_AWAY,
+                                      console.MISSING_KEY, console.STREAM_ERROR)}
     path = f'{T}/console-stream'
     assert _close(system, path, {'uuid': NOT_RUNNING}) == console.MISSING_KEY
     assert _close(system, path, {'uuid': NOT_RUNNING, 'logfile': 'console.log'}) == \

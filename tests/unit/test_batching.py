@@ -6,7 +6,7 @@ state, in merge order), so which run tested what is fully known."""
 
 import pytest
 
-from tests.unit.test_pipeline_managers import _change, _pipeline, _setup
+from tests.unit.test_pipeline_managers import MergeResult, _change, _pipeline, _setup
 from zuul.configloader.pipeline import PipelineParser
 from zuul.manager.batching import FailureRate, batch_size
 from zuul.model import item as m
@@ -232,3 +232,27 @@ def test_batching_key_parsed():
 def test_bad_batching_config_is_refused(conf, message):
     with pytest.raises((ConfigurationError, Exception), match=message):
         _parse(**conf)
+
+
+def _until_running(ctx, manager):
+    """Process merges until a build runs (without finishing any)."""
+    for _ in range(50):
+        manager.process_queues()
+        if ctx.running:
+            return
+        if ctx.pending_merges:
+            bs, numbers = ctx.pending_merges.pop(0)
+            manager.on_merge_completed(bs, MergeResult(True, {'changes': numbers}))
+    raise AssertionError('no build started')
+
+
+def test_rider_dequeued_while_its_tail_runs_the_tail_runs_again_without_it():
+    ctx, manager = _setup(_gate())
+    _enqueue(ctx, manager, (1, 2, 3, 4))
+    _until_running(ctx, manager)
+    assert [b.tested for b in ctx.running] == [[1, 2, 3, 4]]
+    assert manager.dequeue_change(ctx.changes[2])
+    ctx.run()
+    assert merged_order(ctx) == [1, 3, 4]
+    assert ctx.history[-1] == ('job1', m.SUCCESS, (1, 3, 4))
+    assert_tested_as_merged(ctx, [1, 3, 4])

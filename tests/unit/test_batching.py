@@ -256,3 +256,15 @@ def test_rider_dequeued_while_its_tail_runs_the_tail_runs_again_without_it():
     assert merged_order(ctx) == [1, 3, 4]
     assert ctx.history[-1] == ('job1', m.SUCCESS, (1, 3, 4))
     assert_tested_as_merged(ctx, [1, 3, 4])
+
+
+def test_a_window_shrinking_under_a_batch_makes_its_last_item_inside_the_tail():
+    """Failures shrink the window (halved, floor 1) while batches formed
+    under the larger one wait: the items now outside leave their batch,
+    so no rider waits for a tail that may not run."""
+    ctx, manager = _setup(_gate(adaptive=False, window=8, window_floor=1), broken={1, 2, 3})
+    _enqueue(ctx, manager, range(1, 17))
+    ctx.run()
+    assert merged_order(ctx) == list(range(4, 17))
+    assert_tested_as_merged(ctx, merged_order(ctx))
+    assert not list(manager.all_items())

@@ -141,6 +141,7 @@ class Batching:
         for queue in self.manager.queues:
             state = self.of(queue)
             self._drop_gone(queue, state)
+            self._trim_to_window(queue, state)
             changed |= self._bisect_failures(state)
             self._drop_own_failures(state)
             changed |= self._form(queue, state)
@@ -152,6 +153,16 @@ class Batching:
     def _drop_gone(queue, state: QueueBatches) -> None:
         for batch in state.batches:
             batch.items = [i for i in batch.items if i.queue is queue and i in queue.queue]
+        state.batches = [b for b in state.batches if b.items]
+
+    @staticmethod
+    def _trim_to_window(queue, state: QueueBatches) -> None:
+        """The window shrank (a change failed): items now outside it
+        leave their batch (the last one inside becomes the tail), else a
+        tail that may not run would hold its riders forever. They are
+        batched again once inside."""
+        for batch in state.batches:
+            batch.items = [i for i in batch.items if queue.is_actionable(i)]
         state.batches = [b for b in state.batches if b.items]
 
     def _bisect_failures(self, state: QueueBatches) -> bool:

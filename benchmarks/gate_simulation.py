@@ -489,12 +489,12 @@ HEADERS = ['fail', 'mode', 'node-h/merged', 'vs released', 'merge min p50/p95',
            'builds', 'merged/failed', 'all tested', 'wall s']
 
 
-def print_table(rows: list[list[str]]) -> None:
-    widths = [max(len(r[i]) for r in rows + [HEADERS]) for i in range(len(HEADERS))]
-    print('  '.join(h.ljust(w) for h, w in zip(HEADERS, widths)))
-    print('  '.join('-' * w for w in widths))
-    for r in rows:
-        print('  '.join(c.ljust(w) for c, w in zip(r, widths)))
+WIDTHS = [4, 8, 13, 11, 17, 6, 13, 10, 6]
+
+
+def print_row(cells: list[str]) -> None:
+    """One line of the table, printed as soon as its run ends."""
+    print('  '.join(c.ljust(w) for c, w in zip(cells, WIDTHS)), flush=True)
 
 
 def main(argv=None) -> int:
@@ -521,7 +521,9 @@ def main(argv=None) -> int:
     for mode in modes:
         if mode not in MODES:
             parser.error(f'unknown mode {mode!r} (one of {", ".join(MODES)})')
-    rows, problems = [], []
+    problems = []
+    print_row(HEADERS)
+    print_row(['-' * w for w in WIDTHS])
     for rate in (float(r) for r in args.rates.split(',')):
         base = None
         for mode in modes:
@@ -530,9 +532,8 @@ def main(argv=None) -> int:
             outcome = Run(mode, rate, args.changes, args.flake, args.interval * 60,
                           args.duration * 60, args.seed).execute(args.timeout)
             base = outcome if mode == 'released' else base
-            rows.append(row(outcome, base))
+            print_row(row(outcome, base))
             problems += [f'{mode} {rate:.0%}: {p}' for p in outcome.problems]
-    print_table(rows)
     for problem in problems:
         print(f'UNTESTED MERGE: {problem}')
     return 1 if problems else 0

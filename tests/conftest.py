@@ -7,4 +7,5 @@ pytest_plugins = [
     'tests.fakes.gerrit',
     'tests.harness.nodes',
     'tests.fakes.scheduler_rpc',
+    'tests.harness.browser',
 ]

@@ -11,48 +11,24 @@ One browser serves the whole module.
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
 from tests.fakes.scheduler_rpc import _item, _job
+from tests.harness.browser import needs_webdriver
 from tests.unit import web_auth_support as s
 
 selenium = pytest.importorskip('selenium', reason='selenium is not installed (test extras)')
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
-CHROMEDRIVER = shutil.which('chromedriver')
-
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or CHROMEDRIVER is None,
-    reason='chromium and chromium-driver (Debian packages) are needed for browser tests')
+pytestmark = needs_webdriver
 
 ARTIFACTS = os.path.join(os.path.dirname(__file__), '..', '..', 'test-artifacts')
 # The page polls every 5 s; a change must show within a few polls.
 WAIT = 20
-
-
-@pytest.fixture(scope='module')
-def browser(tmp_path_factory):
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ('--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage',
-                '--disable-background-networking', '--disable-component-update',
-                '--no-first-run', '--window-size=1280,900',
-                f'--user-data-dir={tmp_path_factory.mktemp("chromium")}'):
-        options.add_argument(arg)
-    # the Debian driver by path: Selenium never downloads one
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture

@@ -11,44 +11,20 @@ package; skipped with the reason when one is absent."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from tests.functional import web_config_views_support as support
+from tests.harness.browser import needs_webdriver
 
 selenium = pytest.importorskip('selenium', reason='selenium is not installed (test extras)')
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
-CHROMEDRIVER = shutil.which('chromedriver')
-
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or CHROMEDRIVER is None,
-    reason='chromium and chromium-driver (Debian packages) are needed for browser tests')
+pytestmark = needs_webdriver
 
 WAIT = 20
 MAX_TABS = 60
-
-
-@pytest.fixture(scope='module')
-def browser(tmp_path_factory):
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ('--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage',
-                '--disable-background-networking', '--disable-component-update',
-                '--no-first-run', '--window-size=1280,900',
-                f'--user-data-dir={tmp_path_factory.mktemp("chromium")}'):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from zuul.web import console, openapi
 from zuul.web.access import AccessDeniedError, AccessPolicy
 from zuul.web.actions import AdminActions, NoContent
 from zuul.web.config_api import ConfigViewsAPI
-from zuul.web.errors import HTTPError
+from zuul.web.errors import HTTPError, int_param
 
 log = logging.getLogger('zuul.web')
 
@@ -59,19 +59,6 @@ class WebRequest:
 
 class TextResult(str):
     """A handler result served as text/plain instead of JSON."""
-
-
-def _int_param(kw, name, default, low=0, high=1000):
-    value = kw.get(name)
-    if value is None or value == '':
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        raise HTTPError(400, f'{name} must be an integer, not "{value}"') from None
-    if not low <= number <= high:
-        raise HTTPError(400, f'{name} must be between {low} and {high}')
-    return number
 
 
 def _rpc_status(message: str) -> int:
@@ -362,8 +349,8 @@ class ZuulWebAPI:
         if sort.lstrip('-') not in sort_keys:
             raise HTTPError(400, f'cannot sort by "{sort}"; sort by one of '
                                  f'{", ".join(sort_keys)} (prefix - for descending)')
-        return BuildQuery(**f, sort=sort, limit=_int_param(kw, 'limit', 50, 1),
-                          offset=_int_param(kw, 'skip', 0, 0, 10 ** 7))
+        return BuildQuery(**f, sort=sort, limit=int_param(kw, 'limit', 50, 1),
+                          offset=int_param(kw, 'skip', 0, 0, 10 ** 7))
 
     def builds(self, tenant, kw):
         self._require_history(tenant)

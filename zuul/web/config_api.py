@@ -18,7 +18,7 @@ ZuulWebAPI checks the tenant's access rules before any of these run.
 from __future__ import annotations
 
 from zuul.lib import rpc_protocol as p
-from zuul.web.errors import HTTPError
+from zuul.web.errors import HTTPError, int_param
 
 SEVERITIES = ('error', 'warning')
 CONFIG_ERROR_FILTERS = ('project', 'branch', 'severity', 'limit', 'skip')
@@ -84,10 +84,9 @@ class ConfigViewsAPI:
         if severity is not None and severity not in SEVERITIES:
             raise HTTPError(400, f'severity must be one of {", ".join(SEVERITIES)}, '
                                  f'not "{severity}"')
-        from zuul.web.api import _int_param  # api.py imports this module
         _single(kw, 'limit'), _single(kw, 'skip')
-        limit = _int_param(kw, 'limit', None, 1, 10000)
-        skip = _int_param(kw, 'skip', 0, 0, 10 ** 6)
+        limit = int_param(kw, 'limit', None, 1, 10000)
+        skip = int_param(kw, 'skip', 0, 0, 10 ** 6)
         errors = self.api._call(p.CONFIG_ERRORS, tenant=tenant)
         if project is not None:
             short = _short_project(project)

@@ -1,4 +1,5 @@
-"""The error a zuul-web handler raises to answer with an HTTP status."""
+"""The error a zuul-web handler raises to answer with an HTTP status, and
+the query-parameter checks that raise it."""
 
 from __future__ import annotations
 
@@ -9,3 +10,18 @@ class HTTPError(Exception):
         self.status = status
         self.message = message
         self.headers = headers or {}
+
+
+def int_param(kw, name, default, low=0, high=1000):
+    """Query parameter ``name`` as an int in [low, high]; ``default`` when
+    absent or empty; 400 otherwise."""
+    value = kw.get(name)
+    if value is None or value == '':
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise HTTPError(400, f'{name} must be an integer, not "{value}"') from None
+    if not low <= number <= high:
+        raise HTTPError(400, f'{name} must be between {low} and {high}')
+    return number

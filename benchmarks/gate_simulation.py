@@ -289,6 +289,7 @@ class Run:
         self.seed = seed
         self.clock = Clock()
         self.reports: list = []   # (change, action, virtual time, [(job, result, tested)])
+        self.lost: set = set()    # builds answered whose result the scheduler never took
 
     def execute(self, timeout: float) -> Outcome:
         t0 = time.time()
@@ -320,6 +321,9 @@ class Run:
             self._simulate(system, executor, changes, timeout)
             self.outcome.node_hours = executor.node_hours()
             self.outcome.builds = executor.received
+            if self.lost:
+                print(f'{self.mode}: {len(self.lost)} answered builds never got a result '
+                      'in the scheduler', file=sys.stderr)
         finally:
             if executor is not None:
                 executor.stop()
@@ -390,33 +394,46 @@ class Run:
             time.sleep(0.005)
         raise SystemExit(f'change {change.number} was not enqueued')
 
-    @staticmethod
-    def _wait_quiet(system, executor: SimExecutor, manager) -> None:
+    def _wait_quiet(self, system, executor: SimExecutor, manager) -> None:
         """Until no event is queued, no merge pending, every launched
         build received by the executor and every answered build's result
-        taken in by the scheduler."""
+        taken in by the scheduler (one that is not within 5 s is counted
+        as lost and no longer waited for)."""
         scheduler = system.scheduler
+        unresolved: dict[str, float] = {}
+
+        def waiting_result(build) -> bool:
+            sim = executor.builds.get(build.uuid)
+            if build.result is not None or sim is None or not sim.answered:
+                return False
+            first = unresolved.setdefault(build.uuid, time.time())
+            if time.time() - first < 5:
+                return True
+            self.lost.add(build.uuid)
+            return False
 
         def busy():
             try:
-                for item in list(manager.all_items()):
-                    bs = item.current_build_set
-                    if bs.merge_state == m.MERGE_PENDING:
-                        return True
+                if any(i.current_build_set.merge_state == m.MERGE_PENDING
+                       for i in list(manager.all_items())):
+                    return 'a merge'
                 if executor.received < len(system.launches):
-                    return True
-                return any(b.result is None and b.uuid in executor.builds and
-                           executor.builds[b.uuid].answered for b in list(system.builds))
+                    return 'a launch'
+                if any(waiting_result(b) for b in list(system.builds)
+                       if b.uuid not in self.lost):
+                    return 'a result'
+                return None
             except (RuntimeError, ValueError):
-                return True     # changed while looked at
+                return 'the pipeline changing'  # changed while looked at
         # Polled (the loop's own wait looks at ``busy`` only every 0.1 s);
         # quiet when seen so twice in a row (a pass may start new work).
         deadline = time.time() + 120
         calm = 0
         while calm < 2:
             if time.time() > deadline:
-                raise SystemExit(f'the scheduler did not settle: received '
-                                 f'{executor.received} of {len(system.launches)} builds')
+                raise SystemExit(f'the scheduler did not settle: waiting for {busy()}; '
+                                 f'received {executor.received} of '
+                                 f'{len(system.launches)} builds')
             calm = calm + 1 if scheduler.loop.wait_idle(0.05) and not busy() else 0
             time.sleep(0.005)
 

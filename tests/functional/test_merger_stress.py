@@ -1,0 +1,128 @@
+# ruff: noqa: F811 - pytest fixtures imported from test_merger_support
+"""Many merger requests at once, from several threads, over a real
+Gearman server to a real MergeServer (two job threads, real git): every
+request gets exactly its own answer and nothing stays queued.
+
+This is what the scheduler (merges), its configuration loader (cats,
+ref states) and zuul-web do to one MergeClient at the same time.  gear
+pairs each JOB_CREATED with the oldest submit waiting on the
+connection, so two submits racing could take each other's job handle:
+each then got the other's answer (a cat result in a merge's callback)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tests.functional.test_merger_support import (  # noqa: F401 - fixtures
+    change_ref,
+    make_merger,
+    upstream,
+)
+from tests.harness.daemons import gear_jobs
+from tests.harness.waiting import wait_for
+from zuul.merger.client import MergeClient
+from zuul.merger.protocol import CatResult, MergeResult, RefStateResult
+from zuul.merger.server import MergeServer
+from zuul.model.change import Change
+from zuul.model.item import QueueItem
+
+PROJECT = 'org/project'
+FILES = 8           # f0.txt .. f7.txt on master, one content each
+CHANGES = 6         # changes 1..6, each adding its own file
+THREADS = 6
+PER_THREAD = 24     # one request in four is a merge
+
+
+@pytest.fixture
+def project(upstream):
+    upstream.create(PROJECT, {f'f{k}.txt': f'content {k}\n' for k in range(FILES)})
+    for n in range(1, CHANGES + 1):
+        upstream.add_change(PROJECT, n, {f'change{n}.txt': f'change {n}\n'})
+    return PROJECT
+
+
+@pytest.fixture
+def served(gearman_server, make_merger, project):
+    server = MergeServer([('127.0.0.1', gearman_server.port)], make_merger('server'),
+                         hostname='merger.stress', threads=2)
+    server.start()
+    client = MergeClient('127.0.0.1', gearman_server.port, merge_mode_for=lambda i: 'merge')
+    try:
+        yield server, client
+    finally:
+        client.stop()
+        server.stop()
+
+
+class Answers:
+    """event id -> the results its callback got."""
+
+    def __init__(self):
+        self.by_event: dict[str, list] = {}
+        self.cond = threading.Condition()
+
+    def callback(self, event_id: str):
+        def record(result):
+            with self.cond:
+                self.by_event.setdefault(event_id, []).append(result)
+                self.cond.notify_all()
+        return record
+
+
+def submit_many(client: MergeClient, answers: Answers, thread: int, expected: dict) -> None:
+    """``PER_THREAD`` requests of mixed kinds; ``expected`` maps each
+    event id to a check of its result."""
+    for i in range(PER_THREAD):
+        event_id = f't{thread}-{i}'
+        kind = (thread + i) % 4
+        if kind == 0:
+            number = (thread + i) % CHANGES + 1
+            item = QueueItem(Change('gerrit', PROJECT, change_ref(number), number=number,
+                                    patchset=1, branch_name='master'))
+            expected[event_id] = (MergeResult, lambda r, n=number: r.merged and
+                                  r.files == [f'change{n}.txt'])
+            client.merge_items([item], answers.callback(event_id), event_id=event_id)
+        elif kind == 1:
+            item = QueueItem(Change('gerrit', PROJECT, 'refs/heads/master',
+                                    branch_name='master'))
+            expected[event_id] = (RefStateResult, lambda r: r.updated and
+                                  list(r.repo_state['gerrit']) == [PROJECT])
+            client.get_repo_state([item], answers.callback(event_id), event_id=event_id)
+        else:
+            k = (thread * PER_THREAD + i) % FILES
+            expected[event_id] = (CatResult, lambda r, k=k: r.files == {
+                f'f{k}.txt': f'content {k}\n'})
+            client.get_files('gerrit', PROJECT, 'master', [f'f{k}.txt'],
+                             answers.callback(event_id), event_id=event_id)
+
+
+def test_concurrent_requests_each_get_their_own_answer(served, gearman_server):
+    server, client = served
+    answers = Answers()
+    expected: dict = {}
+    threads = [threading.Thread(target=submit_many, args=(client, answers, t, expected))
+               for t in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    total = THREADS * PER_THREAD
+    assert len(expected) == total
+    wait_for(lambda: len(answers.by_event) >= total, condition=answers.cond, timeout=120,
+             what=f'answers to {total} concurrent merger requests')
+    wrong = {}
+    for event_id, (result_cls, check) in expected.items():
+        got = answers.by_event[event_id]
+        if len(got) != 1 or not isinstance(got[0], result_cls) or \
+                got[0].event_id != event_id or getattr(got[0], 'error', None) or \
+                not check(got[0]):
+            wrong[event_id] = got
+    assert not wrong, f'{len(wrong)} requests got answers not their own: {wrong}'
+    # Nothing left anywhere: client bookkeeping, the Gearman queue, the merger.
+    assert client.outstanding == 0
+    wait_for(lambda: not any(n for n, _ in gear_jobs(gearman_server.port).values()),
+             what='the Gearman queue to drain')
+    with server.idle:
+        assert server.active_jobs == 0 and server.jobs_done == total

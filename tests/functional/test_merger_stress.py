@@ -126,3 +126,72 @@ def test_concurrent_requests_each_get_their_own_answer(served, gearman_server):
              what='the Gearman queue to drain')
     with server.idle:
         assert server.active_jobs == 0 and server.jobs_done == total
+
+
+def test_canceled_requests_leave_the_gearman_queue(gearman_server, make_merger, project):
+    """A gate reset makes the queued merges of every item behind it
+    obsolete: canceled, they leave the Gearman queue and no merger runs
+    them; the others are answered as usual."""
+    client = MergeClient('127.0.0.1', gearman_server.port, merge_mode_for=lambda i: 'merge')
+    server = MergeServer([('127.0.0.1', gearman_server.port)], make_merger('server'),
+                         hostname='merger.cancel')
+    answers = Answers()
+    try:
+        handles = {}
+        for n in range(1, CHANGES + 1):   # queued: no merger is connected yet
+            item = QueueItem(Change('gerrit', PROJECT, change_ref(n), number=n, patchset=1,
+                                    branch_name='master'))
+            handles[n] = client.merge_items([item], answers.callback(f'm{n}'),
+                                            event_id=f'm{n}')
+        assert gear_jobs(gearman_server.port)['merger:merge'] == (CHANGES, 0)
+        obsolete = [n for n in handles if n % 2 == 0]
+        for n in obsolete:
+            client.cancel(handles[n])
+        wait_for(lambda: all(handles[n].done for n in obsolete),
+                 what='canceled merges to leave the queue')
+        assert all(handles[n].withdrawn for n in obsolete)
+        assert gear_jobs(gearman_server.port)['merger:merge'] == (CHANGES - len(obsolete), 0)
+        assert client.outstanding == CHANGES - len(obsolete)
+        server.start()
+        wanted = [f'm{n}' for n in handles if n not in obsolete]
+        wait_for(lambda: len(answers.by_event) >= len(wanted), condition=answers.cond,
+                 what='the merges still wanted')
+        assert sorted(answers.by_event) == sorted(wanted)
+        assert all(answers.by_event[e][0].merged for e in wanted)
+        with server.idle:
+            server.idle.wait_for(lambda: server.active_jobs == 0, 30)
+            assert server.jobs_done == len(wanted)     # none of the canceled ones ran
+        assert client.outstanding == 0
+        # Canceling what was answered already, or twice, does nothing.
+        client.cancel(handles[1])
+        client.cancel(handles[2])
+        assert not handles[1].withdrawn and handles[1].result.merged
+    finally:
+        client.stop()
+        server.stop()
+
+
+def test_a_canceled_request_a_merger_already_runs_is_dropped(served):
+    """Too late to withdraw: the merger runs it, the answer is dropped
+    (no callback) and the client forgets it."""
+    server, client = served
+    answers = Answers()
+    item = QueueItem(Change('gerrit', PROJECT, change_ref(1), number=1, patchset=1,
+                            branch_name='master'))
+    started = threading.Event()
+    release = threading.Event()
+    real_merge = server.merger.merge_changes
+
+    def slow_merge(*args, **kw):
+        started.set()
+        release.wait(30)
+        return real_merge(*args, **kw)
+    server.merger.merge_changes = slow_merge
+    handle = client.merge_items([item], answers.callback('late'), event_id='late')
+    assert started.wait(30)
+    client.cancel(handle)
+    release.set()
+    wait_for(lambda: handle.done, what='the running merge to end')
+    assert not handle.withdrawn and handle.result.merged
+    assert answers.by_event == {}
+    assert client.outstanding == 0

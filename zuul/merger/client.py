@@ -19,7 +19,13 @@ Nothing submitted is lost to Gearman trouble:
 
 After that, and on an undecodable answer, the callback gets the same
 result type with ``error`` set (and ``merged``/``updated`` false), so
-callers handle one shape.  A canceled handle never calls back.
+callers handle one shape.  A canceled handle never calls back; a
+request canceled while still queued in the Gearman server is taken out
+of the queue (the admin protocol's ``cancel job``), so no merger spends
+time on it.  A gate reset behind a failing change makes every queued
+merge of the items behind it obsolete: left in the queue, a hundred deep
+queue made the merger work through as many stale merges of up to a
+hundred items each before the ones wanted.
 ``handle.wait()`` blocks until the result is in (tests and command-line
 tools).
 """
@@ -98,6 +104,10 @@ class MergeJobHandle:
         # connection do not (``resubmissions`` counts them).
         self.attempts = 0
         self.resubmissions = 0
+        # The gear job of the latest submission (to withdraw it).
+        self.job = None
+        # Taken out of the Gearman queue before a merger took it.
+        self.withdrawn = False
 
     @property
     def event_id(self) -> str | None:
@@ -247,7 +257,14 @@ class MergeClient:
                             lambda e: FilesChangesResult(error=e, event_id=event_id), callback)
 
     def cancel(self, handle: MergeJobHandle) -> None:
+        """Drop ``handle``'s result; if its request still waits in the
+        Gearman queue, take it out (on the client's own thread: this
+        never waits for the server)."""
+        if handle.canceled or handle.done:
+            handle.cancel()
+            return
         handle.cancel()
+        self._resubmits.put(('withdraw', handle))
 
     # -- gear ----------------------------------------------------------------
     def _submit(self, function, request, result_cls, error_result, callback) -> MergeJobHandle:
@@ -276,6 +293,7 @@ class MergeClient:
             else:
                 handle.resubmissions -= 1
             raise
+        handle.job = job
 
     def _pop(self, job) -> MergeJobHandle | None:
         unique = job.unique.decode('utf8') if isinstance(job.unique, bytes) else job.unique
@@ -323,7 +341,34 @@ class MergeClient:
             entry = self._resubmits.get()
             if entry is None or self._stopping.is_set():
                 return
-            self._resubmit(*entry)
+            if entry[0] == 'withdraw':
+                self._withdraw(entry[1])
+            else:
+                self._resubmit(*entry)
+
+    def _withdraw(self, handle: MergeJobHandle) -> None:
+        """Take a canceled handle's job out of the Gearman queue.  The
+        server refuses (``ERR UNKNOWN_JOB``) once a merger has it: its
+        answer then comes and is dropped."""
+        job = handle.job
+        if handle.done or job is None or not job.handle or job.connection is None:
+            return      # answered, or waiting to be submitted again (which it won't be)
+        request = gear.CancelJobAdminRequest(job.handle)
+        try:
+            job.connection.sendAdminRequest(request, timeout=SUBMIT_TIMEOUT)
+        except Exception as exc:  # lost connection: _on_lost ends the handle
+            log.debug('Withdrawing %s job %s failed: %s', handle.function, handle.uuid, exc)
+            return
+        if not (request.response or b'').startswith(b'OK'):
+            return      # already running (or ended): its answer is dropped
+        job.connection.related_jobs.pop(job.handle, None)
+        with self._lock:
+            if self._handles.get(handle.uuid) is handle:
+                del self._handles[handle.uuid]
+        handle.withdrawn = True
+        handle._fail('canceled while queued')
+        log.debug('[e: %s] %s job %s taken out of the Gearman queue', handle.event_id,
+                  handle.function, handle.uuid)
 
     def _resubmit(self, handle: MergeJobHandle, deadline: float, why: str,
                   attempt: bool) -> None:

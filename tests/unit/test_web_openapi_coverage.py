@@ -174,10 +174,12 @@ def test_bodies_of_the_new_views_are_checked(system):
                                            if k != 'reruns'}) != []
 
 
-@pytest.mark.parametrize('tenant, bearer, status', [
-    ('%01', None, 400), ('private', None, 401), ('private', token(), 403),
-    ('nope', None, 404)])
-def test_tenant_errors_of_every_tenant_path_are_documented(system, tenant, bearer, status):
+@pytest.mark.parametrize('tenant, with_token, status', [
+    ('%01', False, 400), ('private', False, 401), ('private', True, 403),
+    ('nope', False, 404)])
+def test_tenant_errors_of_every_tenant_path_are_documented(system, tenant, with_token, status):
+    # made now: a token made when the tests are collected may have expired
+    bearer = token() if with_token else None
     for method, path, usual in samples(system):
         if not path.startswith(T + '/') or (method != 'GET' and status != 400):
             continue

@@ -195,3 +195,29 @@ def test_a_canceled_request_a_merger_already_runs_is_dropped(served):
     assert not handle.withdrawn and handle.result.merged
     assert answers.by_event == {}
     assert client.outstanding == 0
+
+
+def test_a_request_canceled_while_the_server_is_down_is_not_submitted_again(
+        gearman_server, project):
+    """Lost with a restarting Gearman server and canceled meanwhile: it
+    ends without a callback and nothing of it is left in the new server's
+    queue."""
+    client = MergeClient('127.0.0.1', gearman_server.port, merge_mode_for=lambda i: 'merge')
+    answers = Answers()
+    try:
+        item = QueueItem(Change('gerrit', PROJECT, change_ref(1), number=1, patchset=1,
+                                branch_name='master'))
+        handle = client.merge_items([item], answers.callback('gone'), event_id='gone')
+        assert gear_jobs(gearman_server.port)['merger:merge'] == (1, 0)
+
+        def down():
+            wait_for(lambda: client.gearman.active_connections == [],
+                     what='the client to notice the server gone')
+            client.cancel(handle)
+        gearman_server.restart(down=down)
+        wait_for(lambda: handle.done, what='the canceled request to end')
+        assert handle.result.error
+        assert answers.by_event == {} and client.outstanding == 0
+        assert gear_jobs(gearman_server.port).get('merger:merge', (0, 0)) == (0, 0)
+    finally:
+        client.stop()

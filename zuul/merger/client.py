@@ -351,17 +351,21 @@ class MergeClient:
         server refuses (``ERR UNKNOWN_JOB``) once a merger has it: its
         answer then comes and is dropped."""
         job = handle.job
-        if handle.done or job is None or not job.handle or job.connection is None:
-            return      # answered, or waiting to be submitted again (which it won't be)
+        conn = job.connection if job is not None else None
+        if handle.done or conn is None or conn.related_jobs.get(job.handle) is not job:
+            # Answered, or lost with its connection (a restarted server
+            # numbers handles afresh: this one may now be another job's);
+            # not submitted again, being canceled.
+            return
         request = gear.CancelJobAdminRequest(job.handle)
         try:
-            job.connection.sendAdminRequest(request, timeout=SUBMIT_TIMEOUT)
+            conn.sendAdminRequest(request, timeout=SUBMIT_TIMEOUT)
         except Exception as exc:  # lost connection: _on_lost ends the handle
             log.debug('Withdrawing %s job %s failed: %s', handle.function, handle.uuid, exc)
             return
         if not (request.response or b'').startswith(b'OK'):
             return      # already running (or ended): its answer is dropped
-        job.connection.related_jobs.pop(job.handle, None)
+        conn.related_jobs.pop(job.handle, None)
         with self._lock:
             if self._handles.get(handle.uuid) is handle:
                 del self._handles[handle.uuid]
@@ -381,6 +385,8 @@ class MergeClient:
                 return
             try:
                 self.gearman.waitForServer(timeout=max(0.0, deadline - time.monotonic()))
+                if handle.canceled:
+                    continue        # canceled while no server was there
                 self._submit_job(handle, attempt)
                 log.info('[e: %s] %s job %s submitted again', handle.event_id,
                          handle.function, handle.uuid)

@@ -280,6 +280,7 @@ class Quickstart:
 
                 [merger]
                 git_dir = {self.state}/merger-git
+                hostname = quickstart-merger
                 git_user_email = zuul@example.org
                 git_user_name = Zuul
 
@@ -365,13 +366,13 @@ class Quickstart:
 
     def _start_zuul(self) -> None:
         from zuul.cmd.executor import build_merger
+        from zuul.cmd.merger import build_server as build_merger_server
         from zuul.cmd.scheduler import SchedulerService
         from zuul.cmd.web import WebSettings, build_web
         from zuul.configloader.zuulconf import load_config_parser, load_zuul_conf
         from zuul.driver.registry import default_registry
         from zuul.executor.server import ExecutorServer
         from zuul.executor.settings import ExecutorSettings
-        from zuul.merger.server import MergeServer
         conf = load_zuul_conf(self.zuul_conf, default_registry())
         raw = load_config_parser(self.zuul_conf)
         say('Starting the scheduler\'s embedded Gearman server')
@@ -379,8 +380,11 @@ class Quickstart:
         self.scheduler_service.start_gearman()
         say('Starting zuul-merger')
         settings = ExecutorSettings.from_config(raw)
-        self.merger = MergeServer([('127.0.0.1', self.gear_port)], build_merger(raw, settings),
-                                  hostname='quickstart-merger')
+        # As the daemons run it: zuul-merger on [merger] git_dir, the
+        # executor on its own cache.  (Two Mergers on one git directory
+        # each lock only their own view of it, and their git runs
+        # collide: a change "does not merge" now and then.)
+        self.merger = build_merger_server(conf)
         self.merger.start()
         merger_stop = ('zuul-merger', self.merger.stop)
         self.stops.append(merger_stop)

@@ -221,3 +221,26 @@ def test_a_request_canceled_while_the_server_is_down_is_not_submitted_again(
         assert gear_jobs(gearman_server.port).get('merger:merge', (0, 0)) == (0, 0)
     finally:
         client.stop()
+
+
+def test_a_reset_build_set_takes_its_queued_merge_out(gearman_server, project):
+    """The scheduler's side: the pipeline manager cancels the merge of a
+    build set it replaces (zuul/scheduler/context.py cancel_merge); with
+    the real merge client the request leaves the Gearman queue."""
+    from types import SimpleNamespace
+
+    from zuul.scheduler.context import SchedulerContext
+    client = MergeClient('127.0.0.1', gearman_server.port, merge_mode_for=lambda i: 'merge')
+    try:
+        item = QueueItem(Change('gerrit', PROJECT, change_ref(1), number=1, patchset=1,
+                                branch_name='master'))
+        bs = item.current_build_set
+        bs.merge_request = client.merge_items([item], lambda result: None, event_id='r1')
+        assert gear_jobs(gearman_server.port)['merger:merge'] == (1, 0)  # no merger yet
+        ctx = SchedulerContext(SimpleNamespace(layouts=None, merger=client), tenant=None)
+        ctx.cancel_merge(bs)
+        wait_for(lambda: bs.merge_request.done, what='the canceled merge to leave the queue')
+        assert gear_jobs(gearman_server.port).get('merger:merge', (0, 0)) == (0, 0)
+        ctx.cancel_merge(SimpleNamespace(merge_request=None))   # nothing asked: no-op
+    finally:
+        client.stop()

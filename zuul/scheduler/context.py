@@ -196,7 +196,14 @@ class SchedulerContext:
                                                  read_files=read_files)
 
     def cancel_merge(self, build_set):
-        pass  # a late result is dropped: the build set is no longer current
+        """The build set was replaced (a gate reset): its merge, if still
+        queued in Gearman, is taken out so the mergers do not spend time
+        on it; a result that comes anyway is dropped (the build set is no
+        longer current)."""
+        handle = build_set.merge_request
+        cancel = getattr(self.scheduler.merger, 'cancel', None)
+        if handle is not None and cancel is not None:
+            cancel(handle)
 
     # -- jobs -----------------------------------------------------------------
 

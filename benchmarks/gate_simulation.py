@@ -55,10 +55,12 @@ Batching meets the 30 % target at 5 % (with all modes: -31 % at 60
 changes). Result reuse saves nothing in a gate-only stream (no run has
 the inputs of an earlier successful one); retries merge the changes a
 flake would have failed, which costs the retried runs. At 15 % the
-serialized bisection makes the queue wait much longer. The 200-change
-runs of batching at 5 % stalled (19 merges pending in zuul-merger with
-no git process running, once the queue was about 100 deep): not
-understood yet.
+serialized bisection makes the queue wait much longer. The first
+200-change runs of batching at 5 % stopped with merges pending once the
+queue was about 100 deep: the merger was busy with the obsolete merges of
+items a gate reset had replaced (the scheduler did not take them out of
+Gearman; it does now), and the settle wait gave up after a fixed 120 s.
+It now waits while the merger makes progress.
 """
 
 from __future__ import annotations
@@ -458,7 +460,11 @@ class Run:
         # quiet when seen so twice in a row (a pass may start new work).
         deadline = time.time() + 120
         calm = 0
+        done = system.merge_server.jobs_done
         while calm < 2:
+            if system.merge_server.jobs_done != done:   # the merger progresses
+                done = system.merge_server.jobs_done
+                deadline = time.time() + 120
             if time.time() > deadline:
                 pending = [i.change.number for i in manager.all_items()
                            if i.current_build_set.merge_state == m.MERGE_PENDING]

@@ -291,6 +291,30 @@ def test_a_stale_answer_never_completes_another_job(gearman_server, worker_cls):
             part.shutdown()
 
 
+@pytest.mark.timeout(30)
+def test_a_job_submitted_while_the_server_is_still_starting_is_taken(gearman_server):
+    # gear.Server's connection threads run before its constructor has set
+    # ``statsd``; a client reconnecting in that window submitted a job that
+    # failed on it and lost its connection (seen once in CI).  The window
+    # is recreated by taking the attribute off the running server.
+    gearman_server.server.__dict__.pop('statsd', None)
+    worker = GearWorker('starting-worker')
+    client = GearClient('starting-client')
+    try:
+        for part in (worker, client):
+            part.addServer('127.0.0.1', gearman_server.port)
+            part.waitForServer()
+        worker.registerFunction('f')
+        job = gear.Job(b'f', b'x')
+        client.submitJob(job)
+        worker.getJob().sendWorkComplete(b'done')
+        wait_for(lambda: job.complete, what='job completed')
+        assert job.data == [b'done'] and client.active_connections
+    finally:
+        worker.shutdown()
+        client.shutdown()
+
+
 def test_rpc_calls_work_after_a_restart(gearman_server, fake_scheduler, rpc_client):
     before = rpc_client.call(p.TENANT_LIST)
     during = {}

@@ -237,6 +237,13 @@ class GearServer(gear.Server):
     others; gear's own loop does the handshake inline, without one.
     """
 
+    # gear.Server starts its connection threads before it sets these, so a
+    # client that connects at once (workers reconnecting to a restarted
+    # server) could have its first SUBMIT_JOB fail on a missing ``statsd``
+    # and lose its connection.  Class defaults cover that window.
+    statsd = None
+    refused_handshakes = 0
+
     def __init__(self, port=4730, host=None, tls: GearTLS | None = None, **kw):
         super().__init__(port=port, host=host, **tls_kwargs(tls), **kw)
         self.log = logging.getLogger('zuul.GearServer')

@@ -81,7 +81,7 @@ import gear
 
 from nodepool.zk.localserver import LocalZooKeeper, free_port
 from tests.fakes.gerrit import GerritFixture
-from tests.functional.system_support import ZuulSystem
+from tests.functional.system_support import ZuulSystem, gerrit_gate_pipeline
 from zuul.executor import infrafailure
 from zuul.executor.protocol import (
     FUNCTION_EXECUTE,
@@ -233,32 +233,7 @@ def pipelines(mode: str) -> str:
     batching = '    batching:\n      max: 8\n      adaptive: true\n' \
         if mode in ('batching', 'all') else ''
     reuse = '    reuse-results: true\n' if mode in ('reuse', 'all') else ''
-    return f"""
-- pipeline:
-    name: gate
-    manager: dependent
-{batching}    require:
-      gerrit:
-        open: true
-        current-patchset: true
-        approval:
-          - Workflow: 1
-    trigger:
-      gerrit:
-        - event: comment-added
-          approval:
-            - Workflow: 1
-    success:
-      gerrit:
-        Verified: 2
-        submit: true
-    failure:
-      gerrit:
-        Verified: -2
-- job:
-    name: base
-    parent: null
-    timeout: 300
+    return gerrit_gate_pipeline(batching) + f"""
 - job:
     name: unit-tests
     run: playbooks/noop.yaml

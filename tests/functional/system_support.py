@@ -133,6 +133,39 @@ ZUUL_DRIVER_PIPELINES = """
 
 PIPELINES = BASE_PIPELINES + ZUUL_DRIVER_PIPELINES
 
+def gerrit_gate_pipeline(extra: str = '') -> str:
+    """A gate on Workflow +1 that submits with Verified +2 (no start
+    report), with ``extra`` (pipeline keys, indented four spaces) added,
+    followed by a ``base`` job with a 300 s timeout."""
+    return f"""
+- pipeline:
+    name: gate
+    manager: dependent
+{extra}    require:
+      gerrit:
+        open: true
+        current-patchset: true
+        approval:
+          - Workflow: 1
+    trigger:
+      gerrit:
+        - event: comment-added
+          approval:
+            - Workflow: 1
+    success:
+      gerrit:
+        Verified: 2
+        submit: true
+    failure:
+      gerrit:
+        Verified: -2
+- job:
+    name: base
+    parent: null
+    timeout: 300
+"""
+
+
 NOOP = """
 - hosts: localhost
   gather_facts: false

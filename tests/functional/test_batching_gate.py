@@ -6,38 +6,13 @@ with ``batching`` gets 8 approved changes, one of which adds a FAIL file
 
 from __future__ import annotations
 
-from tests.functional.system_support import zuul_system  # noqa: F401 - fixture
+from tests.functional.system_support import (  # noqa: F401 - fixture
+    gerrit_gate_pipeline,
+    zuul_system,
+)
 from tests.harness.waiting import wait_for
 
-PIPELINES = """
-- pipeline:
-    name: gate
-    manager: dependent
-    batching:
-      max: 8
-      adaptive: false
-    require:
-      gerrit:
-        open: true
-        current-patchset: true
-        approval:
-          - Workflow: 1
-    trigger:
-      gerrit:
-        - event: comment-added
-          approval:
-            - Workflow: 1
-    success:
-      gerrit:
-        Verified: 2
-        submit: true
-    failure:
-      gerrit:
-        Verified: -2
-- job:
-    name: base
-    parent: null
-    timeout: 300
+PIPELINES = gerrit_gate_pipeline('    batching:\n      max: 8\n      adaptive: false\n') + """
 - job:
     name: check-marker
     run: playbooks/check-marker.yaml

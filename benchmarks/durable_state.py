@@ -89,13 +89,13 @@ from benchmarks.scheduler import InstantExecutor, thread_cpu, wait_all
 from nodepool.zk.localserver import LocalZooKeeper, free_port
 from tests.fakes.gerrit import GerritFixture
 from tests.functional.system_support import BASE_PIPELINES, ZuulSystem
-from zuul.cmd.scheduler import SchedulerService
 from zuul.configloader.zuulconf import load_zuul_conf
 from zuul.driver.registry import default_registry
 from zuul.executor.protocol import BuildProgress, ExecuteRequest
 from zuul.lib.gearlib import GearServer
 from zuul.scheduler.loop import EventLoop
 from zuul.scheduler.scheduler import Scheduler
+from zuul.scheduler.service import SchedulerService
 
 TENANT = 'example'
 # After a restart, how long to wait for a pass of the loop before an event.

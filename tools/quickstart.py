@@ -367,12 +367,12 @@ class Quickstart:
     def _start_zuul(self) -> None:
         from zuul.cmd.executor import build_merger
         from zuul.cmd.merger import build_server as build_merger_server
-        from zuul.cmd.scheduler import SchedulerService
         from zuul.cmd.web import WebSettings, build_web
         from zuul.configloader.zuulconf import load_config_parser, load_zuul_conf
         from zuul.driver.registry import default_registry
         from zuul.executor.server import ExecutorServer
         from zuul.executor.settings import ExecutorSettings
+        from zuul.scheduler.service import SchedulerService
         conf = load_zuul_conf(self.zuul_conf, default_registry())
         raw = load_config_parser(self.zuul_conf)
         say('Starting the scheduler\'s embedded Gearman server')

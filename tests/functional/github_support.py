@@ -145,7 +145,7 @@ class GithubSide:
             f.write(f'      github:\n        untrusted-projects:\n          - {REPO}\n')
         system.conf = load_zuul_conf(system.conf_path, default_registry())
         system.resolver.mapping['github'] = {'driver': 'github', 'options': self.options}
-        from zuul.cmd.scheduler import SchedulerService
+        from zuul.scheduler.service import SchedulerService
         system.service = SchedulerService(system.conf)
         self._git('init', '-q', '-b', 'main', cwd=None)
         self._write({'.zuul.yaml': WIDGET_CONFIG, 'README': 'widget\n'})

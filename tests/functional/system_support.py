@@ -26,7 +26,6 @@ import pytest
 
 from tests.harness.daemons import DaemonProcess, gear_jobs
 from tests.harness.waiting import wait_for
-from zuul.cmd.scheduler import SchedulerService
 from zuul.configloader.zuulconf import load_zuul_conf
 from zuul.driver.registry import default_registry
 from zuul.executor.server import ExecutorServer
@@ -34,6 +33,7 @@ from zuul.executor.settings import ExecutorSettings
 from zuul.merger.merger import Merger
 from zuul.merger.repos import RepoUrlResolver
 from zuul.merger.server import MergeServer
+from zuul.scheduler.service import SchedulerService
 
 BASE_PIPELINES = """
 - pipeline:

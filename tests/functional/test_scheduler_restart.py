@@ -174,7 +174,7 @@ def test_standby_scheduler_takes_over_a_gate_run(zuul_system, zk_chroot):  # noq
     lock, takes over when the first dies, and finishes its gate run."""
     import threading
 
-    from zuul.cmd.scheduler import SchedulerService
+    from zuul.scheduler.service import SchedulerService
     system = zuul_system
     release = _start_with_held_job(system, zk_chroot)
     standby = SchedulerService(system.conf)

@@ -19,6 +19,7 @@ from zuul.cmd import scheduler as scheduler_cmd
 from zuul.configloader.zuulconf import load_zuul_conf
 from zuul.lib.gearlib import SERVER_LOGGERS, GearClient
 from zuul.lib.scoped_logging import LoggingConfigError
+from zuul.scheduler.service import SchedulerService
 
 YAML_CONFIG = """
 version: 1
@@ -88,7 +89,7 @@ def zuul_conf(tmp_path, log_config: str | None):
 def start_server_and_talk(conf) -> None:
     """The daemon's own start of the embedded server, then one round
     trip from a client (the server has accepted and logged it by then)."""
-    service = scheduler_cmd.SchedulerService(conf)
+    service = SchedulerService(conf)
     service.start_gearman()
     client = GearClient('test')
     try:
@@ -146,4 +147,4 @@ def test_a_bad_file_stops_the_scheduler_with_a_clear_error(tmp_path, capsys, tex
     assert '[gearman_server] log_config' in err and error in err and str(config) in err
     conf = load_zuul_conf(str(path))
     with pytest.raises(LoggingConfigError, match=error):
-        scheduler_cmd.SchedulerService(conf).start_gearman()
+        SchedulerService(conf).start_gearman()

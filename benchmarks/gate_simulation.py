@@ -298,7 +298,7 @@ class Run:
         self.lost: set = set()    # builds answered whose result the scheduler never took
 
     def execute(self, timeout: float) -> Outcome:
-        t0 = time.time()
+        t0 = self.started = time.time()
         root = tempfile.mkdtemp(prefix='zg', dir='/tmp')
         zk = LocalZooKeeper(os.path.join(root, 'zk'))
         zk.start()
@@ -387,9 +387,19 @@ class Run:
                 store.approve(change, 'Workflow', 1, who='core')
                 self._wait_enqueued(manager, change)
                 next_arrival += self.interval
+                if len(self.approved_at) % 25 == 0:
+                    self._progress(manager)
             else:
                 self.clock.now = end
                 executor.finish_due()
+
+    def _progress(self, manager) -> None:
+        """A line on stderr every 25 approvals (a 200-change run takes
+        minutes; the merger's git work grows with the queue's depth)."""
+        print(f'  {self.mode}: {len(self.approved_at)}/{self.n_changes} approved, '
+              f'{len(self.reports)} reported, {len(list(manager.all_items()))} in the gate, '
+              f'virtual {self.clock.now / 60:.0f} min, '
+              f'{time.time() - self.started:.0f} s', file=sys.stderr, flush=True)
 
     @staticmethod
     def _wait_enqueued(manager, change) -> None:

@@ -54,8 +54,9 @@ def test_bisection_finds_the_failing_change_among_8_and_merges_the_other_7():
     assert [(result, tested) for _, result, tested in ctx.history] == [
         (m.FAILURE, (1, 2, 3, 4, 5, 6, 7, 8)),
         (m.SUCCESS, (1, 2, 3, 4)),              # first half: merges
-        (m.FAILURE, (1, 2, 3, 4, 5, 6, 7, 8)),  # second half (5-8) fails
-        (m.FAILURE, (1, 2, 3, 4, 5, 6)),        # its first half (5-6) fails
+        # The second half (5-8) would test the tree that failed: split
+        # without a run; its first half (5-6) fails.
+        (m.FAILURE, (1, 2, 3, 4, 5, 6)),
         (m.SUCCESS, (1, 2, 3, 4, 5)),           # 5 alone passes, merges
         (m.FAILURE, (5, 6)),                    # 6 alone fails: the culprit
         (m.SUCCESS, (7, 8)),                    # the rest, without 6
@@ -268,3 +269,34 @@ def test_a_window_shrinking_under_a_batch_makes_its_last_item_inside_the_tail():
     assert merged_order(ctx) == list(range(4, 17))
     assert_tested_as_merged(ctx, merged_order(ctx))
     assert not list(manager.all_items())
+
+
+def test_a_second_half_runs_when_the_changes_ahead_are_no_longer_those_it_failed_with():
+    # 1-4 fail as a batch (2 is broken); the first half (1-2) fails and
+    # is split, so 3-4's failure was with a culprit ahead that is gone:
+    # 3-4 runs again and passes.
+    ctx, manager = _setup(_gate(maximum=4, adaptive=False), broken={2})
+    _enqueue(ctx, manager, range(1, 5))
+    ctx.run()
+    assert merged_order(ctx) == [1, 3, 4]
+    assert (2, 'failure') in ctx.reports
+    assert_tested_as_merged(ctx, [1, 3, 4])
+    assert [(result, tested) for _, result, tested in ctx.history] == [
+        (m.FAILURE, (1, 2, 3, 4)),
+        (m.FAILURE, (1, 2)),        # first half fails: 3-4 is not known to fail
+        (m.SUCCESS, (1,)),
+        (m.FAILURE, (1, 2)),        # 2 alone: the culprit
+        (m.SUCCESS, (3, 4)),        # 3-4 ran, on a tree without 2
+    ]
+
+
+def test_a_known_failure_saves_runs_at_every_level():
+    # The culprit last: each second half is known to fail once its first
+    # half passed; only the batch of one (8) runs to fail on its own.
+    ctx, manager = _setup(_gate(), broken={8})
+    _enqueue(ctx, manager, range(1, 9))
+    ctx.run()
+    assert merged_order(ctx) == [1, 2, 3, 4, 5, 6, 7]
+    assert [len(tested) for _, _, tested in ctx.history] == [8, 4, 6, 7, 8]
+    assert [result for _, result, _ in ctx.history] == [
+        m.FAILURE, m.SUCCESS, m.SUCCESS, m.SUCCESS, m.FAILURE]

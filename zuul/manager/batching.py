@@ -19,7 +19,9 @@ that fails is split again, until a batch of one change fails: that
 change is the culprit, reported failed and dequeued as in released Zuul.
 The halves are *suspect* batches; while one ahead has not passed, the
 items behind it start no jobs (their speculative state would hold a
-change about to leave).
+change about to leave). A second half whose first half passed is split
+again without a run while the changes ahead of it are those its tail
+failed with: its run would test the tree that failed.
 
 The batch size N adapts to the recent failure rate ``f`` of the queue's
 changes (``adaptive: true``): the largest N (up to ``max``) for which a
@@ -51,6 +53,11 @@ class Batch:
     suspect: bool = False
     # The item set up to run the jobs (to notice when the tail changed).
     runner: object = None
+    # Its tail already failed, testing it with these items ahead of it
+    # (every item ahead in the queue then, this batch's own included):
+    # while the same changes are ahead (those gone merged), running it
+    # again would test the same tree, so it is split without a run.
+    failed_with: tuple | None = None
 
     @property
     def tail(self):
@@ -143,6 +150,7 @@ class Batching:
             self._drop_gone(queue, state)
             self._trim_to_window(queue, state)
             changed |= self._bisect_failures(state)
+            changed |= self._split_known_failures(queue, state)
             self._drop_own_failures(state)
             changed |= self._form(queue, state)
             for batch in state.batches:
@@ -180,23 +188,56 @@ class Batching:
     def _split(self, state: QueueBatches, batch: Batch) -> None:
         """The tail failed: test the first half on its own, the second
         half (and every batch behind) waits for its result."""
-        half = len(batch.items) // 2
-        first = Batch(batch.items[:half], suspect=True)
-        second = Batch(batch.items[half:], suspect=True)
-        index = state.batches.index(batch)
-        state.batches[index:index + 1] = [first, second]
+        queue = batch.tail.queue.queue
+        ahead = tuple(queue[:queue.index(batch.tail)])
+        index = self._halve(state, batch, ahead)
         failed = [b.job.name for b in batch.tail.current_build_set.builds.values()
                   if b.result not in (None, m.SUCCESS, m.SKIPPED)]
         names = ', '.join(i.change.describe() for i in batch.items)
         item_log(batch.tail).info('Batch of %d (%s) failed (%s): bisecting, testing the '
                                   'first %d first', len(batch.items), names,
-                                  ', '.join(failed) or 'a voting job', half)
+                                  ', '.join(failed) or 'a voting job',
+                                  len(state.batches[index].items))
         for item in batch.items:
             item.current_build_set.deduplicated.clear()
         self.manager.reset_item(batch.tail, 'its batch failed and is bisected')
         for later in state.batches[index + 2:]:
             for item in later.items:
                 self._stop(item, 'a batch ahead failed and is bisected')
+
+    @staticmethod
+    def _halve(state: QueueBatches, batch: Batch, failed_with: tuple) -> int:
+        """Replace ``batch`` by its two halves (the second keeps its
+        tail, and so the failure); returns the first half's index."""
+        half = len(batch.items) // 2
+        first = Batch(batch.items[:half], suspect=True)
+        second = Batch(batch.items[half:], suspect=True, failed_with=failed_with)
+        index = state.batches.index(batch)
+        state.batches[index:index + 1] = [first, second]
+        return index
+
+    def _split_known_failures(self, queue, state: QueueBatches) -> bool:
+        """A second half whose first half passed would run its tail on
+        exactly the tree whose run failed: it is split again without that
+        run (a batch of one still runs, so the culprit fails on its own
+        build). Only ever saves a run: what merges still needs a passing
+        one."""
+        changed = False
+        for batch in list(state.batches):
+            if batch.failed_with is None or state.held(batch):
+                continue
+            tail_bs = batch.tail.current_build_set
+            if len(batch.items) < 2 or tail_bs.builds or tail_bs.node_requests or \
+                    not _same_ahead(queue, batch):
+                batch.failed_with = None     # it runs
+                continue
+            item_log(batch.tail).info(
+                'Batch of %d (%s) is known to fail (its tail failed with the same changes '
+                'ahead): bisecting it without running it', len(batch.items),
+                ', '.join(i.change.describe() for i in batch.items))
+            self._halve(state, batch, batch.failed_with)
+            changed = True
+        return changed
 
     def _stop(self, item, why: str) -> None:
         bs = item.current_build_set
@@ -268,7 +309,8 @@ class Batching:
         if state.held(batch):
             return False
         if item is batch.tail:
-            return True
+            # Known to fail: the next plan splits it (or lets it run).
+            return batch.failed_with is None or len(batch.items) < 2
         tail_bs = batch.tail.current_build_set
         if tail_bs.jobs is None:
             return False   # which jobs the tail covers is not known yet
@@ -280,6 +322,19 @@ class Batching:
         if queue is None or action not in ('success', 'failure', 'merge-failure'):
             return
         self.of(queue).failures.record(not merged)
+
+
+def _same_ahead(queue, batch: Batch) -> bool:
+    """Whether the tail of ``batch`` would now test the tree of the
+    failed run recorded in ``failed_with``: the items ahead of it are
+    those of then, less some that merged since."""
+    items = queue.queue
+    now = items[:items.index(batch.tail)]
+    then = batch.failed_with
+    remaining = [i for i in then if i in now]
+    if remaining != now:
+        return False        # another change came in ahead, or the order changed
+    return all(getattr(i, 'merged', False) for i in then if i not in now)
 
 
 def _fails_on_its_own(item) -> bool:

@@ -29,6 +29,7 @@ in merge order (tested exactly as it merged).
 
     .venv/bin/python -m benchmarks.gate_simulation [--changes 200]
         [--rates 0.05,0.15] [--flake 0.02] [--modes released,batching,...]
+        [--bisect halves|parallel]
     .venv/bin/python -m benchmarks.gate_simulation --quick   # smoke run
 
 A 200-change run takes 3-5 minutes of wall time per mode on this
@@ -229,8 +230,8 @@ class SimExecutor:
 
 # -- configuration per mode -------------------------------------------------------
 
-def pipelines(mode: str) -> str:
-    batching = '    batching:\n      max: 8\n      adaptive: true\n' \
+def pipelines(mode: str, bisect: str = 'halves') -> str:
+    batching = f'    batching:\n      max: 8\n      adaptive: true\n      bisect: {bisect}\n' \
         if mode in ('batching', 'all') else ''
     reuse = '    reuse-results: true\n' if mode in ('reuse', 'all') else ''
     return gerrit_gate_pipeline(batching) + f"""
@@ -283,8 +284,9 @@ class Outcome:
 
 class Run:
     def __init__(self, mode: str, rate: float, n_changes: int, flake: float,
-                 interval: float, duration: float, seed: int):
+                 interval: float, duration: float, seed: int, bisect: str = 'halves'):
         self.mode = mode
+        self.bisect = bisect
         rng = random.Random(seed)
         self.bad_index = {i for i in range(n_changes) if rng.random() < rate}
         self.outcome = Outcome(mode, rate, n_changes)
@@ -314,7 +316,8 @@ class Run:
         try:
             with open(os.path.join(root, 'main.yaml'), 'w') as f:
                 f.write(tenant_conf(self.mode))
-            system.create_projects(app_config=APP_CONFIG, pipelines=pipelines(self.mode))
+            system.create_projects(app_config=APP_CONFIG,
+                                   pipelines=pipelines(self.mode, self.bisect))
             changes = self._create_changes(system.store)
             executor = SimExecutor(gear_port, self.clock, self.bad, self.flake,
                                    self.duration, self.seed)
@@ -549,6 +552,8 @@ def main(argv=None) -> int:
     parser.add_argument('--duration', type=float, default=60.0,
                         help='virtual minutes a build takes')
     parser.add_argument('--seed', type=int, default=21)
+    parser.add_argument('--bisect', choices=('halves', 'parallel'), default='halves',
+                        help="batching's bisect (batching and all modes)")
     parser.add_argument('--timeout', type=float, default=1800.0,
                         help='give up on one run after this many seconds')
     parser.add_argument('--quick', action='store_true',
@@ -569,7 +574,7 @@ def main(argv=None) -> int:
             print(f'running {mode} at {rate:.0%} failing ({args.changes} changes)',
                   file=sys.stderr, flush=True)
             outcome = Run(mode, rate, args.changes, args.flake, args.interval * 60,
-                          args.duration * 60, args.seed).execute(args.timeout)
+                          args.duration * 60, args.seed, args.bisect).execute(args.timeout)
             base = outcome if mode == 'released' else base
             print_row(row(outcome, base))
             problems += [f'{mode} {rate:.0%}: {p}' for p in outcome.problems]

@@ -14,8 +14,9 @@ from zuul.model.errors import ConfigurationError, SourceContext
 from zuul.model.pipeline import BatchingConfig
 
 
-def _gate(maximum=8, adaptive=True, **kw):
-    return _pipeline(batching=BatchingConfig(max=maximum, adaptive=adaptive), **kw)
+def _gate(maximum=8, adaptive=True, bisect='halves', **kw):
+    return _pipeline(batching=BatchingConfig(max=maximum, adaptive=adaptive, bisect=bisect),
+                     **kw)
 
 
 def _enqueue(ctx, manager, numbers, project='org/project'):
@@ -222,6 +223,8 @@ def test_batching_key_parsed():
     assert _parse(batching={}).batching == BatchingConfig(max=8, adaptive=True)
     assert _parse(batching={'max': 4, 'adaptive': False}).batching == \
         BatchingConfig(max=4, adaptive=False)
+    assert _parse(batching={'bisect': 'parallel'}).batching.bisect == 'parallel'
+    assert _parse(batching={}).batching.bisect == 'halves'
 
 
 @pytest.mark.parametrize('conf, message', [
@@ -229,6 +232,7 @@ def test_batching_key_parsed():
     ({'manager': 'serial', 'batching': {}}, 'only a dependent pipeline'),
     ({'batching': {'max': 0}}, 'max'),
     ({'batching': {'size': 3}}, 'size'),
+    ({'batching': {'bisect': 'thirds'}}, 'bisect'),
 ])
 def test_bad_batching_config_is_refused(conf, message):
     with pytest.raises((ConfigurationError, Exception), match=message):
@@ -300,3 +304,37 @@ def test_a_known_failure_saves_runs_at_every_level():
     assert [len(tested) for _, _, tested in ctx.history] == [8, 4, 6, 7, 8]
     assert [result for _, result, _ in ctx.history] == [
         m.FAILURE, m.SUCCESS, m.SUCCESS, m.SUCCESS, m.FAILURE]
+
+
+def test_parallel_bisection_tests_every_change_of_a_failed_batch_at_once():
+    ctx, manager = _setup(_gate(adaptive=False, bisect='parallel'), broken={6})
+    _enqueue(ctx, manager, range(1, 9))
+    ctx.run()
+    merged = merged_order(ctx)
+    assert merged == [1, 2, 3, 4, 5, 7, 8]
+    assert (6, 'failure') in ctx.reports and ctx.changes[6].status == 'NEW'
+    assert_tested_as_merged(ctx, merged)
+    # One round finds the culprit: each change on top of those before it
+    # (the first failing one is it); 7 and 8 then run without it.
+    assert [(result, tested) for _, result, tested in ctx.history] == [
+        (m.FAILURE, (1, 2, 3, 4, 5, 6, 7, 8)),
+        (m.SUCCESS, (1,)), (m.SUCCESS, (1, 2)), (m.SUCCESS, (1, 2, 3)),
+        (m.SUCCESS, (1, 2, 3, 4)), (m.SUCCESS, (1, 2, 3, 4, 5)),
+        (m.FAILURE, (1, 2, 3, 4, 5, 6)),
+        (m.SUCCESS, (7,)), (m.SUCCESS, (7, 8)),
+    ]
+    assert not list(manager.all_items())
+
+
+def test_parallel_bisection_parts_run_together_and_hold_the_batches_behind():
+    ctx, manager = _setup(_gate(maximum=4, adaptive=False, bisect='parallel'), broken={3})
+    _enqueue(ctx, manager, range(1, 9))
+    ctx.run()
+    assert merged_order(ctx) == [1, 2, 4, 5, 6, 7, 8]
+    assert_tested_as_merged(ctx, merged_order(ctx))
+    # Nothing behind the failed batch (5-8) ran again before the culprit
+    # was out: its last run is on top of 4, without 3.
+    first_failure = next(i for i, h in enumerate(ctx.history) if h[1] == m.FAILURE)
+    later = [tested for _, _, tested in ctx.history[first_failure + 1:]]
+    assert [t for t in later if 3 in t and t[-1] > 4] == []
+    assert ctx.history[-1][1] == m.SUCCESS and ctx.history[-1][2][-4:] == (5, 6, 7, 8)

@@ -58,6 +58,9 @@ class Batch:
     # while the same changes are ahead (those gone merged), running it
     # again would test the same tree, so it is split without a run.
     failed_with: tuple | None = None
+    # The failed batch this one was split from: with ``bisect:
+    # parallel`` its parts run at once, each on top of those before it.
+    group: object = None
 
     @property
     def tail(self):
@@ -112,11 +115,13 @@ class QueueBatches:
         return None
 
     def held(self, batch: Batch) -> bool:
-        """Whether a suspect batch ahead of ``batch`` is unresolved."""
+        """Whether a suspect batch ahead of ``batch`` is unresolved (the
+        parts of one parallel bisection do not hold each other)."""
         for ahead in self.batches:
             if ahead is batch:
                 return False
-            if ahead.suspect and not ahead.passed():
+            if ahead.suspect and not ahead.passed() and \
+                    not (batch.group is not None and ahead.group is batch.group):
                 return True
         return False
 
@@ -188,20 +193,27 @@ class Batching:
     def _split(self, state: QueueBatches, batch: Batch) -> None:
         """The tail failed: test the first half on its own, the second
         half (and every batch behind) waits for its result."""
-        queue = batch.tail.queue.queue
-        ahead = tuple(queue[:queue.index(batch.tail)])
-        index = self._halve(state, batch, ahead)
         failed = [b.job.name for b in batch.tail.current_build_set.builds.values()
                   if b.result not in (None, m.SUCCESS, m.SKIPPED)]
-        names = ', '.join(i.change.describe() for i in batch.items)
-        item_log(batch.tail).info('Batch of %d (%s) failed (%s): bisecting, testing the '
-                                  'first %d first', len(batch.items), names,
-                                  ', '.join(failed) or 'a voting job',
-                                  len(state.batches[index].items))
+        if self.config.bisect == 'parallel':
+            index = self._split_all(state, batch)
+            how = f'testing each of its {len(batch.items)} changes at once'
+        else:
+            queue = batch.tail.queue.queue
+            ahead = tuple(queue[:queue.index(batch.tail)])
+            index = self._halve(state, batch, ahead)
+            how = f'testing the first {len(state.batches[index].items)} first'
+        behind = index + 1
+        while behind < len(state.batches) and state.batches[behind].items[0] in batch.items:
+            behind += 1
+        item_log(batch.tail).info('Batch of %d (%s) failed (%s): bisecting, %s',
+                                  len(batch.items),
+                                  ', '.join(i.change.describe() for i in batch.items),
+                                  ', '.join(failed) or 'a voting job', how)
         for item in batch.items:
             item.current_build_set.deduplicated.clear()
         self.manager.reset_item(batch.tail, 'its batch failed and is bisected')
-        for later in state.batches[index + 2:]:
+        for later in state.batches[behind:]:
             for item in later.items:
                 self._stop(item, 'a batch ahead failed and is bisected')
 
@@ -214,6 +226,18 @@ class Batching:
         second = Batch(batch.items[half:], suspect=True, failed_with=failed_with)
         index = state.batches.index(batch)
         state.batches[index:index + 1] = [first, second]
+        return index
+
+    @staticmethod
+    def _split_all(state: QueueBatches, batch: Batch) -> int:
+        """``bisect: parallel``: every change of ``batch`` becomes a batch
+        of its own, all run at once (each on top of the ones before it, as
+        without batching): the first that fails is the culprit, found in
+        one round; those behind it run again without it."""
+        group = object()
+        parts = [Batch([item], suspect=True, group=group) for item in batch.items]
+        index = state.batches.index(batch)
+        state.batches[index:index + 1] = parts
         return index
 
     def _split_known_failures(self, queue, state: QueueBatches) -> bool:

@@ -338,3 +338,15 @@ def test_parallel_bisection_parts_run_together_and_hold_the_batches_behind():
     later = [tested for _, _, tested in ctx.history[first_failure + 1:]]
     assert [t for t in later if 3 in t and t[-1] > 4] == []
     assert ctx.history[-1][1] == m.SUCCESS and ctx.history[-1][2][-4:] == (5, 6, 7, 8)
+
+
+def test_the_documented_example_parses():
+    import pathlib
+
+    import yaml
+    text = (pathlib.Path(__file__).parents[2] / 'doc/source/reference/batching.rst').read_text()
+    block = text.split('.. code-block:: yaml\n', 1)[1].split('\nHow a batch', 1)[0]
+    (entry,) = yaml.safe_load('\n'.join(line[6:] for line in block.splitlines()))
+    conf = entry['pipeline']
+    assert _parse(**{k: v for k, v in conf.items() if k not in ('name', 'manager')}) \
+        .batching == BatchingConfig(max=8, adaptive=True, bisect='halves')

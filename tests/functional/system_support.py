@@ -35,6 +35,42 @@ from zuul.merger.repos import RepoUrlResolver
 from zuul.merger.server import MergeServer
 from zuul.scheduler.service import SchedulerService
 
+
+def gerrit_gate_pipeline(extra: str = '', start: bool = False) -> str:
+    """A gate on Workflow +1 that submits with Verified +2 (and, with
+    ``start``, sets Verified 0 when it starts), with ``extra`` (pipeline
+    keys, indented four spaces) added, followed by a ``base`` job with a
+    300 s timeout."""
+    started = '    start:\n      gerrit:\n        Verified: 0\n' if start else ''
+    return f"""
+- pipeline:
+    name: gate
+    manager: dependent
+{extra}    require:
+      gerrit:
+        open: true
+        current-patchset: true
+        approval:
+          - Workflow: 1
+    trigger:
+      gerrit:
+        - event: comment-added
+          approval:
+            - Workflow: 1
+{started}    success:
+      gerrit:
+        Verified: 2
+        submit: true
+    failure:
+      gerrit:
+        Verified: -2
+- job:
+    name: base
+    parent: null
+    timeout: 300
+"""
+
+
 BASE_PIPELINES = """
 - pipeline:
     name: check
@@ -50,36 +86,8 @@ BASE_PIPELINES = """
     failure:
       gerrit:
         Verified: -1
-- pipeline:
-    name: gate
-    manager: dependent
-    success-message: Build succeeded (gate pipeline).
-    require:
-      gerrit:
-        open: true
-        current-patchset: true
-        approval:
-          - Workflow: 1
-    trigger:
-      gerrit:
-        - event: comment-added
-          approval:
-            - Workflow: 1
-    start:
-      gerrit:
-        Verified: 0
-    success:
-      gerrit:
-        Verified: 2
-        submit: true
-    failure:
-      gerrit:
-        Verified: -2
-- job:
-    name: base
-    parent: null
-    timeout: 300
-- pipeline:
+""" + gerrit_gate_pipeline(
+    '    success-message: Build succeeded (gate pipeline).\n', start=True) + """- pipeline:
     name: post
     manager: supercedent
     post-review: true
@@ -132,39 +140,6 @@ ZUUL_DRIVER_PIPELINES = """
 """
 
 PIPELINES = BASE_PIPELINES + ZUUL_DRIVER_PIPELINES
-
-def gerrit_gate_pipeline(extra: str = '') -> str:
-    """A gate on Workflow +1 that submits with Verified +2 (no start
-    report), with ``extra`` (pipeline keys, indented four spaces) added,
-    followed by a ``base`` job with a 300 s timeout."""
-    return f"""
-- pipeline:
-    name: gate
-    manager: dependent
-{extra}    require:
-      gerrit:
-        open: true
-        current-patchset: true
-        approval:
-          - Workflow: 1
-    trigger:
-      gerrit:
-        - event: comment-added
-          approval:
-            - Workflow: 1
-    success:
-      gerrit:
-        Verified: 2
-        submit: true
-    failure:
-      gerrit:
-        Verified: -2
-- job:
-    name: base
-    parent: null
-    timeout: 300
-"""
-
 
 NOOP = """
 - hosts: localhost

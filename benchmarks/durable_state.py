@@ -369,53 +369,18 @@ def saved_size(state_store, pipeline: str) -> tuple[int, int]:
 
 
 def restart(n_items: int, timeout: float, profiles: list | None = None) -> dict:
+    """M items with held check builds, the scheduler killed (no final
+    save) and started again: how long until it has restored them, runs
+    its first pass and takes a new change."""
     with environment() as env:
         system = env.system
         env.executor = executor = HoldingExecutor(env.gear_server.port, env.zk.hosts)
         system.start()
-        store = system.store
-        t0 = time.time()
-        changes = [store.create_change('org/app', 'master', f'Held {i}',
-                                       {f'h{i}.txt': f'{i}\n'}) for i in range(n_items)]
-        wait_all(lambda c: ('check', c.number) in executor.arrivals, changes,
-                 'with a held check build', timeout)
-        fill = time.time() - t0
-        old = system.scheduler
-        if not old.loop.wait_idle(120):
-            raise SystemExit('benchmark: the scheduler did not go idle with the items queued')
-        compressed, raw = saved_size(old.state_store, 'check')
-        # What a SIGKILL leaves: no final save.
-        old.state_store = None
-        old.event_queue = None
-        system.service.stop()
+        filled = _fill_and_kill(system, executor, n_items, timeout)
         requests_before = executor.requests
-
         marks: dict[str, float] = {}
-
-        def timed_restore(restore_state):
-            def wrapper(self):
-                prof = cProfile.Profile() if profiles is not None else None
-                marks['restore_begin'] = time.time()
-                try:
-                    if prof is None:
-                        return restore_state(self)
-                    return prof.runcall(restore_state, self)
-                finally:
-                    marks['restore_end'] = time.time()
-                    if prof is not None:
-                        profiles.append(prof)
-            return wrapper
-
-        def first_pass(process_pipelines):
-            def wrapper(self):
-                try:
-                    return process_pipelines(self)
-                finally:
-                    if 'restore_end' in marks:
-                        marks.setdefault('first_pass', time.time())
-            return wrapper
-        with patched(Scheduler, 'restore_state', timed_restore), \
-                patched(Scheduler, 'process_pipelines', first_pass):
+        with patched(Scheduler, 'restore_state', _timed_restore(marks, profiles)), \
+                patched(Scheduler, 'process_pipelines', _first_pass(marks)):
             service = SchedulerService(system.conf)
             system.service = service
             t_start = time.time()
@@ -430,18 +395,17 @@ def restart(n_items: int, timeout: float, profiles: list | None = None) -> dict:
             # A fresh change, handled with the M restored items in place
             # (and, if nothing else did, what makes the loop's first pass).
             t_new = time.time()
-            change = store.create_change('org/app', 'master', 'After restart',
-                                         {'n.txt': 'x\n'})
+            change = system.store.create_change('org/app', 'master', 'After restart',
+                                                {'n.txt': 'x\n'})
             while ('check', change.number) not in executor.arrivals:
                 if time.time() - t_new > timeout:
                     raise SystemExit('benchmark: the restored scheduler ignored a new change')
                 time.sleep(0.01)
             t_new_build = executor.arrivals[('check', change.number)]
             scheduler.loop.wait_idle(60)
-            restored = scheduler.restored_items
             queued = len(list(scheduler.tenants[TENANT].managers['check'].all_items()))
-        return {'items': n_items, 'fill': fill, 'compressed': compressed, 'raw': raw,
-                'restored': restored, 'queued': queued,
+        return {'items': n_items, **filled, 'restored': scheduler.restored_items,
+                'queued': queued,
                 'restore': marks['restore_end'] - marks['restore_begin'],
                 'to_restored': marks['restore_end'] - t_start,
                 'to_started': t_started - t_start,
@@ -449,6 +413,58 @@ def restart(n_items: int, timeout: float, profiles: list | None = None) -> dict:
                 'new_pass': marks['first_pass'] - t_new if not own_pass else None,
                 'new_change': t_new_build - t_new,
                 'relaunched': executor.requests - requests_before - 1}
+
+
+def _fill_and_kill(system, executor, n_items: int, timeout: float) -> dict:
+    """Queue ``n_items`` changes, each with a held check build, then stop
+    the scheduler as a SIGKILL would (no final save)."""
+    t0 = time.time()
+    changes = [system.store.create_change('org/app', 'master', f'Held {i}',
+                                          {f'h{i}.txt': f'{i}\n'}) for i in range(n_items)]
+    wait_all(lambda c: ('check', c.number) in executor.arrivals, changes,
+             'with a held check build', timeout)
+    fill = time.time() - t0
+    old = system.scheduler
+    if not old.loop.wait_idle(120):
+        raise SystemExit('benchmark: the scheduler did not go idle with the items queued')
+    compressed, raw = saved_size(old.state_store, 'check')
+    old.state_store = None
+    old.event_queue = None
+    system.service.stop()
+    return {'fill': fill, 'compressed': compressed, 'raw': raw}
+
+
+def _timed_restore(marks: dict, profiles: list | None):
+    """Wraps Scheduler.restore_state: marks its begin and end (and
+    profiles it when ``profiles`` is a list)."""
+    def wrap(restore_state):
+        def wrapper(self):
+            prof = cProfile.Profile() if profiles is not None else None
+            marks['restore_begin'] = time.time()
+            try:
+                if prof is None:
+                    return restore_state(self)
+                return prof.runcall(restore_state, self)
+            finally:
+                marks['restore_end'] = time.time()
+                if prof is not None:
+                    profiles.append(prof)
+        return wrapper
+    return wrap
+
+
+def _first_pass(marks: dict):
+    """Wraps Scheduler.process_pipelines: marks the first pass after the
+    restore."""
+    def wrap(process_pipelines):
+        def wrapper(self):
+            try:
+                return process_pipelines(self)
+            finally:
+                if 'restore_end' in marks:
+                    marks.setdefault('first_pass', time.time())
+        return wrapper
+    return wrap
 
 
 # -- the table -----------------------------------------------------------------

@@ -350,3 +350,34 @@ def test_the_documented_example_parses():
     conf = entry['pipeline']
     assert _parse(**{k: v for k, v in conf.items() if k not in ('name', 'manager')}) \
         .batching == BatchingConfig(max=8, adaptive=True, bisect='halves')
+
+
+class _LastFirst(list):
+    def pop(self, index=-1):
+        return super().pop(-1)
+
+
+@pytest.mark.parametrize('broken, maximum', [({3}, 4), ({6}, 8), ({2, 7}, 4), ({5}, 3)])
+def test_batches_stay_in_queue_order(broken, maximum):
+    # Items behind a culprit come back (batched anew) ahead of batches
+    # that wait: bisection and holding go by this order.
+    ctx, manager = _setup(_gate(maximum=maximum, adaptive=False, bisect='parallel'),
+                          broken=broken)
+    ctx.running = _LastFirst()      # builds end newest first: followers before culprits
+    plan = manager.batching.plan
+    seen = []
+
+    def checked():
+        changed = plan()
+        for queue in manager.queues:
+            order = [queue.queue.index(b.items[0])
+                     for b in manager.batching.of(queue).batches]
+            seen.append(order)
+            assert order == sorted(order)
+        return changed
+    manager.batching.plan = checked
+    _enqueue(ctx, manager, range(1, 13))
+    ctx.run(limit=5000)
+    assert merged_order(ctx) == [n for n in range(1, 13) if n not in broken]
+    assert_tested_as_merged(ctx, merged_order(ctx))
+    assert any(len(order) > 1 for order in seen)

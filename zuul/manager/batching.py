@@ -158,6 +158,10 @@ class Batching:
             changed |= self._split_known_failures(queue, state)
             self._drop_own_failures(state)
             changed |= self._form(queue, state)
+            # New batches go last, but items behind a dropped culprit come
+            # back ahead of waiting batches: keep them in queue order.
+            position = {id(item): n for n, item in enumerate(queue.queue)}
+            state.batches.sort(key=lambda b: position[id(b.items[0])])
             for batch in state.batches:
                 self._set_runner(batch)
         return changed

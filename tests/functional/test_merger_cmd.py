@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from tests.functional.test_merger_support import change_ref, upstream  # noqa: F401
+from tests.harness.waiting import wait_for
 from zuul.merger.client import MergeClient
 from zuul.merger.protocol import MergeItem
 
@@ -99,3 +100,32 @@ def test_command_socket_pause_resume_and_stop(tmp_path, gearman_server, upstream
             proc.kill()
     assert proc.returncode == 0
     assert not socket.exists()
+
+
+def test_a_second_daemon_on_the_same_git_dir_is_refused(tmp_path, gearman_server, upstream):
+    conf = tmp_path / 'zuul.conf'
+    conf.write_text(CONF.format(port=gearman_server.port, git_dir=tmp_path / 'git',
+                                upstream=upstream.root))
+    top = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    cmd = [sys.executable, '-m', 'zuul.cmd.merger', '-c', str(conf), '-d']
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=top)
+    try:
+        wait_for(lambda: (tmp_path / 'merger.socket').exists(), timeout=60,
+                 what='the first merger serving')
+        second = subprocess.run(cmd, capture_output=True, text=True, cwd=top, timeout=60)
+        assert second.returncode == 2
+        assert f'git_dir {tmp_path / "git"} is in use by zuul-merger (pid {proc.pid})' \
+            in second.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    # Its claim ends with it: a merger starts on that git_dir again.
+    (tmp_path / 'merger.socket').unlink(missing_ok=True)
+    again = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=top)
+    try:
+        wait_for(lambda: (tmp_path / 'merger.socket').exists() or again.poll() is not None,
+                 timeout=60, what='the merger started again')
+        assert again.poll() is None
+    finally:
+        again.kill()
+        again.communicate(timeout=60)

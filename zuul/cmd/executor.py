@@ -27,13 +27,16 @@ def build_merger(config: configparser.ConfigParser, settings: ExecutorSettings):
         if section.startswith('connection '):
             connections[section.split(' ', 1)[1].strip().strip('"\'')] = {
                 'driver': config[section].get('driver'), 'options': dict(config[section])}
-    # The executor's own cache ([executor] git_dir, as released): a merger
-    # on the same host must not share it.
-    git_dir = (config.get('executor', 'git_dir', fallback=None)
-               or os.path.join(settings.state_dir, 'executor-git'))
-    return Merger(git_dir, RepoUrlResolver(connections),
+    return Merger(executor_git_dir(config, settings), RepoUrlResolver(connections),
                   git_user_email=config.get('merger', 'git_user_email', fallback='zuul@localhost'),
                   git_user_name=config.get('merger', 'git_user_name', fallback='Zuul'))
+
+
+def executor_git_dir(config: configparser.ConfigParser, settings: ExecutorSettings) -> str:
+    """The executor's own cache ([executor] git_dir, as released): a
+    merger on the same host must not share it (zuul.merger.gitdir)."""
+    return (config.get('executor', 'git_dir', fallback=None)
+            or os.path.join(settings.state_dir, 'executor-git'))
 
 
 def socket_path(config: configparser.ConfigParser, settings: ExecutorSettings) -> str:
@@ -61,8 +64,14 @@ def main(argv=None) -> int:
         parser.error(f'{args.config}: {e}')
     if args.command:
         return run_command('zuul-executor', socket_path(config, settings), args.command)
+    from zuul.merger.gitdir import GitDirClaim, GitDirInUseError
+    try:
+        claim = GitDirClaim(executor_git_dir(config, settings), 'zuul-executor')
+    except GitDirInUseError as exc:
+        parser.exit(2, f'zuul-executor: {exc}\n')
     if not args.foreground:
         daemonize()
+        claim.refresh()
     setup_logging(config.get('executor', 'log_config', fallback=None), args.foreground)
     from zuul.lib.gearlib import GearTLS
     zk, records = _build_records(config)

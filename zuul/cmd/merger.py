@@ -61,8 +61,14 @@ def main(argv=None) -> int:
         parser.error(str(exc))
     if args.command:
         return send(socket_path(conf), args.command)
+    from zuul.merger.gitdir import GitDirClaim, GitDirInUseError
+    try:
+        claim = GitDirClaim(conf.merger.git_dir, 'zuul-merger')
+    except GitDirInUseError as exc:
+        parser.exit(2, f'zuul-merger: {exc}\n')
     if not args.foreground:
         daemonize()
+        claim.refresh()
     setup_logging(conf.merger.log_config, args.foreground)
     done = threading.Event()
     with PidFile(None if args.foreground else conf.merger.pidfile):

@@ -41,3 +41,43 @@ def test_failing_job_cancels_the_running_one_and_reports_at_once(zuul_system):  
     # The executor aborted it (its playbook waits up to 300 s otherwise).
     wait_for(lambda: not system.executor.builds, timeout=60, what='the build aborted')
     assert not os.path.exists(release)
+
+
+PRE_FAIL_APP = """
+- project:
+    check:
+      fail-fast: true
+      jobs:
+        - watched
+        - held
+"""
+
+
+def test_a_failure_output_match_cancels_the_others_before_its_build_ends(
+        zuul_system):  # noqa: F811
+    from tests.functional.test_e2e_failure_output import WATCHED, WATCHED_JOB
+    system = zuul_system
+    release = os.path.join(system.root, 'release')
+    never = os.path.join(system.root, 'never')
+    system.create_projects(app_config=PRE_FAIL_APP,
+                           pipelines=PIPELINES + textwrap.dedent(
+                               WATCHED_JOB.format(release=release))
+                           + textwrap.dedent(HOLDING_JOB.format(release=never)),
+                           config_files={'playbooks/hold.yaml': HOLD,
+                                         'playbooks/watched.yaml': WATCHED})
+    system.start()
+    change = system.store.create_change('org/app', 'master', 'Breaks early',
+                                        {'EARLY': '1\n'})
+    # The watched build printed its failure line and still runs: the held
+    # one is canceled now, not when the watched build ends.
+    wait_for(lambda: [b for b in system.builds if b.job.name == 'held' and b.result],
+             timeout=120, what='the held build canceled')
+    (held,) = [b for b in system.builds if b.job.name == 'held']
+    (watched,) = [b for b in system.builds if b.job.name == 'watched']
+    assert held.result == 'CANCELED' and watched.result is None and watched.pre_fail
+    assert system.verified(change) == 0
+    open(release, 'w').close()
+    wait_for(lambda: system.verified(change) == -1, timeout=120, what='the failure report')
+    report = [m for m in system.messages(change) if 'Build failed' in m][-1]
+    assert 'watched' in report and 'FAILURE' in report
+    assert 'held' in report and 'CANCELED' in report

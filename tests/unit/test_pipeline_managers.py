@@ -735,3 +735,47 @@ def test_fail_fast_ignores_a_failing_non_voting_job():
     bs = item.current_build_set
     assert bs.builds['jobA'].result == m.SUCCESS      # ran to the end
     assert ctx.reports == [(1, 'success')]            # only a non-voting job failed
+
+
+def _until_builds_run(ctx, mgr, count):
+    for _ in range(50):
+        mgr.process_queues()
+        if len(ctx.running) >= count:
+            return
+        if ctx.pending_merges:
+            bs, numbers = ctx.pending_merges.pop(0)
+            mgr.on_merge_completed(bs, MergeResult(True, {'changes': numbers}))
+        elif ctx.node_requests:
+            req = ctx.node_requests.pop(0)
+            mgr.on_nodes_provisioned(req.item, req.job, req, f'nodes-{req.job}', False)
+    raise AssertionError(f'{count} builds never ran')
+
+
+def test_fail_fast_acts_when_a_build_pre_fails_and_reports_when_it_ends():
+    ctx = _FailFast(jobs=('job1', 'jobA', 'jobB'), deps={'jobB': ['jobA']})
+    mgr = ctx.manager = manager_for(_pipeline('check', 'independent'), ctx)
+    item = mgr.add_change(_change(ctx, 1))
+    _until_builds_run(ctx, mgr, 2)
+    bs = item.current_build_set
+    failing = bs.builds['job1']
+    failing.pre_fail = True            # failure-output matched; it still runs
+    mgr.on_build_pre_fail(failing)
+    assert bs.builds['jobA'].canceled and bs.builds['jobA'].result == m.CANCELED
+    assert 'job1 is failing' in bs.skipped['jobB']
+    assert not failing.canceled and failing.result is None
+    mgr.process_queues()
+    assert ctx.reports == []           # reported once the failing build has ended
+    mgr.on_build_completed(failing, m.FAILURE)
+    mgr.process_queues()
+    assert ctx.reports == [(1, 'failure')]
+
+
+def test_a_pre_fail_without_fail_fast_cancels_nothing():
+    ctx = Collaborators(jobs=('job1', 'jobA'))
+    mgr = ctx.manager = manager_for(_pipeline('check', 'independent'), ctx)
+    item = mgr.add_change(_change(ctx, 1))
+    _until_builds_run(ctx, mgr, 2)
+    bs = item.current_build_set
+    bs.builds['job1'].pre_fail = True
+    mgr.on_build_pre_fail(bs.builds['job1'])
+    assert not bs.builds['jobA'].canceled and bs.skipped == {}

@@ -728,6 +728,35 @@ class PipelineManager(BundleHandling):
             if job.name not in bs.builds and job.name not in bs.skipped:
                 bs.skipped[job.name] = _fail_fast_reason(failed)
 
+    def on_build_pre_fail(self, build: m.Build) -> None:
+        """A running build's console matched its ``failure-output``: with
+        ``fail-fast`` the item's other builds are canceled and its jobs not
+        started are skipped now; that build runs on to its end (its
+        post-run and logs), and the item is reported when it ends."""
+        bs = build.build_set
+        item = bs.item
+        if item.current_build_set is not bs or not bs.fail_fast or not build.job.voting:
+            return
+        others = [b for b in bs.builds.values() if b is not build and not b.finished]
+        item_log(item).info('%s is failing (failure-output) and %s is fail-fast: '
+                            'canceling %s', build.job.name, self.name,
+                            ', '.join(b.job.name for b in others) or 'nothing')
+        for request in bs.node_requests.values():
+            self.ctx.cancel_node_request(request)
+        bs.node_requests.clear()
+        for other in others:
+            other.canceled = True
+            self.ctx.cancel_build(other)
+            other.result = m.CANCELED
+            nodeset = bs.nodesets.pop(other.job.name, None)
+            if nodeset is not None:
+                self.ctx.return_nodes(nodeset)
+            self.ctx.release_semaphores(bs, other.job.name)
+        reason = f'Skipped due to fail-fast: {build.job.name} is failing'
+        for job in bs.jobs or ():
+            if job.name not in bs.builds and job.name not in bs.skipped:
+                bs.skipped[job.name] = reason
+
     def on_build_completed(self, build: m.Build, result: str) -> None:
         bs = build.build_set
         item = bs.item

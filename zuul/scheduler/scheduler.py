@@ -313,6 +313,8 @@ class Scheduler:
             build = args['build']
             if build.result is None:
                 build.pre_fail = True
+                # fail-fast acts now, not when the build ends
+                self._manager_of(build.build_set.item).on_build_pre_fail(build)
         elif event.kind == 'build-completed':
             self._on_build_completed(args)
         else:
@@ -537,4 +539,7 @@ class _NullManager:
         pass
 
     def on_build_completed(self, *a):
+        pass
+
+    def on_build_pre_fail(self, *a):
         pass

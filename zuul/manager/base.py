@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 
+from zuul.manager import failfast
 from zuul.manager.bundles import BundleHandling, in_queue
 from zuul.manager.cycles import deduplication_source
 from zuul.model import item as m
@@ -715,47 +716,9 @@ class PipelineManager(BundleHandling):
                                'of %d)', job.name, bs.tries[job.name] + 1, job.attempts)
         return True
 
-    def _fail_fast(self, item: m.QueueItem, failed: m.Build) -> None:
-        """``fail-fast``: a voting job failed, so the item will fail: its
-        other builds are canceled and the jobs not started are skipped,
-        and it is reported now rather than when everything has run."""
-        bs = item.current_build_set
-        running = [b.job.name for b in bs.builds.values() if not b.finished]
-        item_log(item).info('%s failed and %s is fail-fast: canceling %s', failed.job.name,
-                            self.name, ', '.join(running) or 'nothing')
-        self.cancel_jobs(item)
-        for job in bs.jobs or ():
-            if job.name not in bs.builds and job.name not in bs.skipped:
-                bs.skipped[job.name] = _fail_fast_reason(failed)
-
     def on_build_pre_fail(self, build: m.Build) -> None:
-        """A running build's console matched its ``failure-output``: with
-        ``fail-fast`` the item's other builds are canceled and its jobs not
-        started are skipped now; that build runs on to its end (its
-        post-run and logs), and the item is reported when it ends."""
-        bs = build.build_set
-        item = bs.item
-        if item.current_build_set is not bs or not bs.fail_fast or not build.job.voting:
-            return
-        others = [b for b in bs.builds.values() if b is not build and not b.finished]
-        item_log(item).info('%s is failing (failure-output) and %s is fail-fast: '
-                            'canceling %s', build.job.name, self.name,
-                            ', '.join(b.job.name for b in others) or 'nothing')
-        for request in bs.node_requests.values():
-            self.ctx.cancel_node_request(request)
-        bs.node_requests.clear()
-        for other in others:
-            other.canceled = True
-            self.ctx.cancel_build(other)
-            other.result = m.CANCELED
-            nodeset = bs.nodesets.pop(other.job.name, None)
-            if nodeset is not None:
-                self.ctx.return_nodes(nodeset)
-            self.ctx.release_semaphores(bs, other.job.name)
-        reason = f'Skipped due to fail-fast: {build.job.name} is failing'
-        for job in bs.jobs or ():
-            if job.name not in bs.builds and job.name not in bs.skipped:
-                bs.skipped[job.name] = reason
+        """A running build matched its ``failure-output`` (zuul/manager/failfast.py)."""
+        failfast.on_pre_fail(self, build, item_log(build.build_set.item))
 
     def on_build_completed(self, build: m.Build, result: str) -> None:
         bs = build.build_set
@@ -780,17 +743,13 @@ class PipelineManager(BundleHandling):
         build.result = result
         item_log(item).info('Build %s of %s: %s', build.uuid, build.job.name, result)
         if bs.fail_fast and build.job.voting and result not in (m.SUCCESS, m.SKIPPED):
-            self._fail_fast(item, build)
+            failfast.fail_now(self, item, build, item_log(item))
             return
         skip = (build.result_data.get('zuul') or {}).get('child_jobs')
         if skip is not None and result == m.SUCCESS:
             children = [j.name for j in bs.jobs or () if build.job.name in j.dependencies]
             item.skip_jobs([c for c in children if c not in skip],
                            f'Skipped by {build.job.name}')
-
-
-def _fail_fast_reason(build: m.Build) -> str:
-    return f'Skipped due to fail-fast: {build.job.name} ended {build.result}'
 
 
 def _manually_enqueued(item: m.QueueItem) -> bool:

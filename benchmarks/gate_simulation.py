@@ -29,7 +29,7 @@ in merge order (tested exactly as it merged).
 
     .venv/bin/python -m benchmarks.gate_simulation [--changes 200]
         [--rates 0.05,0.15] [--flake 0.02] [--modes released,batching,...]
-        [--bisect halves|parallel]
+        [--bisect parallel|halves]
     .venv/bin/python -m benchmarks.gate_simulation --quick   # smoke run
 
 A 200-change run takes 3-5 minutes of wall time per mode on this
@@ -230,7 +230,7 @@ class SimExecutor:
 
 # -- configuration per mode -------------------------------------------------------
 
-def pipelines(mode: str, bisect: str = 'halves') -> str:
+def pipelines(mode: str, bisect: str = 'parallel') -> str:
     batching = f'    batching:\n      max: 8\n      adaptive: true\n      bisect: {bisect}\n' \
         if mode in ('batching', 'all') else ''
     reuse = '    reuse-results: true\n' if mode in ('reuse', 'all') else ''
@@ -284,7 +284,7 @@ class Outcome:
 
 class Run:
     def __init__(self, mode: str, rate: float, n_changes: int, flake: float,
-                 interval: float, duration: float, seed: int, bisect: str = 'halves'):
+                 interval: float, duration: float, seed: int, bisect: str = 'parallel'):
         self.mode = mode
         self.bisect = bisect
         rng = random.Random(seed)
@@ -552,7 +552,7 @@ def main(argv=None) -> int:
     parser.add_argument('--duration', type=float, default=60.0,
                         help='virtual minutes a build takes')
     parser.add_argument('--seed', type=int, default=21)
-    parser.add_argument('--bisect', choices=('halves', 'parallel'), default='halves',
+    parser.add_argument('--bisect', choices=('parallel', 'halves'), default='parallel',
                         help="batching's bisect (batching and all modes)")
     parser.add_argument('--timeout', type=float, default=1800.0,
                         help='give up on one run after this many seconds')

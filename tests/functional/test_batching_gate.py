@@ -12,7 +12,8 @@ from tests.functional.system_support import (  # noqa: F401 - fixture
 )
 from tests.harness.waiting import wait_for
 
-PIPELINES = gerrit_gate_pipeline('    batching:\n      max: 8\n      adaptive: false\n') + """
+PIPELINES = gerrit_gate_pipeline(
+    '    batching:\n      max: 8\n      adaptive: false\n      bisect: halves\n') + """
 - job:
     name: check-marker
     run: playbooks/check-marker.yaml

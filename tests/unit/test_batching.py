@@ -224,7 +224,7 @@ def test_batching_key_parsed():
     assert _parse(batching={'max': 4, 'adaptive': False}).batching == \
         BatchingConfig(max=4, adaptive=False)
     assert _parse(batching={'bisect': 'parallel'}).batching.bisect == 'parallel'
-    assert _parse(batching={}).batching.bisect == 'halves'
+    assert _parse(batching={}).batching.bisect == 'parallel'
 
 
 @pytest.mark.parametrize('conf, message', [
@@ -349,7 +349,7 @@ def test_the_documented_example_parses():
     (entry,) = yaml.safe_load('\n'.join(line[6:] for line in block.splitlines()))
     conf = entry['pipeline']
     assert _parse(**{k: v for k, v in conf.items() if k not in ('name', 'manager')}) \
-        .batching == BatchingConfig(max=8, adaptive=True, bisect='halves')
+        .batching == BatchingConfig(max=8, adaptive=True, bisect='parallel')
 
 
 class _LastFirst(list):

@@ -12,16 +12,19 @@ run, or runs without the rider's project, runs on the rider itself.
 
 When the batch passes, every item reports success and merges, in queue
 order: what merges is exactly what the tail's build tested. When the
-tail fails, the batch is bisected: its first half becomes a batch of its
-own (its last item the new tail) and is tested while the second half and
-every batch behind wait, without builds. A half that passes merges; one
-that fails is split again, until a batch of one change fails: that
-change is the culprit, reported failed and dequeued as in released Zuul.
-The halves are *suspect* batches; while one ahead has not passed, the
-items behind it start no jobs (their speculative state would hold a
-change about to leave). A second half whose first half passed is split
-again without a run while the changes ahead of it are those its tail
-failed with: its run would test the tree that failed.
+tail fails, the culprit is searched for (``bisect``). ``parallel`` (the
+default): every change of the batch becomes a batch of one, all run at
+once, each on top of those before it; the first that fails is the
+culprit, reported failed and dequeued as in released Zuul. ``halves``:
+the first half becomes a batch of its own (its last item the new tail)
+and is tested while the second half waits; a half that passes merges,
+one that fails is split again, until a batch of one fails. The parts are
+*suspect* batches; while one ahead has not passed, the batches behind it
+start no jobs (their speculative state would hold a change about to
+leave); the parts of one parallel split do not hold each other. A second
+half whose first half passed is split again without a run while the
+changes ahead of it are those its tail failed with: its run would test
+the tree that failed.
 
 The batch size N adapts to the recent failure rate ``f`` of the queue's
 changes (``adaptive: true``): the largest N (up to ``max``) for which a
@@ -195,8 +198,8 @@ class Batching:
         return changed
 
     def _split(self, state: QueueBatches, batch: Batch) -> None:
-        """The tail failed: test the first half on its own, the second
-        half (and every batch behind) waits for its result."""
+        """The tail failed: split the batch (``bisect``); every batch
+        behind waits for the culprit."""
         failed = [b.job.name for b in batch.tail.current_build_set.builds.values()
                   if b.result not in (None, m.SUCCESS, m.SKIPPED)]
         if self.config.bisect == 'parallel':

@@ -27,9 +27,9 @@ class BatchingConfig:
 
     max: int = 8
     adaptive: bool = True
-    # How a failed batch finds its culprit: 'halves' (one half at a time)
-    # or 'parallel' (every change at once, on top of those before it).
-    bisect: str = 'halves'
+    # How a failed batch finds its culprit: 'parallel' (every change at
+    # once, on top of those before it) or 'halves' (one half at a time).
+    bisect: str = 'parallel'
 
 
 @dataclass(eq=False)

@@ -32,36 +32,39 @@ in merge order (tested exactly as it merged).
         [--bisect parallel|halves]
     .venv/bin/python -m benchmarks.gate_simulation --quick   # smoke run
 
-A 200-change run takes 3-5 minutes of wall time per mode on this
-machine (the merger's git work dominates); the default (5 modes, 2
-rates) takes about 40 minutes, ``--quick`` about 20 seconds.
+A 200-change run takes 3-7 minutes of wall time per mode on this
+machine (the merger's git work dominates, and grows with the queue's
+depth); the default (5 modes, 2 rates) takes about 45 minutes, ``--quick``
+about 20 seconds. A progress line goes to stderr every 25 approvals.
 
-Measured (seed 21, 2 % flakes, builds of 60 virtual minutes, an approval
-every 6 minutes; "all tested" held in every run)::
+Measured (200 changes, seed 21, 2 % flakes, builds of 60 virtual minutes,
+an approval every 6 minutes; "all tested" held in every run)::
 
-    fail  mode      node-h/merged  vs released  merge min p50/p95  builds  merged/failed
-    60 changes
-    5%    released  1.24                        168 / 210          82      55/5
-    5%    batching  0.79           -37%         186 / 348          57      55/5
-    5%    reuse     1.24           -0%          168 / 210          82      55/5
-    5%    retry     1.44           +16%         144 / 186          88      56/4
-    5%    all       0.86           -31%         162 / 432          55      56/4
-    200 changes
-    5%    released  1.41                        162 / 366          298     185/15
-    15%   released  1.94                        816 / 1788         337     165/35
-    15%   batching  1.59           -18%         3162 / 8154        278     167/33
-    15%   all       1.54           -21%         3504 / 8136        264     168/32
+    fail  mode      bisect    node-h/merged  vs released  merge min p50/p95  builds  merged/failed
+    5%    released            1.41                        162 / 366          298     185/15
+    5%    batching  parallel  0.72           -49%         324 / 804          148     187/13
+    5%    batching  halves    0.67           -52%         654 / 2106         138     187/13
+    5%    reuse               1.41           -0%          162 / 366          298     185/15
+    5%    retry               1.51           +7%          129 / 270          314     188/12
+    5%    all       parallel  0.88           -38%         216 / 606          183     188/12
+    5%    all       halves    0.66           -53%         672 / 1818         131     188/12
+    15%   released            1.94                        816 / 1788         337     165/35
+    15%   batching  parallel  1.34           -31%         1320 / 3114        236     167/33
+    15%   batching  halves    1.21           -38%         2100 / 4914        215     167/33
+    15%   reuse               1.94           -0%          816 / 1788         337     165/35
+    15%   retry               1.97           +2%          741 / 1656         339     168/32
+    15%   all       parallel  1.35           -30%         1311 / 2976        233     168/32
+    15%   all       halves    1.26           -35%         2193 / 5076        218     168/32
 
-Batching meets the 30 % target at 5 % (with all modes: -31 % at 60
-changes). Result reuse saves nothing in a gate-only stream (no run has
-the inputs of an earlier successful one); retries merge the changes a
-flake would have failed, which costs the retried runs. At 15 % the
-serialized bisection makes the queue wait much longer. The first
-200-change runs of batching at 5 % stopped with merges pending once the
-queue was about 100 deep: the merger was busy with the obsolete merges of
-items a gate reset had replaced (the scheduler did not take them out of
-Gearman; it does now), and the settle wait gave up after a fixed 120 s.
-It now waits while the merger makes progress.
+Batching meets the 30 % target at both rates, alone and with every mode.
+``parallel`` (the default) finds a failed batch's culprit in one round:
+a few more runs than ``halves``, and about half its time to merge at 5 %.
+Result reuse saves nothing in a gate-only stream (no run has the inputs
+of an earlier successful one; it pays on rechecks and check-then-gate);
+retries merge the changes a flake would have failed, which costs the
+retried runs but shortens the time to merge. Batching makes changes wait
+longer to merge than released behaviour: the queue behind a failed batch
+waits for its culprit.
 """
 
 from __future__ import annotations

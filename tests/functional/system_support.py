@@ -71,7 +71,8 @@ def gerrit_gate_pipeline(extra: str = '', start: bool = False) -> str:
 """
 
 
-BASE_PIPELINES = """
+# Verified +1/-1 on every new patchset and on "recheck".
+CHECK_PIPELINE = """
 - pipeline:
     name: check
     manager: independent
@@ -86,7 +87,9 @@ BASE_PIPELINES = """
     failure:
       gerrit:
         Verified: -1
-""" + gerrit_gate_pipeline(
+"""
+
+BASE_PIPELINES = CHECK_PIPELINE + gerrit_gate_pipeline(
     '    success-message: Build succeeded (gate pipeline).\n', start=True) + """- pipeline:
     name: post
     manager: supercedent

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re2
 import voluptuous as vs
 
-from zuul.lib import yamlutil
+from zuul.lib import ansiblevars, yamlutil
 from zuul.lib.regex import RegexError, compile_regex
 from zuul.model.errors import ConfigurationError, SourceContext
 from zuul.model.job import (
@@ -22,15 +22,7 @@ from zuul.model.job import (
     SecretUse,
 )
 
-# Variables that would redirect Ansible's connection; job config may not set
-# them (the executor decides where nodes are).
-FORBIDDEN_VARIABLES = {
-    'ansible_connection', 'ansible_host', 'ansible_user', 'ansible_port',
-    'ansible_ssh_host', 'ansible_ssh_user', 'ansible_ssh_port', 'ansible_ssh_pass',
-    'ansible_password', 'ansible_ssh_private_key_file', 'ansible_private_key_file',
-    'ansible_ssh_executable', 'ansible_ssh_common_args', 'ansible_ssh_extra_args',
-    'ansible_shell_executable', 'ansible_become_exe', 'ansible_python_interpreter_local',
-}
+# Names Zuul gives variables of its own.
 RESERVED_VARIABLE_ROOTS = {'zuul', 'nodepool', 'unsafe_vars', 'zuul_return'}
 
 
@@ -163,14 +155,27 @@ def _listify(value) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def check_variables(variables, what: str) -> None:
-    """Refuse variables that would change how Ansible connects to nodes."""
+def check_variables(variables, what: str, trusted: bool = False) -> None:
+    """Refuse variables that would change how Ansible connects to nodes
+    (from any project) or how it executes (from an untrusted project):
+    zuul.lib.ansiblevars."""
     for key in (variables or {}):
-        if key in FORBIDDEN_VARIABLES:
+        if ansiblevars.is_connection_variable(key):
             raise ConfigurationError(f'{what}: the variable "{key}" is not allowed '
                                      '(it would change how Zuul connects to nodes)')
+        if not trusted and ansiblevars.is_execution_variable(key):
+            raise ConfigurationError(f'{what}: the variable "{key}" is not allowed in an '
+                                     'untrusted project (it would change how Ansible '
+                                     'executes)')
         if key in RESERVED_VARIABLE_ROOTS:
             raise ConfigurationError(f'{what}: the variable name "{key}" is reserved')
+
+
+def untrusted_text(value, sc: SourceContext):
+    """Variables from an untrusted project reach Ansible as unsafe text:
+    a template in them is never rendered, in its own playbooks or in a
+    trusted one (zuul.lib.yamlutil.mark_unsafe)."""
+    return value if sc.trusted else yamlutil.mark_unsafe(value)
 
 
 class JobParser:
@@ -228,8 +233,8 @@ class JobParser:
         self._matchers(job, conf, sc)
         self._playbooks(job, conf, sc)
         self._collections(job, conf)
-        self._secrets(job, conf)
-        self._variables(job, conf)
+        self._secrets(job, conf, sc)
+        self._variables(job, conf, sc)
         self._nodeset(job, conf)
         if 'ansible-version' in conf:
             attrs['ansible_version'] = str(conf['ansible-version'])
@@ -332,14 +337,19 @@ class JobParser:
                 uses.append(SecretUse(s['secret'], s['name'], s.get('pass-to-parent', False)))
         return uses
 
-    def _secrets(self, job: Job, conf) -> None:
+    def _secrets(self, job: Job, conf, sc: SourceContext) -> None:
         uses = self._secret_uses(conf)
         names = [u.alias for u in uses]
         if len(names) != len(set(names)):
             raise ConfigurationError('a job may not use two secrets with the same name')
         for u in uses:
-            if u.alias in ('zuul', 'nodepool') or u.alias in FORBIDDEN_VARIABLES:
+            if u.alias in RESERVED_VARIABLE_ROOTS:
                 raise ConfigurationError(f'secret name "{u.alias}" is reserved')
+            # A secret is a variable of the playbooks it is given to (the
+            # parent's too with pass-to-parent): named like a connection or
+            # execution setting it would choose how Ansible runs them.
+            check_variables({u.alias: None}, f'secret "{u.alias}" of job {job.name}',
+                            trusted=sc.trusted)
         job.secrets = tuple(uses)
         if uses:
             # A job that uses secrets is post-review (seed 000: secrets are
@@ -347,12 +357,13 @@ class JobParser:
             # ``post-review`` this stanza sets; freezing keeps it so.
             job.attributes['post_review'] = True
 
-    def _variables(self, job: Job, conf) -> None:
+    def _variables(self, job: Job, conf, sc: SourceContext) -> None:
         for key, attr in (('vars', 'vars'), ('extra-vars', 'extra_vars')):
             if key in conf:
                 value = conf[key]
-                check_variables(yamlutil.unwrap(value), f'{key} of job {job.name}')
-                job.attributes[attr] = value
+                check_variables(yamlutil.unwrap(value), f'{key} of job {job.name}',
+                                trusted=sc.trusted)
+                job.attributes[attr] = untrusted_text(value, sc)
         for key, attr in (('host-vars', 'host_vars'), ('group-vars', 'group_vars')):
             if key in conf:
                 value = conf[key]
@@ -360,8 +371,9 @@ class JobParser:
                     if not isinstance(hv, dict):
                         raise ConfigurationError(f'{key} of job {job.name}: "{host}" must '
                                                  'map to a dictionary of variables')
-                    check_variables(hv, f'{key} {host} of job {job.name}')
-                job.attributes[attr] = value
+                    check_variables(hv, f'{key} {host} of job {job.name}',
+                                    trusted=sc.trusted)
+                job.attributes[attr] = untrusted_text(value, sc)
 
     def _nodeset(self, job: Job, conf) -> None:
         value = conf.get('nodeset', conf.get('nodes'))

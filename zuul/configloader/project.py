@@ -11,7 +11,12 @@ from __future__ import annotations
 import re2
 import voluptuous as vs
 
-from zuul.configloader.job_parser import JobParser, check_variables, compile_regexes
+from zuul.configloader.job_parser import (
+    JobParser,
+    check_variables,
+    compile_regexes,
+    untrusted_text,
+)
 from zuul.configloader.schema import as_list, line_of, scalar_or_list, validate
 from zuul.model.errors import ConfigurationError, SourceContext
 from zuul.model.project import MERGE_MODES, ProjectConfig, ProjectPipelineConfig
@@ -139,8 +144,8 @@ class ProjectParser:
 
     def _common(self, obj: ProjectConfig, conf, sections: dict, sc: SourceContext) -> None:
         if 'vars' in conf:
-            check_variables(conf['vars'], f'vars of {obj.name}')
-            obj.variables = dict(conf['vars'])
+            check_variables(conf['vars'], f'vars of {obj.name}', trusted=sc.trusted)
+            obj.variables = untrusted_text(dict(conf['vars']), sc)
         if sc.implied_branches:
             obj.branch_matchers = compile_regexes(sc.implied_branches, 'implied-branches',
                                                   trusted=sc.trusted)

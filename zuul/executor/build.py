@@ -282,15 +282,16 @@ class BuildExecution:
         all_vars = {**self.included_vars, **request.job.vars}
         inv = inventory.build_inventory(request.job, request.nodes, all_vars,
                                         self.settings.default_username)
-        _write_yaml(self.jobdir.inventory_file, inv)
+        _write_vars(self.jobdir.inventory_file, inv)
         with open(self.jobdir.known_hosts, 'w') as f:
             f.write('\n'.join(inventory.known_hosts_lines(request.nodes)) + '\n')
         # zuul and extra-vars go in as extra vars: nothing in a playbook
-        # can override them.
-        _write_yaml(self.zuul_vars_file, {'zuul': zuul})
-        _write_yaml(self.extra_vars_file, dict(request.job.extra_vars))
+        # can override them.  Every string of ``zuul`` is unsafe text: a
+        # commit message, a topic or a branch name is never a template.
+        _write_vars(self.zuul_vars_file, {'zuul': yamlutil.mark_unsafe(zuul)})
+        _write_vars(self.extra_vars_file, dict(request.job.extra_vars))
         # Site variables ([executor] variables) outrank everything a job sets.
-        _write_yaml(self.site_vars_file, dict(self.settings.site_variables))
+        _write_vars(self.site_vars_file, dict(self.settings.site_variables))
         ansiblecfg.write_configs(self.jobdir)
 
     def _playbook_context(self) -> dict:
@@ -635,7 +636,7 @@ class _SecretsFile:
         self._dir: str | None = None
         if not secrets:
             return
-        data = yamlutil.dump(yamlutil.from_wire(secrets), default_flow_style=False).encode()
+        data = yamlutil.dump_for_ansible(secrets).encode()
         if sandboxed:
             self.fd = os.memfd_create('zuul-secrets')
             _write_all(self.fd, data)
@@ -689,9 +690,10 @@ def _write_all(fd: int, data: bytes) -> None:
         data = data[os.write(fd, data):]
 
 
-def _write_yaml(path: str, data, mode: int = 0o644) -> None:
+def _write_vars(path: str, data, mode: int = 0o644) -> None:
     """Variables for Ansible: strings that came marked unsafe over the
-    wire are written with ``!unsafe`` so Ansible never templates them."""
+    wire are written so Ansible never templates them (JSON: see
+    zuul.lib.yamlutil.dump_for_ansible)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, 'w') as f:
-        f.write(yamlutil.dump(yamlutil.from_wire(data), default_flow_style=False))
+        f.write(yamlutil.dump_for_ansible(data))

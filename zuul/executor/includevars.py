@@ -14,14 +14,16 @@ Each entry is ``{name, project?, required?, use-ref?}``:
 
 Files are read in order, later ones overriding earlier ones; the job's
 own ``vars`` override them all.  A repository's content is untrusted:
-the file is opened below the checkout without following symlinks, and
-must hold a mapping.
+the file is opened below the checkout without following symlinks, must
+hold a mapping, may not set variables that choose how Ansible connects
+or executes (zuul.lib.ansiblevars), and every string in it reaches
+Ansible as unsafe text (never templated).
 """
 
 from __future__ import annotations
 
-from zuul.executor.inventory import connection_variables
 from zuul.lib import safefile, yamlutil
+from zuul.lib.ansiblevars import refused_for_untrusted
 
 MAX_BYTES = 1024 * 1024
 # Names Zuul gives itself; a file may no more set them than job vars may.
@@ -79,11 +81,12 @@ def read_vars(root: str, name: str, project: str, required: bool) -> dict:
     if not isinstance(value, dict):
         raise IncludeVarsError(f'include-vars: {name} of project {project} does not hold '
                                'a mapping of variables')
-    refused = connection_variables(value) + sorted(k for k in value if k in RESERVED)
+    refused = refused_for_untrusted(value) + sorted(k for k in value if k in RESERVED)
     if refused:
         raise IncludeVarsError(f'include-vars: {name} of project {project} may not set '
                                f'{", ".join(refused)}')
-    return dict(value)
+    # A file in a repository is text to Ansible, never a template.
+    return yamlutil.mark_unsafe(dict(value))
 
 
 def load_include_vars(entries: list, default_project: tuple[str, str] | None,

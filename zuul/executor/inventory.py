@@ -8,30 +8,19 @@ job's ``host-vars``; groups come from the nodeset with ``group-vars``.
 
 from __future__ import annotations
 
-import re
-
 from zuul.executor.protocol import JobSpec, NodeSpec
+from zuul.lib.ansiblevars import connection_variables
+from zuul.lib.yamlutil import mark_unsafe
 
 # Names a node may not take: they would make ansible run on the executor.
 LOCALHOST_NAMES = frozenset({'localhost', '127.0.0.1', '::1', 'localhost.localdomain'})
 
-# Variables that decide how (and where) ansible connects.  Job config may not
-# set them: the node record does, and a job that could would reach the
-# executor itself (ansible_connection: local) or run local commands through
-# ssh options (ProxyCommand).
-_CONNECTION_VAR_RE = re.compile(
-    r'^ansible_(connection|host|port|user|password|private_key_file|'
-    r'ssh_.+|sftp_.+|scp_.+|paramiko_.+|winrm_.+|psrp_.+|docker_.+|'
-    r'kubectl_.+|become_exe|shell_executable)$')
+__all__ = ['LOCALHOST_NAMES', 'InventoryError', 'build_inventory', 'check_job',
+           'connection_variables', 'known_hosts_lines', 'nodepool_vars']
 
 
 class InventoryError(ValueError):
     """The job asks for something the executor refuses."""
-
-
-def connection_variables(variables: dict | None) -> list[str]:
-    """The names in ``variables`` that would change the connection."""
-    return sorted(k for k in (variables or {}) if _CONNECTION_VAR_RE.match(str(k)))
 
 
 def check_job(job: JobSpec, nodes: list[NodeSpec]) -> None:
@@ -75,7 +64,8 @@ def _host_entry(node: NodeSpec, host_vars: dict, default_username: str) -> dict:
         'ansible_port': node.connection_port,
         'ansible_user': node.username or default_username,
         'ansible_connection': node.connection_type or 'ssh',
-        'nodepool': nodepool_vars(node),
+        # Provider metadata: text, never a template.
+        'nodepool': mark_unsafe(nodepool_vars(node)),
     })
     if node.python_path and node.python_path != 'auto':
         entry['ansible_python_interpreter'] = node.python_path

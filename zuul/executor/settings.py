@@ -144,8 +144,8 @@ def bind_paths(key: str, value: str) -> list[str]:
 def load_site_variables(path: str) -> dict:
     """The ``[executor] variables`` file: a mapping of variables for every
     job.  ValueError (naming the file) if it cannot be used."""
-    from zuul.executor.inventory import connection_variables
     from zuul.lib import yamlutil
+    from zuul.lib.ansiblevars import connection_variables
     path = os.path.expanduser(path)
     try:
         data = yamlutil.load_file(path)

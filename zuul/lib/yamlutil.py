@@ -144,6 +144,68 @@ def from_wire(value):
     return value
 
 
+# How Ansible's own JSON decoder takes an unsafe string (any ansible-core
+# version).  Vars files are written as JSON with it rather than as YAML
+# with ``!unsafe``: ansible-core 2.19 resolves the scalar under that tag,
+# so ``!unsafe '1'`` became the integer 1 and ``!unsafe 'yes'`` a boolean.
+ANSIBLE_UNSAFE_KEY = '__ansible_unsafe'
+
+
+def to_ansible(value):
+    """``value`` (UnsafeStr or wire form) as Ansible's JSON decoder wants
+    it: every unsafe string a ``{"__ansible_unsafe": text}`` object."""
+    value = from_wire(value)
+    return _to_ansible(value)
+
+
+def _to_ansible(value):
+    if isinstance(value, UnsafeStr):
+        return {ANSIBLE_UNSAFE_KEY: str(value)}
+    if isinstance(value, _Wrapped):
+        return _to_ansible(value.value)
+    if isinstance(value, dict):
+        return {str(k): _to_ansible(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_ansible(v) for v in value]
+    return value
+
+
+def dump_for_ansible(value) -> str:
+    """A vars file (or inventory) Ansible reads with ``-e @file`` / ``-i``:
+    JSON, unsafe strings marked the way Ansible decodes them."""
+    import json
+    return json.dumps(to_ansible(value), indent=1, sort_keys=True, default=str)
+
+
+def mark_unsafe(value):
+    """``value`` with every string in it (not the mapping keys) an
+    UnsafeStr: text Ansible never templates.  ``!inherit``/``!override``
+    wrappers and the line marks of mappings and lists are kept."""
+    if isinstance(value, str):
+        return value if isinstance(value, UnsafeStr) else UnsafeStr(value)
+    if isinstance(value, _Wrapped):
+        return type(value)(mark_unsafe(value.value))
+    if isinstance(value, dict):
+        out = {k: mark_unsafe(v) for k, v in value.items()}
+        if isinstance(value, MarkedDict):
+            out = _copy_marks(value, MarkedDict(out))
+        return out
+    if isinstance(value, (list, tuple)):
+        out = [mark_unsafe(v) for v in value]
+        if isinstance(value, MarkedList):
+            marked = _copy_marks(value, MarkedList(out))
+            marked.item_lines = value.item_lines
+            return marked
+        return out if isinstance(value, list) else tuple(out)
+    return value
+
+
+def _copy_marks(source, target):
+    target.start_line, target.end_line, target.path = (
+        source.start_line, source.end_line, source.path)
+    return target
+
+
 def unwrap(value):
     """Return the plain value of an Inherit/Override wrapper."""
     if isinstance(value, _Wrapped):

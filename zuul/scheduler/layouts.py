@@ -604,6 +604,9 @@ def _decrypt(keystore, connection, project, value):
         return {k: _decrypt(keystore, connection, project, v) for k, v in value.items()}
     if isinstance(value, list):
         return [_decrypt(keystore, connection, project, v) for v in value]
+    if isinstance(value, str):
+        # Plain (unencrypted) text of a secret is never templated either.
+        return to_wire(UnsafeStr(value))
     return value
 
 

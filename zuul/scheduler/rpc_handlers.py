@@ -100,7 +100,7 @@ def variant_dict(job) -> dict:
         'roles': [{'project': r.project, 'name': r.name} for r in a.get('roles') or ()],
         'required_projects': _names(a.get('required_projects')),
         'dependencies': _names(a.get('dependencies')),
-        'variables': _plain(a.get('vars') or {}),
+        'variables': _shown(a.get('vars') or {}),
         'secrets': [s.alias for s in job.secrets],
         'semaphores': list(a.get('semaphores') or ()),
         'tags': list(a.get('tags') or ()), 'files': list(a.get('files') or ()),
@@ -108,9 +108,16 @@ def variant_dict(job) -> dict:
     }
 
 
-def _plain(value):
-    from zuul.scheduler.layouts import _plain as plain
-    return plain(value)
+def _shown(value):
+    """Variables as the API shows them: the values as written (an unsafe
+    string, which Ansible will not template, is still just its text)."""
+    from zuul.lib import yamlutil
+    value = yamlutil.unwrap(value)
+    if isinstance(value, dict):
+        return {k: _shown(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_shown(v) for v in value]
+    return str(value) if isinstance(value, str) else value
 
 
 class _Handlers:

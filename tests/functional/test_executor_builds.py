@@ -20,7 +20,6 @@ from tests.functional.test_executor_support import (  # noqa: F401 - fixtures
 from zuul.executor.build import BuildExecution
 from zuul.executor.protocol import GroupSpec, JobSpec
 from zuul.executor.server import default_sandbox
-from zuul.executor.sshagent import SshAgent
 
 PLAYS_HEADER = '- hosts: all\n  gather_facts: false\n  tasks:\n'
 
@@ -29,17 +28,13 @@ def run_build(env, request, created=None, **kw):
     """Run ``request``; ``kw`` goes to BuildExecution (``progress``,
     ``on_pre_fail``); ``created(build)`` is called before it runs."""
     # The job dir stays for inspection; exec_env removes the whole root.
+    # The build starts its own ssh-agent, as it does in the executor.
     env.settings.keep_jobdir = True
-    agent = SshAgent(os.path.join(env.root, 'agent.sock')).start(env.settings.private_key_file)
-    try:
-        build = BuildExecution(request, env.settings, env.merger,
-                               sandbox=default_sandbox(env.settings),
-                               ssh_auth_sock=agent.socket_path, **kw)
-        if created is not None:
-            created(build)
-        return build.run(), build
-    finally:
-        agent.stop()
+    build = BuildExecution(request, env.settings, env.merger,
+                           sandbox=default_sandbox(env.settings), **kw)
+    if created is not None:
+        created(build)
+    return build.run(), build
 
 
 def explain(build) -> str:
@@ -238,7 +233,8 @@ def test_untrusted_local_execution_refused_trusted_allowed(exec_env):  # noqa: F
     canary = os.path.join(env.root, 'canary')
     with open(canary, 'w') as f:
         f.write('original')
-    marker = os.path.join(env.root, 'trusted-marker')
+    # Trusted playbooks run sandboxed too: they write in the build's work dir.
+    marker = os.path.join(env.settings.job_dir, 'e' * 32, 'work', 'trusted-marker')
     job = JobSpec(name='j', vars={'canary': canary, 'trusted_marker': marker,
                                   'private_key': env.settings.private_key_file},
                   pre_run=[playbook('org/config', 'playbooks/local.yaml', trusted=True)],

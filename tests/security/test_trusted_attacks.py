@@ -200,9 +200,6 @@ def test_untrusted_variables_cannot_choose_the_executors_interpreter(exec_env, h
     if 'vars' in how:
         # All vars rank below the implicit localhost's own interpreter.
         assert result.result == 'SUCCESS', log
-    elif how['extra_vars'].keys() & {'ansible_become_exe', 'ansible_shell_executable'}:
-        # Refused before anything runs: no job config may set these.
-        assert result.result == 'ERROR' and 'may not set' in result.error_detail
     else:
         assert result.result == 'POST_FAILURE', log
         assert 'may not be changed on the executor' in log, log
@@ -399,3 +396,182 @@ def test_trusted_runs_do_not_work_in_the_untrusted_work_dir(exec_env):  # noqa: 
     # playbook can write (under ansible/, read-only in their sandbox).
     cwd = result.data['cwd']
     assert cwd.startswith(build.jobdir.ansible_root + os.sep), cwd
+
+
+# -- the trusted sandbox -----------------------------------------------------
+TRUSTED_PROBE = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: probe what a trusted playbook sees
+      command: python3 {{ playbook_dir }}/probe.py {{ probe_args | to_json | quote }}
+      register: probe
+    - zuul_return:
+        data:
+          probe: "{{ probe.stdout | from_json }}"
+"""
+
+PROBE = r'''
+import json, os, sys
+args = json.loads(sys.argv[1])
+def can_read(p):
+    try:
+        with open(p, 'rb') as f:
+            f.read(1)
+        return True
+    except OSError:
+        return False
+def can_write(d):
+    try:
+        with open(os.path.join(d, '.probe'), 'w') as f:
+            f.write('x')
+        os.unlink(os.path.join(d, '.probe'))
+        return True
+    except OSError:
+        return False
+status = open('/proc/self/status').read()
+print(json.dumps({
+    'read': {p: can_read(p) for p in args['read']},
+    'exists': {p: os.path.lexists(p) for p in args['exists']},
+    'write': {d: can_write(d) for d in args['write']},
+    'pids': len([p for p in os.listdir('/proc') if p.isdigit()]),
+    'cap_eff': [l.split()[1] for l in status.splitlines() if l.startswith('CapEff')][0],
+}))
+'''
+
+
+def test_trusted_sandbox_shows_only_the_build_and_the_trusted_paths(exec_env):  # noqa: F811
+    """What a trusted playbook can see and write on the executor: its
+    build, the system, ``trusted_ro_paths``/``trusted_rw_paths``; never
+    the executor's config, keys, state dir or other builds."""
+    import dataclasses
+    env = exec_env
+    build_uuid = _uuid()
+    conf_dir = f'/srv/zuul-trusted-canary-{os.getpid()}'
+    os.makedirs(conf_dir, exist_ok=True)
+    zuul_conf = os.path.join(conf_dir, 'zuul.conf')
+    with open(zuul_conf, 'w') as f:
+        f.write('[keystore]\npassword=hunter2\n')
+    state_key = os.path.join(env.settings.state_dir, 'keys', 'secret.pem')
+    os.makedirs(os.path.dirname(state_key), exist_ok=True)
+    open(state_key, 'w').write('key')
+    other = os.path.join(env.settings.job_dir, 'f' * 32, 'work')
+    os.makedirs(other, exist_ok=True)
+    open(os.path.join(other, 'secret.txt'), 'w').write('other')
+    ro_dir, rw_dir = os.path.join(env.root, 'tro'), os.path.join(env.root, 'trw')
+    for d in (ro_dir, rw_dir):
+        os.makedirs(d)
+        open(os.path.join(d, 'data'), 'w').write('x')
+    settings = dataclasses.replace(env.settings, trusted_ro_paths=[ro_dir],
+                                   trusted_rw_paths=[rw_dir])
+    env.settings = settings
+    build_root = os.path.join(settings.job_dir, build_uuid)
+    args = {
+        'read': [zuul_conf, state_key, os.path.join(other, 'secret.txt'), '/etc/shadow',
+                 os.path.join(ro_dir, 'data'), os.path.join(build_root, 'ansible',
+                                                            'inventory.yaml')],
+        'exists': [conf_dir, '/root/.ssh', '/etc/ssh/ssh_host_ed25519_key', '/usr/bin/ssh',
+                   os.path.join(build_root, 'untrusted', 'fact-cache')],
+        'write': [os.path.join(build_root, 'work'), os.path.join(build_root, 'ansible'),
+                  os.path.join(build_root, 'ansible', 'fact-cache'), other, ro_dir, rw_dir,
+                  '/usr', '/tmp']}
+    env.upstream.create('org/config', {'playbooks/probe.yaml': TRUSTED_PROBE,
+                                       'playbooks/probe.py': PROBE})
+    env.upstream.create('org/project', {'a.txt': 'a\n'})
+    job = JobSpec(name='probe', vars={'probe_args': args},
+                  pre_run=[playbook('org/config', 'playbooks/probe', trusted=True)])
+    node = env.factory.make()
+    try:
+        result, build = run_build(env, execute_request(
+            build_uuid, job, [node_spec(node, 'controller')], [item('org/project')]))
+    finally:
+        shutil.rmtree(conf_dir, ignore_errors=True)
+    assert result.result == 'SUCCESS', explain(build)
+    out = result.data['probe']
+    assert out['read'] == {zuul_conf: False, state_key: False,
+                           os.path.join(other, 'secret.txt'): False, '/etc/shadow': False,
+                           os.path.join(ro_dir, 'data'): True, args['read'][-1]: True}
+    assert out['exists'] == {conf_dir: False, '/root/.ssh': False,
+                             '/etc/ssh/ssh_host_ed25519_key': False, '/usr/bin/ssh': True,
+                             args['exists'][-1]: False}
+    assert out['write'] == {args['write'][0]: True, args['write'][1]: False,
+                            args['write'][2]: True, other: False, ro_dir: False,
+                            rw_dir: True, '/usr': False, '/tmp': True}
+    # Its own PID namespace, no capabilities even when the executor is root.
+    assert out['pids'] < 20 and int(out['cap_eff'], 16) == 0
+
+
+# -- 3/4. one ssh-agent per build --------------------------------------------
+WAIT_THEN_SECOND_NODE = """
+- hosts: first
+  gather_facts: false
+  tasks:
+    - name: wait while another build runs
+      wait_for:
+        path: /tmp/{{ go_file }}
+        timeout: 120
+- hosts: second
+  gather_facts: false
+  tasks:
+    - name: first connection to the second node, through the agent
+      command: /bin/true
+"""
+
+EMPTY_AGENTS = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: empty every ssh-agent in reach
+      shell: |
+        for sock in $SSH_AUTH_SOCK $(find / -xdev -type s 2>/dev/null); do
+          SSH_AUTH_SOCK=$sock ssh-add -D && echo "emptied $sock"
+        done
+        true
+      register: emptied
+    - zuul_return:
+        data:
+          emptied: "{{ emptied.stdout_lines }}"
+"""
+
+
+def test_a_build_cannot_empty_another_builds_ssh_agent(exec_env, gearman_server):  # noqa: F811,E501
+    """Build A waits between its first node and its first connection to
+    its second node; meanwhile build B's trusted playbook runs ``ssh-add
+    -D`` on every agent socket it can find.  A's nodes still answer."""
+    from zuul.executor.client import ExecutorClient
+    from zuul.executor.server import ExecutorServer
+    env = exec_env
+    go_file = f'{_uuid()}-go'
+    env.upstream.create('org/config', {'playbooks/empty.yaml': EMPTY_AGENTS})
+    env.upstream.create('org/project', {'playbooks/run.yaml': WAIT_THEN_SECOND_NODE})
+    server = ExecutorServer(env.settings, '127.0.0.1', gearman_server.port, env.merger)
+    server.start()
+    client = ExecutorClient('127.0.0.1', gearman_server.port)
+    try:
+        first, second = env.factory.make(), env.factory.make()
+        job_a = JobSpec(name='a', vars={'go_file': go_file},
+                        run=[playbook('org/project', 'playbooks/run')])
+        started = threading.Event()
+        handle_a = client.execute(
+            execute_request(_uuid(), job_a, [node_spec(first, 'first'),
+                                             node_spec(second, 'second')],
+                            [item('org/project')]),
+            on_progress=lambda h, p: p.phase == 'run' and started.set())
+        assert started.wait(120)
+        job_b = JobSpec(name='b', pre_run=[playbook('org/config', 'playbooks/empty',
+                                                    trusted=True)])
+        third = env.factory.make()
+        result_b = client.execute(execute_request(
+            _uuid(), job_b, [node_spec(third, 'controller')], [item('org/project')])).wait(300)
+        open(f'/tmp/{go_file}', 'w').close()
+        result_a = handle_a.wait(300)
+    finally:
+        if os.path.exists(f'/tmp/{go_file}'):
+            os.unlink(f'/tmp/{go_file}')
+        client.stop()
+        server.stop()
+    assert result_b.result == 'SUCCESS', result_b
+    # B saw (and emptied) its own agent only.
+    emptied = [line for line in result_b.data['emptied'] if line.startswith('emptied ')]
+    assert len(emptied) == 1, result_b.data
+    assert result_a.result == 'SUCCESS', result_a

@@ -188,15 +188,20 @@ def test_log_follow_streams_growth_until_finished(tmp_path):
 
 
 def test_unsafe_strings_survive_the_wire_and_reach_ansible_tagged(tmp_path):
-    from zuul.executor.build import _write_yaml
+    from zuul.executor.build import _write_vars
     from zuul.lib import yamlutil
-    data = yamlutil.load("x: !unsafe '{{ lookup(\"pipe\", \"id\") }}'\ny: plain\n")
+    data = yamlutil.load("x: !unsafe '{{ lookup(\"pipe\", \"id\") }}'\ny: plain\n"
+                         "n: !unsafe '0123'\n")
     wire = json.loads(json.dumps(yamlutil.to_wire(data)))
-    assert wire == {'x': {'__ansible_unsafe__': '{{ lookup("pipe", "id") }}'}, 'y': 'plain'}
+    assert wire == {'x': {'__ansible_unsafe__': '{{ lookup("pipe", "id") }}'}, 'y': 'plain',
+                    'n': {'__ansible_unsafe__': '0123'}}
     path = tmp_path / 'vars.yaml'
-    _write_yaml(str(path), wire)
-    text = path.read_text()
-    assert "x: !unsafe '{{ lookup(\"pipe\", \"id\") }}'" in text and 'y: plain' in text
+    _write_vars(str(path), wire)
+    # Ansible's JSON decoder makes {"__ansible_unsafe": text} unsafe text (and
+    # keeps "0123" a string, which a YAML !unsafe tag did not in 2.19).
+    assert json.loads(path.read_text()) == {
+        'x': {'__ansible_unsafe': '{{ lookup("pipe", "id") }}'}, 'y': 'plain',
+        'n': {'__ansible_unsafe': '0123'}}
 
 
 def test_node_records_reach_the_inventory_with_cloud_and_host_id():

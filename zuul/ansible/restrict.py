@@ -2,7 +2,15 @@
 
 Installed inside ``ansible-playbook`` (by the zuul_stream callback, which
 ansible loads before any task runs and before the worker processes are
-forked) when ``ZUUL_UNTRUSTED=1``.  The check sits where every task passes
+forked) when ``ZUUL_UNTRUSTED=1``; in trusted playbooks
+(``ZUUL_TRUSTED=1``) only the executor pin below is installed.
+
+Every playbook, trusted or not: a task that runs on the executor (over a
+local connection) runs with the executor's own interpreter and no
+privilege escalation, shell or executable chosen by a variable: extra
+vars, secrets and job vars rank above the implicit localhost's own, so a
+variable an uploader managed to set would otherwise pick the program the
+executor runs (zuul.lib.ansiblevars).  The check sits where every task passes
 after its connection is chosen (``TaskExecutor._set_connection_options``),
 so it sees the final host, delegation and connection whatever spelling the
 playbook used: ``delegate_to: localhost`` / ``127.0.0.1`` / a templated
@@ -17,8 +25,14 @@ Rules for untrusted playbooks:
   commands (``ProxyCommand`` via ``ansible_ssh_common_args`` etc.);
 * on the implicit localhost only actions that run inside ansible itself
   (debug, set_fact, assert, zuul_return, ...) are allowed;
-* ``add_host`` may not add localhost or a host with a local connection;
-* lookups that run commands (``pipe``, ``lines``) are refused;
+* ``add_host`` may not add localhost, and adds only hosts reached over
+  ssh (the build's known hosts decide whether they answer) with no
+  connection settings of its own; ``set_fact`` may not set connection or
+  execution variables; on an inventory host no connection variable may
+  differ from the inventory's, whatever set it (host or group vars files,
+  include_vars, play vars);
+* lookups that run commands (``pipe``, ``lines``) or reach the network
+  (``url``) are refused;
 * no module and no command ever runs over a local connection (a second
   line behind the rules above: a module from an untrusted ``library/``
   runs on the nodes, never on the executor);
@@ -36,8 +50,9 @@ Rules for untrusted playbooks:
 from __future__ import annotations
 
 import os
+import sys
 
-from zuul.lib import safefile
+from zuul.lib import ansiblevars, safefile
 
 REFUSED = 'Executing local code is prohibited in untrusted playbooks'
 
@@ -51,6 +66,17 @@ SAFE_LOCAL_ACTIONS = frozenset({
 })
 
 COMMAND_LOOKUPS = frozenset({'pipe', 'lines'})
+NETWORK_LOOKUPS = frozenset({'url'})
+
+PINNED = 'may not be changed on the executor'
+
+# The connections untrusted content may use for a host: ssh, whose options
+# are pinned in ansible.cfg (the build's known hosts, no proxy commands).
+SSH_CONNECTIONS = frozenset({'', 'ssh', 'smart'})
+
+# Connection variables the inventory itself sets for every node.
+_INVENTORY_CONNECTION_VARS = frozenset({'ansible_host', 'ansible_port', 'ansible_user',
+                                        'ansible_connection'})
 
 _SSH_OPTION_VARS = (
     'ansible_ssh_common_args', 'ansible_ssh_extra_args', 'ansible_ssh_args',
@@ -85,6 +111,11 @@ def _fail(message: str):
     raise AnsibleError(f'{REFUSED}: {message}')
 
 
+def _fail_pinned(message: str):
+    from ansible.errors import AnsibleError
+    raise AnsibleError(message)
+
+
 def _check_add_host(args: dict) -> None:
     name = str(args.get('name') or args.get('hostname') or args.get('host') or '')
     host = str(args.get('ansible_host') or args.get('ansible_ssh_host') or '')
@@ -93,9 +124,24 @@ def _check_add_host(args: dict) -> None:
         _fail(f'add_host may not add the executor ({name or host})')
     if conn == 'local':
         _fail(f'add_host may not add {name} with a local connection')
+    if conn not in SSH_CONNECTIONS:
+        _fail(f'add_host may not add {name} with the {conn} connection '
+              '(only the ssh connection)')
     for key in _SSH_OPTION_VARS:
         if key in args:
             _fail(f'add_host may not set {key}')
+    settings = [k for k in args if k not in _INVENTORY_CONNECTION_VARS and (
+        ansiblevars.is_connection_variable(k) or ansiblevars.is_execution_variable(k))]
+    if settings:
+        _fail(f'add_host may not set {", ".join(sorted(settings))} '
+              '(only the ssh connection, with the build\'s known hosts)')
+
+
+def _check_set_fact(args: dict) -> None:
+    names = [k for k in args or {} if ansiblevars.is_connection_variable(k)
+             or ansiblevars.is_execution_variable(k)]
+    if names:
+        _fail(f'set_fact may not set {", ".join(sorted(names))}')
 
 
 def _check_inventory_host(executor, target: str, cvars: dict) -> None:
@@ -106,10 +152,41 @@ def _check_inventory_host(executor, target: str, cvars: dict) -> None:
     for key in _SSH_OPTION_VARS:
         if key in cvars:
             _fail(f'{key} may not be set for {target}')
-    wanted = host.vars.get('ansible_host')
-    actual = cvars.get('ansible_host')
-    if wanted is not None and actual is not None and str(actual) != str(wanted):
-        _fail(f'ansible_host of {target} may not be changed')
+    conn = short_name(getattr(executor._connection, '_load_name', '') or '')
+    if conn not in SSH_CONNECTIONS and conn != short_name(host.vars.get('ansible_connection')):
+        _fail(f'the {conn} connection to {target} is not allowed (only the ssh connection)')
+    for key in cvars:
+        if not ansiblevars.is_connection_variable(key):
+            continue
+        wanted = host.vars.get(key)
+        if key in _INVENTORY_CONNECTION_VARS and wanted is None:
+            continue    # a host add_host added over plain ssh
+        if wanted is None or str(cvars[key]) != str(wanted):
+            _fail(f'{key} of {target} may not be changed')
+
+
+def _same_program(path, program: str) -> bool:
+    try:
+        return os.path.realpath(str(path)) == os.path.realpath(program)
+    except (TypeError, ValueError):
+        return False
+
+
+def check_executor_task(executor, cvars: dict) -> None:
+    """Every playbook: a task on the executor itself keeps the executor's
+    interpreter and runs no program a variable chose."""
+    if not is_local_connection(getattr(executor, '_connection', None)):
+        return
+    for key in cvars:
+        if not ansiblevars.is_execution_variable(key):
+            continue
+        value = cvars[key]
+        if key == 'ansible_python_interpreter' and _same_program(value, sys.executable):
+            continue    # the implicit localhost's own
+        if key == 'ansible_become' and not value:
+            continue
+        _fail_pinned(f'{key} {PINNED} (a task on {executor._host.name} runs with the '
+                     'executor\'s own interpreter and user)')
 
 
 def check_task(executor, cvars: dict) -> None:
@@ -119,6 +196,8 @@ def check_task(executor, cvars: dict) -> None:
     inventory_hosts = set(executor._variable_manager._inventory.hosts)
     if action == 'add_host':
         _check_add_host(dict(task.args or {}))
+    if action == 'set_fact':
+        _check_set_fact(dict(task.args or {}))
     if short_name(task.connection) == 'local':
         _fail('connection: local')
     delegate = task.delegate_to
@@ -135,6 +214,8 @@ def _restricted_lookup_get(original):
     def get(name, *args, **kwargs):
         if short_name(name) in COMMAND_LOOKUPS:
             _fail(f'lookup {name} runs a command on the executor')
+        if short_name(name) in NETWORK_LOOKUPS:
+            _fail(f'lookup {name} reaches the network from the executor')
         return original(name, *args, **kwargs)
     return get
 
@@ -227,11 +308,31 @@ def _guard_makedirs(original):
     return makedirs
 
 
+_pinned = False
+
+
+def install_executor_pin() -> None:
+    """Every playbook: check_executor_task before each task (idempotent)."""
+    global _pinned
+    if _pinned:
+        return
+    from ansible.executor.task_executor import TaskExecutor
+    original = TaskExecutor._set_connection_options
+
+    def pinned_set_connection_options(self, variables, templar):
+        check_executor_task(self, variables)
+        return original(self, variables, templar)
+
+    TaskExecutor._set_connection_options = pinned_set_connection_options
+    _pinned = True
+
+
 def install() -> None:
     """Patch ansible in this process (idempotent)."""
     global _installed
     if _installed:
         return
+    install_executor_pin()
     from ansible.executor.task_executor import TaskExecutor
     from ansible.plugins.action import ActionBase
     from ansible.plugins.action import fetch as fetch_action
@@ -263,3 +364,5 @@ def install() -> None:
 def install_from_environment() -> None:
     if os.environ.get('ZUUL_UNTRUSTED') == '1':
         install()
+    elif os.environ.get('ZUUL_TRUSTED') == '1':
+        install_executor_pin()

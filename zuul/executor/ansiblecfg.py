@@ -113,6 +113,9 @@ def playbook_env(jobdir: JobDir, *, trusted: bool, phase: str, label: str,
         'ZUUL_UNTRUSTED': '0' if trusted else '1',
         'ZUUL_ANSIBLE_SPLIT_STREAMS': '1' if split_streams else '0',
         'PYTHONPATH': CODE_ROOT,
+        # Python started by a playbook on the executor never imports from
+        # its working directory or script's directory first.
+        'PYTHONSAFEPATH': '1',
     }
     if not trusted:
         # Where untrusted code may read files on the executor from (file

@@ -76,6 +76,7 @@ from zuul.executor.runner import (
 )
 from zuul.executor.sandbox import BubblewrapSandbox, SandboxMounts, user_files
 from zuul.executor.settings import ExecutorSettings
+from zuul.executor.sshagent import SshAgent
 from zuul.executor.vars import git_head, zuul_vars
 from zuul.executor.workspace import MergeConflictError, Workspace, WorkspaceError, src_dir
 from zuul.lib import safefile, yamlutil
@@ -101,7 +102,10 @@ class BuildExecution:
         self.jobdir = JobDir(settings.job_dir, request.uuid)
         self.workspace = Workspace(merger, request)
         self.sandbox = sandbox
+        # The build's own ssh-agent (started by run() unless the caller
+        # hands in an agent socket of its own).
         self.ssh_auth_sock = ssh_auth_sock
+        self.agent: SshAgent | None = None
         self.progress = progress or (lambda phase: None)
         self.on_pre_fail = on_pre_fail or (lambda line: None)
         self.failure_regexes: list = []
@@ -134,6 +138,7 @@ class BuildExecution:
         self.jobdir.create()
         self._watch_disk()
         try:
+            self._start_agent()
             result, detail = self._prepare_and_run()
         except Exception as exc:  # a bug or an environment failure: say so
             log.exception('Build %s failed', self.request.uuid)
@@ -142,6 +147,8 @@ class BuildExecution:
             if self.disk_watcher is not None:
                 self.disk_watcher.stop()
             self._stop_control_masters()
+            if self.agent is not None:
+                self.agent.stop()
         if result == 'ABORTED' and self.disk_limit_detail:
             detail = self.disk_limit_detail
         data = self._read_result_data()
@@ -151,6 +158,15 @@ class BuildExecution:
         return BuildResult(result=result, data=data, error_detail=detail,
                            attempt=self.request.attempt, start_time=start, end_time=time.time(),
                            log_url=log_url, failure_class=self._failure_class(result))
+
+    # -- the build's ssh-agent ------------------------------------------
+    def _start_agent(self) -> None:
+        """One agent per build, holding the node key: no build can list,
+        remove or use another's (zuul.executor.sshagent)."""
+        if self.ssh_auth_sock is not None or not self.settings.private_key_file:
+            return
+        self.agent = SshAgent(self.jobdir.agent_socket).start(self.settings.private_key_file)
+        self.ssh_auth_sock = self.agent.socket_path
 
     # -- disk limit ------------------------------------------------------
     def _watch_disk(self) -> None:
@@ -514,7 +530,7 @@ class BuildExecution:
                 else self.jobdir.home)
         secrets = _SecretsFile(playbook.secrets, self.jobdir, sandboxed=self._sandboxed(playbook))
         try:
-            command, cwd = self._command(playbook, secrets)
+            command, cwd = self._command(playbook, secrets, home)
             env = ansiblecfg.playbook_env(
                 self.jobdir, trusted=playbook.trusted, phase=playbook.phase,
                 label=playbook.label, roles_path=playbook.roles_path,
@@ -533,37 +549,69 @@ class BuildExecution:
                 shutil.rmtree(home, ignore_errors=True)
 
     def _sandboxed(self, playbook: PreparedPlaybook) -> bool:
-        return not playbook.trusted and self.sandbox is not None
+        """Trusted and untrusted playbooks alike run in bubblewrap (unless
+        the executor runs with ``sandbox_untrusted`` off, for development)."""
+        return self.sandbox is not None
 
-    def _command(self, playbook: PreparedPlaybook, secrets: _SecretsFile
+    def _command(self, playbook: PreparedPlaybook, secrets: _SecretsFile, home: str
                  ) -> tuple[list[str], str]:
+        """The command line and working directory of one run.  A trusted run
+        works in its own HOME (under ``ansible/``, which no untrusted
+        playbook can write), an untrusted one in ``work/``."""
         command = [self.ansible_playbook, playbook.path,
                    '-e', f'@{self.extra_vars_file}', '-e', f'@{self.zuul_vars_file}']
         if secrets.path:
             command += ['-e', f'@{secrets.path}']
         command += ['-e', f'@{self.site_vars_file}']
-        cwd = self.jobdir.work_root
+        cwd = home if playbook.trusted else self.jobdir.work_root
         if self._sandboxed(playbook):
-            mounts = self._sandbox_mounts()
+            if playbook.trusted:
+                mounts, sandbox = self._trusted_mounts(home), self.trusted_sandbox
+            else:
+                mounts, sandbox = self._sandbox_mounts(), self.sandbox
             if secrets.fd is not None:
                 mounts.empty.append(os.path.dirname(secrets.path))
                 mounts.files.append((secrets.fd, secrets.path))
-            command = self.sandbox.wrap(command, mounts, sockets=[self.ssh_auth_sock], cwd=cwd)
+            command = sandbox.wrap(command, mounts, sockets=[self.ssh_auth_sock], cwd=cwd)
         return command, cwd
 
+    @property
+    def trusted_sandbox(self) -> BubblewrapSandbox | None:
+        """The sandbox of trusted runs: the untrusted one's, with the
+        executor's ``trusted_ro_paths``/``trusted_rw_paths`` bound instead."""
+        if self.sandbox is None:
+            return None
+        return dataclasses.replace(self.sandbox, ro_paths=list(self.settings.trusted_ro_paths),
+                                   rw_paths=list(self.settings.trusted_rw_paths))
+
+    def _ansible_install(self) -> list[str]:
+        if self.ansible_playbook == self.settings.ansible_playbook:
+            return []
+        # Another install (zuul-manage-ansible's, under ansible_root, maybe
+        # inside the hidden state dir): visible read-only.
+        return [os.path.realpath(os.path.dirname(os.path.dirname(self.ansible_playbook)))]
+
     def _sandbox_mounts(self) -> SandboxMounts:
+        """An untrusted run: its build read-only, ``work/`` and its own
+        state writable, a fresh empty HOME."""
         jd = self.jobdir
         passwd, group = user_files(jd.ansible_root, jd.home)
-        readonly = [jd.root]
-        if self.ansible_playbook != self.settings.ansible_playbook:
-            # Another install (zuul-manage-ansible's, under ansible_root,
-            # maybe inside the hidden state dir): visible read-only.
-            readonly.append(os.path.realpath(
-                os.path.dirname(os.path.dirname(self.ansible_playbook))))
         return SandboxMounts(
-            readonly=readonly,
+            readonly=[jd.root] + self._ansible_install(),
             writable=[jd.work_root, jd.untrusted_state, jd.untrusted_control_path_dir],
             empty=[jd.home, jd.fact_cache, jd.control_path_dir],
+            passwd=passwd, group=group)
+
+    def _trusted_mounts(self, home: str) -> SandboxMounts:
+        """A trusted run: its build read-only; ``work/``, its own HOME (its
+        working directory), the trusted fact cache and SSH control sockets
+        writable; the untrusted runs' state out of sight."""
+        jd = self.jobdir
+        passwd, group = user_files(os.path.dirname(home), home)
+        return SandboxMounts(
+            readonly=[jd.root] + self._ansible_install(),
+            writable=[jd.work_root, home, jd.fact_cache, jd.control_path_dir],
+            empty=[jd.home, jd.untrusted_state],
             passwd=passwd, group=group)
 
     # -- helpers ---------------------------------------------------------

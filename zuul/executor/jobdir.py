@@ -19,6 +19,7 @@ Layout (``<root>/<build uuid>/``)::
     home/                 mount point of untrusted runs' fresh HOME (a tmpfs)
     secrets/              mount point of a sandboxed run's secrets (a tmpfs)
     cp/                   trusted runs' SSH control sockets (hidden from the sandbox)
+    agent/sock            the build's own ssh-agent (zuul.executor.sshagent)
 
 Nothing an untrusted playbook can write is ever read as code or
 configuration by a later trusted playbook: trusted runs get a HOME under
@@ -76,6 +77,8 @@ class JobDir:
         self.untrusted_control_path_dir = os.path.join(self.root, 'cu')
         # Mount point of a sandboxed run's secrets tmpfs (empty on disk).
         self.secrets_dir = os.path.join(self.root, 'secrets')
+        self.agent_dir = os.path.join(self.root, 'agent')
+        self.agent_socket = os.path.join(self.agent_dir, 'sock')
         self.job_output_txt = os.path.join(self.log_root, 'job-output.txt')
         self.job_output_json = os.path.join(self.log_root, 'job-output.json')
         self._project_counter = 0
@@ -84,9 +87,9 @@ class JobDir:
         for path in (self.src_root, self.log_root, self.fact_cache, self.untrusted_fact_cache,
                      self.trusted_root, self.untrusted_root, self.no_plugins, self.home,
                      self.control_path_dir, self.untrusted_control_path_dir,
-                     self.secrets_dir):
+                     self.secrets_dir, self.agent_dir):
             os.makedirs(path, exist_ok=True)
-        for path in (self.control_path_dir, self.untrusted_control_path_dir):
+        for path in (self.control_path_dir, self.untrusted_control_path_dir, self.agent_dir):
             os.chmod(path, 0o700)
         return self
 

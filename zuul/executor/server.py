@@ -35,7 +35,6 @@ from zuul.executor.protocol import (
 from zuul.executor.sandbox import BubblewrapSandbox
 from zuul.executor.semaphores import SemaphoreClient
 from zuul.executor.settings import ExecutorSettings
-from zuul.executor.sshagent import SshAgent
 from zuul.lib.gearlib import GearWorker, tls_kwargs
 
 log = logging.getLogger('zuul.executor.server')
@@ -90,7 +89,6 @@ class ExecutorServer:
         self._stopped = threading.Event()
         self.worker: gear.Worker | None = None
         self.log_streamer: LogStreamServer | None = None
-        self.agent: SshAgent | None = None
         self.sandbox = self._make_sandbox()
         # Playbook semaphores are asked of the scheduler over RPC.
         self.semaphore_client = SemaphoreClient(gearman_host, gearman_port, tls=tls)
@@ -128,8 +126,6 @@ class ExecutorServer:
         os.makedirs(self.settings.job_dir, exist_ok=True)
         os.makedirs(self.settings.state_dir, exist_ok=True)
         self._remove_stale_build_dirs()
-        self.agent = SshAgent(os.path.join(self.settings.state_dir, 'ssh-agent.sock'))
-        self.agent.start(self.settings.private_key_file)
         self.log_streamer = LogStreamServer(self.settings.log_stream_host,
                                             self.settings.log_stream_port,
                                             self.settings.log_stream_public_host)
@@ -191,8 +187,6 @@ class ExecutorServer:
             self.worker.shutdown()
         if self.log_streamer is not None:
             self.log_streamer.stop()
-        if self.agent is not None:
-            self.agent.stop()
         self.semaphore_client.shutdown()
         if self.build_records is not None:
             self.build_records.unregister_executor()
@@ -273,8 +267,8 @@ class ExecutorServer:
             job.sendWorkException(str(exc).encode('utf8'))
             return
         with self._lock:
+            # Each build starts an ssh-agent of its own (BuildExecution.run).
             build = BuildExecution(request, self.settings, self.merger, sandbox=self.sandbox,
-                                   ssh_auth_sock=self.agent.socket_path if self.agent else None,
                                    progress=lambda phase: self._on_phase(job, request, phase),
                                    on_pre_fail=lambda line: self._send_progress(
                                        job, request, 'run', pre_fail=True),

@@ -89,6 +89,7 @@ JOB_ATTRIBUTES = {
     'include-vars': list,
     'dependencies': _scalar_or_list(_dependency),
     'allowed-projects': _scalar_or_list(str),
+    'allowed-branches': _scalar_or_list(_regex),
     'post-review': bool,
     'branches': _scalar_or_list(_regex),
     'files': _str_or_wrapped(_scalar_or_list(_regex)),
@@ -311,6 +312,10 @@ class JobParser:
         for key in ('tags', 'provides', 'requires', 'allowed-projects', 'failure-output'):
             if key in conf:
                 attrs[key.replace('-', '_')] = tuple(_listify(conf[key]))
+        if 'allowed-branches' in conf:
+            patterns = _listify(conf['allowed-branches'])
+            self._compile(patterns, 'allowed-branches', job.source_context)
+            attrs['allowed_branches'] = tuple(pattern_text(p) for p in patterns)
         if 'dependencies' in conf:
             attrs['dependencies'] = tuple(
                 JobDependency(d) if isinstance(d, str) else

@@ -38,6 +38,8 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 
+import re2
+
 from zuul.lib import yamlutil
 from zuul.model.errors import ConfigError, ConfigurationError
 from zuul.model.job import (
@@ -46,6 +48,7 @@ from zuul.model.job import (
     DEFAULTS,
     MERGE,
     PREPEND,
+    INTERSECT,
     STICKY_TRUE,
     UNION,
     Job,
@@ -155,6 +158,9 @@ def _combine(attr: str, old, new):
     if kind == STICKY_TRUE:
         # Not even ``!override`` may turn it off again.
         return bool(old) or bool(yamlutil.unwrap(new))
+    if kind == INTERSECT:
+        # Nor may it drop a constraint an earlier variant or parent set.
+        return tuple(old or ()) + (tuple(yamlutil.unwrap(new) or ()),)
     if isinstance(new, yamlutil.Override):
         return copy.copy(new.value)
     new = yamlutil.unwrap(new)
@@ -521,7 +527,7 @@ def freeze_job_graph(layout, project_name: str, pipeline, branch: str | None,
                     debug.append(f'Job {name} does not run: no variant matches branch '
                                  f'{branch} and the files changed')
                 continue
-            _check_run_rules(frozen, project_name, pipeline)
+            _check_run_rules(frozen, project_name, pipeline, branch)
             resolve_nodeset_alternatives(layout, frozen)
             graph.add_job(frozen, frozen.dependencies)
             if debug is not None:
@@ -590,12 +596,31 @@ def _flatten_alternatives(layout, value, leaves: list, path: list, job: str) -> 
         _flatten_alternatives(layout, alternative, leaves, here, job)
 
 
-def _check_run_rules(frozen: FrozenJob, project_name: str, pipeline) -> None:
-    allowed = frozen.get('allowed_projects')
-    if allowed and project_name not in allowed and \
-            project_name.split('/', 1)[-1] not in allowed:
+def allowed_projects_match(constraints, project_name: str) -> bool:
+    """Whether every ``allowed-projects`` list of the frozen job (one per
+    variant or parent that set it) names the project, short or canonical."""
+    names = {project_name, project_name.split('/', 1)[-1]}
+    return all(names & set(allowed) for allowed in constraints or ())
+
+
+def allowed_branches_match(constraints, branch: str | None) -> bool:
+    """Whether ``branch`` matches every ``allowed-branches`` list (RE2,
+    anchored at the start as branch matchers are); a ref without a branch
+    (a tag) matches none."""
+    for patterns in constraints or ():
+        if branch is None or not any(re2.match(str(p), branch) for p in patterns):
+            return False
+    return True
+
+
+def _check_run_rules(frozen: FrozenJob, project_name: str, pipeline,
+                     branch: str | None = None) -> None:
+    if not allowed_projects_match(frozen.get('allowed_projects'), project_name):
         raise FreezeError(f'Project {project_name} is not allowed to run job '
                           f'"{frozen.name}"')
+    if not allowed_branches_match(frozen.get('allowed_branches'), branch):
+        raise FreezeError(f'Job "{frozen.name}" is not allowed to run on branch '
+                          f'{branch or "(none)"} of {project_name}')
     # Fail closed: a pipeline we cannot see is neither post-review nor
     # allowed to have secrets.
     pipeline_name = getattr(pipeline, 'name', pipeline)

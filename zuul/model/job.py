@@ -20,6 +20,11 @@ UNION = 'union'              # sets (tags, provides, requires)
 # later variant, a project-pipeline variant or a child job in another
 # project cannot turn it off (post-review guards secrets).
 STICKY_TRUE = 'sticky-true'
+# Every variant's list is a constraint that holds (allowed-projects,
+# allowed-branches): a later variant or a child can only narrow what an
+# earlier one allowed, never widen it; ``!override`` does not lift one.
+# The frozen value is the tuple of every variant's list.
+INTERSECT = 'intersect'
 
 ATTRIBUTE_SEMANTICS = {
     'description': OVERRIDE, 'timeout': OVERRIDE, 'post_timeout': OVERRIDE,
@@ -30,7 +35,8 @@ ATTRIBUTE_SEMANTICS = {
     'failure_message': OVERRIDE, 'match_on_config_updates': OVERRIDE,
     'success_url': OVERRIDE, 'failure_url': OVERRIDE,
     'deduplicate': OVERRIDE, 'post_review': STICKY_TRUE, 'workspace': OVERRIDE,
-    'allowed_projects': OVERRIDE, 'dependencies': OVERRIDE, 'image_build_name': OVERRIDE,
+    'allowed_projects': INTERSECT, 'allowed_branches': INTERSECT,
+    'dependencies': OVERRIDE, 'image_build_name': OVERRIDE,
     'files': OVERRIDE, 'irrelevant_files': OVERRIDE, 'failure_output': OVERRIDE,
     'reuse_results': OVERRIDE,
     'run': OVERRIDE,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
+from zuul.lib.urls import safe_link, safe_result_data
 from zuul.manager import manager_for
 from zuul.model import item as m
 from zuul.model.errors import UnknownNameError
@@ -324,8 +325,9 @@ class Scheduler:
         build = args['build']
         build.start_time = build.start_time or args.get('start_time')
         build.end_time = args.get('end_time')
-        build.log_url = args.get('log_url') or build.log_url
-        build.result_data = args.get('result_data') or {}
+        # Links from the job: http(s) or relative only (zuul.lib.urls).
+        build.log_url = safe_link(args.get('log_url')) or build.log_url
+        build.result_data = safe_result_data(args.get('result_data') or {})
         build.error_detail = args.get('error_detail')
         item = build.build_set.item
         manager = self._manager_of(item)

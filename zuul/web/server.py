@@ -157,6 +157,26 @@ def _cache_headers() -> None:
 
 cherrypy.tools.zuul_cache_headers = cherrypy.Tool('before_finalize', _cache_headers)
 
+# Script only from zuul-web's own files: no inline script, no eval, no
+# plugins, no framing; a link a job managed to smuggle into a page cannot
+# run script in it (see also zuul.lib.urls).  Styles may be inline (the
+# pages set a few style attributes).  Build logs under /logs/ set their
+# own, stricter policy (a sandbox).
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; "
+    "frame-ancestors 'none'; form-action 'self'; img-src 'self' data:; "
+    "style-src 'self' 'unsafe-inline'; connect-src 'self'")
+
+
+def _security_headers() -> None:
+    headers = cherrypy.response.headers
+    headers.setdefault('Content-Security-Policy', CONTENT_SECURITY_POLICY)
+    headers.setdefault('X-Content-Type-Options', 'nosniff')
+    headers.setdefault('Referrer-Policy', 'same-origin')
+
+
+cherrypy.tools.zuul_security_headers = cherrypy.Tool('before_finalize', _security_headers)
+
 
 def build_app(api: ZuulWebAPI, log_root: str | None = None,
               static_cache_expiry: int = 3600) -> cherrypy.Application:
@@ -167,6 +187,7 @@ def build_app(api: ZuulWebAPI, log_root: str | None = None,
     config = {
         '/': {'tools.encode.on': True, 'tools.encode.encoding': 'utf-8',
               'tools.zuul_cache_headers.on': True,
+              'tools.zuul_security_headers.on': True,
               # the status JSON of hundreds of items shrinks tenfold; never
               # text/plain, which live log streams are (gzip would hold
               # their lines back)

@@ -16,6 +16,8 @@ from dataclasses import dataclass, fields
 
 import sqlalchemy as sa
 
+from zuul.lib.urls import safe_link
+
 log = logging.getLogger('zuul.driver.sql.history')
 
 
@@ -370,6 +372,9 @@ class BuildHistory:
         else:
             d['duration'] = None
         d['buildset'] = {'uuid': row['buildset_uuid']}
+        # Checked again when served: rows written before links were checked.
+        d['log_url'] = safe_link(d['log_url'])
+        d['ref_url'] = safe_link(d['ref_url'])
         return d
 
     def get_buildsets(self, tenant: str, query: BuildQuery | None = None,
@@ -429,7 +434,8 @@ class BuildHistory:
         q = sa.select(a.c.name, a.c.url, a.c.meta).join(b, a.c.build_id == b.c.id).where(
             b.c.uuid == build_uuid)
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(q)]
+            rows = [dict(r._mapping) for r in conn.execute(q)]
+        return [r for r in rows if safe_link(r['url']) is not None]
 
     def recent_durations(self, tenant: str, job_name: str, project=None, branch=None,
                          limit: int = 10) -> list[float]:

@@ -6,19 +6,37 @@ const zuul = {
   arg: document.body.dataset.arg,
 
   // Build a DOM element: el('div', {class: 'x'}, child, 'text', ...).
+  // A link attribute whose URL is not http(s) or relative is left out.
   el(tag, attrs, ...children) {
     const node = document.createElement(tag);
     for (const [key, value] of Object.entries(attrs || {})) {
       if (value === null || value === undefined || value === false) continue;
       if (key === 'class') node.className = value;
       else if (key === 'style') node.setAttribute('style', value);
-      else node.setAttribute(key, value);
+      else if (zuul.URL_ATTRIBUTES.has(key.toLowerCase())) {
+        if (zuul.safeUrl(value) !== null) node.setAttribute(key, value);
+      } else node.setAttribute(key, value);
     }
     for (const child of children.flat()) {
       if (child === null || child === undefined) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
     return node;
+  },
+
+  URL_ATTRIBUTES: new Set(['href', 'src', 'action', 'formaction', 'xlink:href', 'srcset']),
+
+  // The URL if a browser would open it as an http(s) or relative link,
+  // else null: links come from jobs (zuul_return), and a javascript: or
+  // data: one would run in this page. As browsers do before reading the
+  // scheme: tabs and newlines removed, leading controls and spaces ignored.
+  safeUrl(value) {
+    const text = String(value);
+    const seen = text.replace(/[\t\n\r]/g, '').replace(/^[\x00-\x20]+/, '');
+    if (/[\x00-\x1f\x7f]/.test(seen)) return null;
+    const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):/.exec(seen);
+    if (scheme && !['http', 'https'].includes(scheme[1].toLowerCase())) return null;
+    return text;
   },
 
   // The admin token pasted at "Log in" (login.js), for this tab only.

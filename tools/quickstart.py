@@ -212,8 +212,12 @@ class Quickstart:
             self.pubkey = f.read().strip()
         self.known_hosts = os.path.join(self.state, 'known_hosts')
 
-        say('Starting ZooKeeper')
-        self.zk = LocalZooKeeper(os.path.join(self.state, 'zookeeper'))
+        say('Starting ZooKeeper (TLS only, with client certificates)')
+        self._make_certificates()
+        self.zk = LocalZooKeeper(os.path.join(self.state, 'zookeeper'),
+                                 tls=self.zk_server_tls,
+                                 tls_only=(self.zk_tls['cert'], self.zk_tls['key'],
+                                           self.zk_tls['ca']))
         self.zk.start()
         self.stops.append(('ZooKeeper', self.zk.stop))
 
@@ -239,6 +243,19 @@ class Quickstart:
         self._write_configs(known_hosts)
         self._start_nodepool()
         self._start_zuul()
+
+    def _make_certificates(self) -> None:
+        """ZooKeeper holds the secrets keys: the demo serves it over TLS
+        only, as the sample configuration does, with a CA of its own; the
+        keys in it are encrypted with a password made for this demo."""
+        import secrets as random_secrets
+
+        from zuul.lib.tlsgen import LocalCA
+        ca = LocalCA(os.path.join(self.state, 'ssl'), 'quickstart-ca', days=30)
+        self.zk_server_tls = ca.zookeeper_keystore()
+        client = ca.issue('zk-client')
+        self.zk_tls = {'cert': client.cert, 'key': client.key, 'ca': client.ca}
+        self.keystore_password = random_secrets.token_urlsafe(24)
 
     def _write_configs(self, known_hosts: str) -> None:
         with open(os.path.join(self.state, 'main.yaml'), 'w') as f:
@@ -273,6 +290,12 @@ class Quickstart:
 
                 [zookeeper]
                 hosts = {self.zk.hosts}
+                tls_cert = {self.zk_tls['cert']}
+                tls_key = {self.zk_tls['key']}
+                tls_ca = {self.zk_tls['ca']}
+
+                [keystore]
+                password = {self.keystore_password}
 
                 [scheduler]
                 tenant_config = {self.state}/main.yaml
@@ -329,6 +352,10 @@ class Quickstart:
             zookeeper-servers:
               - host: {self.zk.hosts.rsplit(':', 1)[0]}
                 port: {self.zk.hosts.rsplit(':', 1)[1]}
+            zookeeper-tls:
+              cert: {self.zk_tls['cert']}
+              key: {self.zk_tls['key']}
+              ca: {self.zk_tls['ca']}
             labels:
               - name: ubuntu-jammy
                 min-ready: 1
@@ -350,7 +377,7 @@ class Quickstart:
         with open(self.nodepool_yaml, 'w') as f:
             f.write(text)
         config = load_config_text(text)
-        self.np_zk = NodepoolZooKeeper.from_hosts(self.zk.hosts)
+        self.np_zk = NodepoolZooKeeper.from_hosts(self.zk.hosts, tls=self.zk_tls)
         self.launcher = Launcher(config, self.np_zk, LauncherSettings(
             cleanup_interval=5.0, poll_interval=1.0, min_ready_interval=5.0))
         self.launcher.start()

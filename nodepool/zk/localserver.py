@@ -40,13 +40,16 @@ log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
 log4j.appender.FILE.layout.ConversionPattern=%d{{ISO8601}} %-5p %c: %m%n
 """
 
+_PLAIN_CFG = """\
+clientPort={port}
+clientPortAddress={address}
+"""
+
 _ZOO_CFG = """\
 tickTime={tick_ms}
 initLimit=10
 syncLimit=5
 dataDir={data_dir}
-clientPort={port}
-clientPortAddress={address}
 maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=ruok,stat,srvr,mntr,cons
@@ -101,12 +104,19 @@ class LocalZooKeeper:
 
     def __init__(self, base_dir: str | None = None, port: int | None = None,
                  address: str = '127.0.0.1', tick_ms: int = 250,
-                 tls: tuple[str, str] | None = None):
+                 tls: tuple[str, str] | None = None,
+                 tls_only: tuple[str, str, str] | None = None):
         """``tls``: (PEM file with the server's key and certificate, PEM
         file of the CA clients' certificates must come from) to serve TLS
-        on ``secure_port`` as well (``secure_hosts``)."""
+        on ``secure_port`` as well (``secure_hosts``).  ``tls_only``: a
+        client's (certificate, key, CA) PEM files: then TLS is all it
+        serves (no plain port; ``hosts`` is the TLS address), and that
+        certificate is what asks it whether it is ready."""
         self.address = address
-        self.port = port or free_port(address)
+        self.tls_only = tls_only
+        if tls_only and not tls:
+            raise ValueError('tls_only needs the server\'s tls files too')
+        self.port = None if tls_only else (port or free_port(address))
         self.tls = tls
         self.secure_port = free_port(address) if tls else None
         self.tick_ms = tick_ms
@@ -116,6 +126,8 @@ class LocalZooKeeper:
 
     @property
     def hosts(self) -> str:
+        if self.tls_only:
+            return self.secure_hosts
         return f'{self.address}:{self.port}'
 
     @property
@@ -130,8 +142,10 @@ class LocalZooKeeper:
         cfg = os.path.join(conf_dir, 'zoo.cfg')
         with open(cfg, 'w') as f:
             f.write(_ZOO_CFG.format(
-                tick_ms=self.tick_ms, data_dir=data_dir, port=self.port,
-                address=self.address, min_session_ms=2 * self.tick_ms))
+                tick_ms=self.tick_ms, data_dir=data_dir,
+                min_session_ms=2 * self.tick_ms))
+            if self.port is not None:
+                f.write(_PLAIN_CFG.format(port=self.port, address=self.address))
             if self.tls:
                 f.write(_TLS_CFG.format(secure_port=self.secure_port, address=self.address,
                                         keystore=self.tls[0], truststore=self.tls[1]))
@@ -177,7 +191,7 @@ class LocalZooKeeper:
                 raise ZooKeeperUnavailableError(
                     f'ZooKeeper exited with {self.proc.returncode}; see {self.base_dir}')
             try:
-                if four_letter_word(self.address, self.port, 'ruok') == 'imok':
+                if self._ruok() == 'imok':
                     return
             except OSError:
                 pass
@@ -185,6 +199,18 @@ class LocalZooKeeper:
             delay = min(delay * 1.5, 0.5)
         self.stop()
         raise ZooKeeperUnavailableError(f'ZooKeeper did not start within {timeout}s')
+
+    def _ruok(self) -> str:
+        if not self.tls_only:
+            return four_letter_word(self.address, self.port, 'ruok')
+        import ssl
+        cert, key, ca = self.tls_only
+        context = ssl.create_default_context(cafile=ca)
+        context.load_cert_chain(cert, key)
+        with socket.create_connection((self.address, self.secure_port), timeout=1.0) as raw:
+            with context.wrap_socket(raw, server_hostname=self.address) as s:
+                s.sendall(b'ruok')
+                return s.recv(16).decode(errors='replace')
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

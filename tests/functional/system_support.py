@@ -226,6 +226,9 @@ class ZuulSystem:
                 [zookeeper]
                 hosts = {zk_hosts}
 
+                [keystore]
+                password = system-test-keystore-password
+
                 [scheduler]
                 tenant_config = {root}/main.yaml
                 state_dir = {root}/state

@@ -27,6 +27,17 @@ def test_quickstart_scenario(tmp_path):
     assert 'gate: change 2 "Break the tests": NEW (Verified -2)' in out
     assert 'gate: change 3 "Add documentation": MERGED' in out
     assert 'The good changes merged and the broken one was rejected.' in out
+    # ZooKeeper (the secrets keys live there) is served over TLS only, and
+    # the keys in it are encrypted with a keystore password.
+    state = tmp_path / 'state'
+    zoo_cfg = (state / 'zookeeper' / 'conf' / 'zoo.cfg').read_text()
+    assert 'secureClientPort=' in zoo_cfg and 'clientPort=' not in zoo_cfg.replace(
+        'secureClientPort=', '')
+    zuul_conf = (state / 'zuul.conf').read_text()
+    assert 'tls_cert = ' in zuul_conf and 'tls_ca = ' in zuul_conf
+    password = [line for line in zuul_conf.splitlines() if line.startswith('password = ')]
+    assert len(password) == 1 and len(password[0]) > len('password = ') + 20
+    assert 'zookeeper-tls:' in (state / 'nodepool.yaml').read_text()
 
 
 def test_quickstart_cleans_up_when_terminated_midway(tmp_path):

@@ -1,82 +1,19 @@
 """Certificates for TLS tests: a CA and certificates it signs, written
-as PEM files (cryptography, no openssl command needed)."""
+as PEM files (zuul.lib.tlsgen, which the quickstart uses too)."""
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
-import os
-from dataclasses import dataclass
+from zuul.lib.tlsgen import CertFiles, LocalCA
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+__all__ = ['CertFiles', 'TestCA']
 
 
-@dataclass
-class CertFiles:
-    ca: str
-    cert: str
-    key: str
-
-
-def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def _write_key(key, path: str) -> None:
-    with open(path, 'wb') as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM,
-                                  serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()))
-    os.chmod(path, 0o600)
-
-
-def _write_cert(cert, path: str) -> None:
-    with open(path, 'wb') as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
-
-
-class TestCA:
+class TestCA(LocalCA):
     """A certificate authority in ``directory``; ``issue(name)`` writes
     ``name.pem``/``name.key`` signed by it (valid for localhost and
-    127.0.0.1)."""
+    127.0.0.1, one day)."""
 
     __test__ = False   # not a pytest class
 
     def __init__(self, directory: str, name: str = 'test-ca'):
-        self.directory = directory
-        os.makedirs(directory, exist_ok=True)
-        self.key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
-        self.cert = (x509.CertificateBuilder()
-                     .subject_name(_name(name)).issuer_name(_name(name))
-                     .public_key(self.key.public_key())
-                     .serial_number(x509.random_serial_number())
-                     .not_valid_before(now - datetime.timedelta(minutes=5))
-                     .not_valid_after(now + datetime.timedelta(days=1))
-                     .add_extension(x509.BasicConstraints(ca=True, path_length=None),
-                                    critical=True)
-                     .sign(self.key, hashes.SHA256()))
-        self.ca_path = os.path.join(directory, f'{name}.pem')
-        _write_cert(self.cert, self.ca_path)
-
-    def issue(self, name: str) -> CertFiles:
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
-        cert = (x509.CertificateBuilder()
-                .subject_name(_name(name)).issuer_name(self.cert.subject)
-                .public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + datetime.timedelta(days=1))
-                .add_extension(x509.SubjectAlternativeName([
-                    x509.DNSName('localhost'),
-                    x509.IPAddress(ipaddress.ip_address('127.0.0.1'))]), critical=False)
-                .sign(self.key, hashes.SHA256()))
-        cert_path = os.path.join(self.directory, f'{name}.pem')
-        key_path = os.path.join(self.directory, f'{name}.key')
-        _write_cert(cert, cert_path)
-        _write_key(key, key_path)
-        return CertFiles(self.ca_path, cert_path, key_path)
+        super().__init__(directory, name)

@@ -32,7 +32,10 @@ def errors_of(issues):
 def test_sample_config_validates():
     config = load_config(os.path.join(ROOT, 'etc', 'nodepool.yaml'))
     assert config.warnings == []
-    assert config.zookeeper_hosts() == '127.0.0.1:2181'
+    assert config.zookeeper_hosts() == '127.0.0.1:2281'
+    assert config.zookeeper_tls == {'cert': '/etc/nodepool/ssl/client.pem',
+                                    'key': '/etc/nodepool/ssl/client.key',
+                                    'ca': '/etc/nodepool/ssl/ca.pem'}
     assert set(config.providers) == {'local-netns', 'static-rack'}
     netns = config.providers['local-netns']
     assert netns.driver == 'netns'

@@ -76,11 +76,23 @@ def test_sample_parses_with_types_defaults_and_paths(tmp_path):
     assert conf.connections['opendev'].options == {'baseurl': 'https://opendev.org'}
 
 
-def test_shipped_sample_parses():
+def test_shipped_sample_parses(tmp_path):
+    """The sample, with its certificate files present, parses; it reaches
+    ZooKeeper over TLS and sets a keystore password (the scheduler refuses
+    to start without one)."""
     import pathlib
+
+    from zuul.lib.tlsgen import LocalCA
     sample = pathlib.Path(__file__).resolve().parents[2] / 'etc' / 'zuul.conf'
-    conf = load_zuul_conf(str(sample))
+    files = LocalCA(str(tmp_path / 'ssl')).issue('zk-client')
+    text = sample.read_text()
+    for name, path in (('zk-client.pem', files.cert), ('zk-client.key', files.key),
+                       ('zk-ca.pem', files.ca)):
+        text = text.replace(f'/etc/zuul/ssl/{name}', path)
+    conf = load_zuul_conf(_write(tmp_path, text))
     assert set(conf.connections) == {'review', 'opendev', 'smtp'}
+    assert conf.zookeeper.tls() and conf.zookeeper.hosts == '127.0.0.1:2281'
+    assert conf.keystore.password
 
 
 @pytest.mark.parametrize('text,message', [

@@ -42,6 +42,12 @@ def _check_gearman_log_config(conf) -> str | None:
     return None
 
 
+def _check_keystore(conf) -> str | None:
+    """Refuse to start without ``[keystore] password``, before detaching."""
+    from zuul.zk.keys import MISSING_PASSWORD
+    return None if conf.keystore.password else f'{MISSING_PASSWORD}'
+
+
 def _rpc_reconfigure(conf) -> int:
     from zuul.lib import rpc_protocol as p
     from zuul.lib.gearlib import GearTLS
@@ -86,7 +92,7 @@ def main(argv=None) -> int:
         print(f'zuul-scheduler: {args.config}: [scheduler] tenant_config is not set',
               file=sys.stderr)
         return 2
-    error = _check_gearman_log_config(conf)
+    error = _check_gearman_log_config(conf) or _check_keystore(conf)
     if error:
         print(f'zuul-scheduler: {error}', file=sys.stderr)
         return 2

@@ -56,10 +56,11 @@ class SchedulerService:
         told to stop while standing by."""
         from nodepool.zk.api import NodepoolZooKeeper
         from zuul.merger.client import MergeClient
-        from zuul.zk.keys import ZooKeeperKeyStore
+        from zuul.zk.keys import ZooKeeperKeyStore, require_password
         from zuul.zk.pipeline_state import last_saved
 
         conf = self.conf
+        require_password(conf.keystore.password)
         self.start_gearman()
         drivers, hostnames = self._make_connections()
         os.makedirs(conf.scheduler.state_dir, exist_ok=True)

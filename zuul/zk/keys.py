@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.retry import KazooRetry
 
 from zuul.lib import encryption
@@ -137,6 +137,24 @@ class ProjectKeys:
         except (UnicodeDecodeError, ValueError) as e:
             raise KeyStoreError(f'{where}: not a JSON key record ({e})') from None
         return cls.from_dict(data, where)
+
+
+MISSING_PASSWORD = (
+    '[keystore] password is not set. Every project\'s secrets key is kept in '
+    'ZooKeeper, encrypted with this password; without one, whoever can read '
+    'ZooKeeper can decrypt every secret. Set [keystore] password in zuul.conf, the '
+    'same on every scheduler (keys stored without one are encrypted with it at '
+    'start; see "Upgrading" in the documentation).')
+
+
+def require_password(password) -> None:
+    """KeyStoreError (MISSING_PASSWORD) unless a password is set."""
+    if not password:
+        raise KeyStoreError(MISSING_PASSWORD)
+
+
+def _is_plain_pem(pem: str) -> bool:
+    return 'ENCRYPTED' not in pem
 
 
 def load_private_key(pem: str | bytes, password: bytes | None, what: str):
@@ -242,7 +260,32 @@ class ZooKeeperKeyStore:
                     raise KeyStoreError(f'the key of {what} vanished while being created; '
                                         'try again') from None
         record, body = found
+        if self.password and any(_is_plain_pem(k.private_key) for k in record.keys):
+            record, body = self._encrypt_stored(path, record, what)
         return load_private_key(record.current.private_key, self.password, what), body
+
+    def _encrypt_stored(self, path: str, record: ProjectKeys, what: str):
+        """A record an installation without ``[keystore] password`` wrote:
+        its keys encrypted with the password now set, written back unless
+        another scheduler changed the record meanwhile (then re-read)."""
+        keys = []
+        for stored in record.keys:
+            pem = stored.private_key
+            if _is_plain_pem(pem):
+                private = load_private_key(pem, None, what)
+                pem = encryption.serialize_private_key(private, self.password).decode()
+            keys.append(StoredKey(pem, stored.created, stored.version))
+        updated = ProjectKeys(record.connection, record.project, keys)
+        raw, stat = _retry()(self.client.get, path)
+        if ProjectKeys.from_json(raw, f'ZooKeeper {path}').to_dict() != record.to_dict():
+            return self._read(path)
+        body = updated.to_json()
+        try:
+            _retry()(self.client.set, path, body, version=stat.version)
+        except BadVersionError:
+            return self._read(path)
+        log.info('Encrypted the stored secrets key of %s with [keystore] password', what)
+        return updated, body
 
     def _new_record(self, connection: str, project: str) -> ProjectKeys:
         private = self._legacy_key(connection, project)

@@ -77,3 +77,20 @@ def test_keys_stored_without_a_password_are_encrypted_with_it(zk_client):
     assert again.decrypt('gerrit', 'org/app', secret) == 'hunter2'
     with pytest.raises(KeyStoreError, match='it is encrypted, and'):
         ZooKeeperKeyStore(zk_client, None, key_bits=BITS).decrypt('gerrit', 'org/app', secret)
+
+
+def test_the_upgrade_guides_settings_parse(tmp_path):
+    """doc/source/operations/upgrades.rst's zuul.conf lines, as printed
+    (with its certificate files present): TLS to ZooKeeper, a password."""
+    from tests.harness import docs
+    from zuul.lib.tlsgen import LocalCA
+    (block,) = docs.code_blocks('doc/source/operations/upgrades.rst', 'ini')
+    files = LocalCA(str(tmp_path / 'ssl')).issue('zk-client')
+    for name, path in (('zk-client.pem', files.cert), ('zk-client.key', files.key),
+                       ('zk-ca.pem', files.ca)):
+        block = block.replace(f'/etc/zuul/ssl/{name}', path)
+    (tmp_path / 'zuul.conf').write_text(block)
+    conf = load_zuul_conf(str(tmp_path / 'zuul.conf'))
+    assert conf.zookeeper.tls() == {'cert': files.cert, 'key': files.key, 'ca': files.ca}
+    assert conf.zookeeper.hosts.count(':2281') == 3
+    assert conf.keystore.password == 'replace-with-a-long-random-password'

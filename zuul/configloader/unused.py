@@ -69,10 +69,6 @@ def _project_keys(value, found: set) -> None:
 ZUUL_CONF_KEYS = {
     ('scheduler', 'jobdir'): 'not a key of released Zuul (the executor\'s build directory '
                              'is [executor] job_dir); it has no effect',
-    ('executor', 'trusted_ro_paths'): 'trusted playbooks run unsandboxed and see every path '
-                                      'already; it has no effect',
-    ('executor', 'trusted_rw_paths'): 'trusted playbooks run unsandboxed and see every path '
-                                      'already; it has no effect',
 }
 
 

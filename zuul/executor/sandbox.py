@@ -1,7 +1,7 @@
-"""Bubblewrap confinement for untrusted playbooks.
+"""Bubblewrap confinement for playbooks, untrusted and trusted.
 
-The sandbox is built up from nothing, not carved out of the host: the
-playbook's ``ansible-playbook`` sees
+The sandbox is built up from nothing, not carved out of the host: an
+untrusted playbook's ``ansible-playbook`` sees
 
 * the system directories Ansible and ssh need, read-only (``/usr`` and the
   ``/lib*``, ``/bin``, ``/sbin`` beside it, a handful of ``/etc`` files: name
@@ -15,6 +15,11 @@ playbook's ``ansible-playbook`` sees
 * a fresh ``HOME``, ``/tmp``, ``/dev`` and ``/proc`` of its own;
 * the paths the administrator adds (``[executor] untrusted_ro_paths``
   read-only, ``untrusted_rw_paths`` read-write), at the same place.
+
+A trusted playbook's sandbox is the same but for its build's writable
+paths (its own HOME, the trusted fact cache and control sockets) and the
+administrator's ``trusted_ro_paths``/``trusted_rw_paths``
+(zuul.executor.build: ``_trusted_mounts``).
 
 Nothing else of the host exists inside: not Zuul's config, keys or state
 dir, not other builds, not the trusted playbooks' SSH control sockets.  New

@@ -42,8 +42,8 @@ class ExecutorSettings:
     from ``load_multiplier``) caps the builds still preparing before the
     executor stops taking new ones.  ``untrusted_ro_paths`` /
     ``untrusted_rw_paths`` are bound into the sandbox of untrusted
-    playbooks; ``trusted_ro_paths`` / ``trusted_rw_paths`` are recorded
-    (trusted playbooks run without a sandbox and see them anyway).
+    playbooks, ``trusted_ro_paths`` / ``trusted_rw_paths`` into that of
+    trusted ones.
 
     ``ansible_root`` (None: ``<state_dir>/ansible-bin``) is where
     ``zuul-manage-ansible`` installed the other Ansible versions

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 
 import sqlalchemy as sa
 
+from zuul.driver.sql.migration_lock import lock_step, migration_lock
 from zuul.lib.urls import safe_link
 
 log = logging.getLogger('zuul.driver.sql.history')
@@ -220,20 +221,23 @@ class BuildHistory:
             return row[0] if row else 0
 
     def migrate(self) -> int:
-        """Bring the schema up to date; returns the version reached."""
-        with self._lock:
-            current = self.schema_version()
-            for number, step in enumerate(MIGRATIONS, start=1):
-                if number <= current:
-                    continue
+        """Bring the schema up to date; returns the version reached.  Safe
+        when any number of schedulers and webs do it at once
+        (zuul.driver.sql.migration_lock): each step re-reads the version
+        under the lock and applies only what nobody has yet."""
+        with self._lock, migration_lock(self.engine):
+            while True:
                 with self.engine.begin() as conn:
+                    lock_step(conn)
                     self.metadata.create_all(conn, tables=[self.version_table])
-                    step(conn, self.tables, self.metadata)
+                    row = conn.execute(sa.select(self.version_table.c.version)).first()
+                    current = row[0] if row else 0
+                    if current >= len(MIGRATIONS):
+                        return current
+                    MIGRATIONS[current](conn, self.tables, self.metadata)
                     conn.execute(sa.delete(self.version_table))
-                    conn.execute(sa.insert(self.version_table).values(version=number))
-                log.info('Build history schema migrated to version %d', number)
-                current = number
-            return current
+                    conn.execute(sa.insert(self.version_table).values(version=current + 1))
+                log.info('Build history schema migrated to version %d', current + 1)
 
     # -- writing --------------------------------------------------------------
 

@@ -6,34 +6,29 @@ a build can neither list, remove nor use another build's keys, and what
 one build does to its agent (``ssh-add -D``) touches nobody else.  The
 private key itself stays outside every sandbox.
 
-An agent runs in the foreground as a child of the executor and is killed
-with it (``PR_SET_PDEATHSIG``): a SIGKILLed executor leaves no agent
-behind holding a key.
+An agent is started with a command (``ssh-agent -a SOCK sh -c ...``):
+ssh-agent runs the command and exits when the command does (it checks
+every ten seconds).  The command waits for the end of its standard input,
+a pipe whose other end only the executor holds: when the executor ends,
+however it ends (SIGKILL included), the pipe closes and the agent goes
+with it.  (ssh-agent is set-group-id on Debian, so a parent-death signal
+set before its exec would be cleared.)
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
-import re
 import signal
 import subprocess
 import tempfile
 
-_PR_SET_PDEATHSIG = 1
+# Run by ssh-agent: says the agent's pid, then lives exactly as long as
+# the executor holds the other end of its standard input.
+_TIED = 'echo "$SSH_AGENT_PID"; exec cat >/dev/null'
 
 
 class SshAgentError(RuntimeError):
     pass
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the thread that started it
-    ends (the executor, or the build's thread, going away)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
 
 
 class SshAgent:
@@ -47,17 +42,17 @@ class SshAgent:
     def start(self, key_file: str | None = None) -> SshAgent:
         if os.path.lexists(self.socket_path):
             os.unlink(self.socket_path)
-        # -D: stays in the foreground (our child); it prints its environment
-        # once the socket is bound, so reading that line is the wait.
+        # The socket is bound before the command runs, so its first line
+        # (the agent's pid) is the wait.
         self._proc = subprocess.Popen(
-            ['ssh-agent', '-D', '-s', '-a', self.socket_path], stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            preexec_fn=_die_with_parent)
-        first = self._proc.stdout.readline()
-        if not re.search(r'SSH_AUTH_SOCK=', first):
+            ['ssh-agent', '-a', self.socket_path, 'sh', '-c', _TIED],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, close_fds=True)
+        first = self._proc.stdout.readline().strip()
+        if not first.isdigit():
             self.stop()
             raise SshAgentError(f'ssh-agent did not start: {first!r}')
-        self.pid = self._proc.pid
+        self.pid = int(first)
         if key_file:
             self.add(key_file)
         return self
@@ -85,15 +80,20 @@ class SshAgent:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         if proc is not None:
-            proc.terminate()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
         self.pid = None
         if os.path.lexists(self.socket_path):
             try:

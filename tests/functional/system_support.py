@@ -258,7 +258,10 @@ class ZuulSystem:
                                     state_dir=f'{root}/es', private_key_file=key_path,
                                     load_multiplier=0, min_avail_mem=0, log_stream_port=0,
                                     log_stream_host='127.0.0.1',
-                                    keep_jobdir=bool(os.environ.get('ZUUL_KEEP_JOBDIR')))
+                                    keep_jobdir=bool(os.environ.get('ZUUL_KEEP_JOBDIR')),
+                                    # Trusted playbooks run sandboxed: the
+                                    # tests' marker files live under root.
+                                    trusted_rw_paths=[root])
         self.executor = ExecutorServer(settings, '127.0.0.1', gear_port,
                                        Merger(f'{root}/executor-git', resolver,
                                               git_user_email='zuul@example.org',
@@ -438,7 +441,7 @@ class ZuulSystem:
                 'job_dir': f'{home}/b', 'state_dir': f'{home}/state',
                 'private_key_file': self.key_path, 'load_multiplier': '0',
                 'min_avail_mem': '0', 'log_stream_port': '0',
-                'log_stream_host': '127.0.0.1',
+                'log_stream_host': '127.0.0.1', 'trusted_rw_paths': self.root,
                 'keep_jobdir': 'true' if os.environ.get('ZUUL_KEEP_JOBDIR') else 'false'})
         config[kind].update(section)
         config[kind].update({k: str(v) for k, v in options.items()})

@@ -33,8 +33,7 @@ _CONNECTION_PLUGINS = (
 _CONNECTION_RE = re.compile(
     r'^ansible_('
     r'connection|host|port|user|password|remote_user|private_key_file|'
-    r'host_key_checking|pipelining|timeout|connect_timeout|control_path|'
-    r'control_path_dir|network_os|'
+    r'host_key_checking|control_path|control_path_dir|'
     rf'(?:{"|".join(_CONNECTION_PLUGINS)})_.+'
     r')$')
 

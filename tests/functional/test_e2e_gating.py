@@ -5,6 +5,7 @@ what Zuul reports and merges is read back from Gerrit."""
 
 from __future__ import annotations
 
+import pathlib
 import textwrap
 
 import pytest
@@ -525,7 +526,8 @@ def test_semaphore_keeps_jobs_from_running_at_once(zuul_system, tmp_path):  # no
     a lock on the executor host and fails if the other holds it, so a
     broken semaphore fails the change; build history shows no overlap."""
     system = zuul_system
-    lock = tmp_path / 'serial-lock'
+    # Under the system's root: the trusted playbooks' sandbox shows it.
+    lock = pathlib.Path(system.root) / 'serial-lock'
     system.create_projects(app_config="""
         - project:
             check:
@@ -643,7 +645,7 @@ def test_approval_removed_mid_gate_dequeues_at_once(zuul_system, launcher,  # no
     returned, nothing is voted, and the change behind it merges."""
     system = zuul_system
     _, zk = launcher
-    marker = tmp_path / 'release-gate-jobs'
+    marker = pathlib.Path(system.root) / 'release-gate-jobs'
     system.create_projects(app_config=GATE_WAITS_APP)
     system.store.push_branch('org/project-config', 'master', {
         'zuul.d/gate-waits.yaml': textwrap.dedent("""

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -288,7 +289,8 @@ def validations(system) -> int:
 @needs_launcher
 def test_image_build_pipeline_end_to_end(system, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger='zuul.scheduler.images')
-    image_dir = tmp_path / 'images'
+    # Under the system's root: the trusted build job's sandbox shows it.
+    image_dir = pathlib.Path(system.root) / 'images'
     image_dir.mkdir()
     (image_dir / 'no-artifact').write_text('first build returns nothing\n')
     system.create_projects(app_config=APP, pipelines=BASE_PIPELINES + IMAGE_PIPELINES)
@@ -520,7 +522,8 @@ def test_retired_upload_stays_while_a_node_runs_on_it(system, tmp_path):
     the second build in service retires the first, but the provider keeps
     its upload while a node still runs on it; new nodes boot from the
     second; once the node is gone the upload and the records go."""
-    image_dir = tmp_path / 'images'
+    # Under the system's root: the trusted build job's sandbox shows it.
+    image_dir = pathlib.Path(system.root) / 'images'
     image_dir.mkdir()
     hold = image_dir / 'hold-node'
     hold.write_text('hold\n')
@@ -599,7 +602,8 @@ def test_a_build_that_fails_validation_never_serves_and_is_superseded(system, tm
     """The validation job fails: the upload stays unvalidated, the build
     never goes into service and serves no node; once a newer build is in
     service the failed one is deleted (upload, records, image-delete)."""
-    image_dir = tmp_path / 'images'
+    # Under the system's root: the trusted build job's sandbox shows it.
+    image_dir = pathlib.Path(system.root) / 'images'
     image_dir.mkdir()
     (image_dir / 'fail-validation').write_text('fail\n')
     system.create_projects(app_config=APP, pipelines=BASE_PIPELINES + IMAGE_PIPELINES)
@@ -655,7 +659,8 @@ def test_image_events_wait_in_zookeeper_while_no_scheduler_runs(system, tmp_path
     waits; a new scheduler emits no image-build (the image has a build),
     takes the event and the validation puts the build into service."""
     from kazoo.client import KazooClient
-    image_dir = tmp_path / 'images'
+    # Under the system's root: the trusted build job's sandbox shows it.
+    image_dir = pathlib.Path(system.root) / 'images'
     image_dir.mkdir()
     system.create_projects(app_config=APP, pipelines=BASE_PIPELINES + IMAGE_PIPELINES)
     system.store.push_branch('org/project-config', 'master', {

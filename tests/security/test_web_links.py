@@ -37,13 +37,21 @@ def test_web_and_relative_links_kept(url):
 
 
 def test_returned_data_loses_script_links_only():
+    """A local file stays as data (image builds on a local provider return
+    file:// artifacts the launcher reads); it is never shown as a link."""
+    from zuul.lib.urls import web_artifacts
     data = {'zuul': {'log_url': 'javascript:alert(1)', 'artifacts': [
         {'name': 'ok', 'url': 'https://x/report.html'},
+        {'name': 'image', 'url': 'file:///var/lib/images/x.qcow2'},
         {'name': 'bad', 'url': 'javascript:alert(1)'}], 'child_jobs': ['a']},
         'other': 'kept'}
-    assert safe_result_data(data) == {'zuul': {'artifacts': [
-        {'name': 'ok', 'url': 'https://x/report.html'}], 'child_jobs': ['a']},
+    kept = safe_result_data(data)
+    assert kept == {'zuul': {'artifacts': [
+        {'name': 'ok', 'url': 'https://x/report.html'},
+        {'name': 'image', 'url': 'file:///var/lib/images/x.qcow2'}], 'child_jobs': ['a']},
         'other': 'kept'}
+    assert web_artifacts(kept['zuul']['artifacts']) == [
+        {'name': 'ok', 'url': 'https://x/report.html'}]
 
 
 def test_scheduler_takes_in_no_script_link():

@@ -16,15 +16,18 @@ from __future__ import annotations
 import re
 
 SAFE_SCHEMES = ('http', 'https')
+# Artifacts may also name local files (image builds on a local provider
+# return file:// URLs the launcher reads); kept as data, never a link.
+ARTIFACT_SCHEMES = SAFE_SCHEMES + ('file',)
 
 _SCHEME_RE = re.compile(r'^([A-Za-z][A-Za-z0-9+.\-]*):')
 _STRIPPED = re.compile(r'[\t\n\r]')
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
 
 
-def safe_link(url) -> str | None:
-    """``url`` if a browser would open it as an http(s) or relative link,
-    else None."""
+def safe_link(url, schemes=SAFE_SCHEMES) -> str | None:
+    """``url`` if a browser would open it as an http(s) or relative link
+    (or a link of another of ``schemes``), else None."""
     if not isinstance(url, str) or not url:
         return None
     seen = _STRIPPED.sub('', url).lstrip('\x00\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c'
@@ -33,14 +36,17 @@ def safe_link(url) -> str | None:
     if _CONTROL.search(seen):
         return None
     match = _SCHEME_RE.match(seen)
-    if match and match.group(1).lower() not in SAFE_SCHEMES:
+    if match and match.group(1).lower() not in schemes:
         return None
     return url
 
 
 def safe_result_data(data) -> dict:
-    """A build's returned data with unsafe links left out: ``zuul.log_url``
-    dropped, artifacts with such a ``url`` removed."""
+    """A build's returned data as the scheduler takes it in: a
+    ``zuul.log_url`` that is no web link dropped, artifacts whose ``url``
+    is neither a web link nor a local file removed (file:// ones are
+    Zuul's own data, served or shown as links never: see
+    ``web_artifacts``)."""
     if not isinstance(data, dict):
         return {}
     zuul = data.get('zuul')
@@ -51,6 +57,12 @@ def safe_result_data(data) -> dict:
         del zuul['log_url']
     artifacts = zuul.get('artifacts')
     if isinstance(artifacts, list):
-        zuul['artifacts'] = [a for a in artifacts
-                             if isinstance(a, dict) and safe_link(a.get('url')) is not None]
+        zuul['artifacts'] = [a for a in artifacts if isinstance(a, dict) and
+                             safe_link(a.get('url'), ARTIFACT_SCHEMES) is not None]
     return dict(data, zuul=zuul)
+
+
+def web_artifacts(artifacts) -> list:
+    """The artifacts a page may show as links: web or relative URLs only."""
+    return [a for a in artifacts or () if isinstance(a, dict)
+            and safe_link(a.get('url')) is not None]

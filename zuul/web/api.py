@@ -25,6 +25,7 @@ from zuul.driver.sql.history import (
 )
 from zuul.lib import rpc_protocol as p
 from zuul.lib.auth import Authenticators
+from zuul.lib.urls import web_artifacts
 from zuul.web import console, openapi
 from zuul.web.access import AccessDeniedError, AccessPolicy
 from zuul.web.actions import AdminActions, NoContent
@@ -370,7 +371,9 @@ class ZuulWebAPI:
         if not rows:
             raise HTTPError(404, f'no build {uuid} in tenant {tenant}')
         build = rows[0]
-        build['artifacts'] = self.history.get_build_artifacts(uuid)
+        # Links only (rows may hold file:// image artifacts, or links an
+        # earlier release stored unchecked).
+        build['artifacts'] = web_artifacts(self.history.get_build_artifacts(uuid))
         attempts = self.history.get_builds(tenant, buildset_uuid=build['buildset']['uuid'],
                                            job_name=build['job_name'], sort='id', limit=100)
         build['reruns'] = [{'uuid': b['uuid'], 'result': b['result'], 'final': b['final'],

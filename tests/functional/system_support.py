@@ -35,6 +35,10 @@ from zuul.merger.repos import RepoUrlResolver
 from zuul.merger.server import MergeServer
 from zuul.scheduler.service import SchedulerService
 
+# Scripts trusted test jobs run on the executor (image builds).
+TOOLS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'tools')
+
 
 def gerrit_gate_pipeline(extra: str = '', start: bool = False) -> str:
     """A gate on Workflow +1 that submits with Verified +2 (and, with
@@ -260,8 +264,10 @@ class ZuulSystem:
                                     log_stream_host='127.0.0.1',
                                     keep_jobdir=bool(os.environ.get('ZUUL_KEEP_JOBDIR')),
                                     # Trusted playbooks run sandboxed: the
-                                    # tests' marker files live under root.
-                                    trusted_rw_paths=[root])
+                                    # tests' marker files live under root,
+                                    # image build scripts in tools/.
+                                    trusted_rw_paths=[root],
+                                    trusted_ro_paths=[TOOLS_DIR])
         self.executor = ExecutorServer(settings, '127.0.0.1', gear_port,
                                        Merger(f'{root}/executor-git', resolver,
                                               git_user_email='zuul@example.org',
@@ -442,6 +448,7 @@ class ZuulSystem:
                 'private_key_file': self.key_path, 'load_multiplier': '0',
                 'min_avail_mem': '0', 'log_stream_port': '0',
                 'log_stream_host': '127.0.0.1', 'trusted_rw_paths': self.root,
+                'trusted_ro_paths': TOOLS_DIR,
                 'keep_jobdir': 'true' if os.environ.get('ZUUL_KEEP_JOBDIR') else 'false'})
         config[kind].update(section)
         config[kind].update({k: str(v) for k, v in options.items()})

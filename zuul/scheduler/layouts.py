@@ -35,6 +35,9 @@ from zuul.scheduler.semaphores import GlobalSemaphoreHolders
 log = logging.getLogger('zuul.scheduler.layouts')
 
 READ_PATHS = ('zuul.yaml', 'zuul.d/', '.zuul.yaml', '.zuul.d/')
+# Events that say a branch moved, was created or deleted, without the
+# files a change touched: Gerrit's ref-updated, GitHub's push.
+BRANCH_UPDATE_EVENTS = frozenset({'ref-updated', 'push'})
 
 
 class ConfigFetchError(Exception):
@@ -386,9 +389,10 @@ class Layouts:
             self._merged_revs[event.newrev] = None
             while len(self._merged_revs) > 1000:
                 self._merged_revs.pop(next(iter(self._merged_revs)))
-        if event.type == 'ref-updated' and event.newrev in self._merged_revs:
+        branch_update = event.type in BRANCH_UPDATE_EVENTS
+        if branch_update and event.newrev in self._merged_revs:
             return False
-        if event.type == 'ref-updated' and files is None:
+        if branch_update and files is None:
             if tp is None or not (event.ref or '').startswith('refs/heads/'):
                 return False
             branch = event.ref[len('refs/heads/'):]

@@ -20,6 +20,8 @@ from zuul.model.errors import UnknownNameError
 from zuul.model.events import ManagementEvent, ResultEvent, TriggerEvent
 from zuul.scheduler.build_times import BuildTimes
 from zuul.scheduler.context import SchedulerContext
+from zuul.scheduler.held_changes import holds_change
+from zuul.scheduler.layouts import BRANCH_UPDATE_EVENTS
 from zuul.scheduler.loop import EventLoop
 from zuul.scheduler.semaphores import SemaphoreHandler
 
@@ -33,7 +35,7 @@ log = logging.getLogger('zuul.scheduler')
 MARK_INTERVAL = 2.0
 
 _CHANGE_NEEDED = frozenset({'patchset-created', 'change-abandoned', 'change-merged',
-                            'ref-updated'})
+                            *BRANCH_UPDATE_EVENTS})
 
 
 class TenantState:
@@ -361,7 +363,7 @@ class Scheduler:
                     and event.type not in ('timer', 'parent-change-enqueued',
                                            'project-change-merged'):
                 continue
-            held = self._holds_change(tenant, event)
+            held = holds_change(tenant.managers.values(), event)
             if event.type not in _CHANGE_NEEDED and not held and not any(
                     ctx.event_may_match_pipeline(m.pipeline, event)
                     for m in tenant.managers.values()):
@@ -377,21 +379,11 @@ class Scheduler:
             # source says now: requirements lost, abandoned, new patchset.
             for manager in tenant.managers.values():
                 manager.recheck_change(change, event)
-            if event.type in ('change-merged', 'ref-updated'):
+            if event.type == 'change-merged' or event.type in BRANCH_UPDATE_EVENTS:
                 self._maybe_reconfigure(tenant, event, change)
             for name, manager in tenant.managers.items():
                 if ctx.event_matches_pipeline(manager.pipeline, event, change):
                     manager.add_change(change, event)
-
-    @staticmethod
-    def _holds_change(tenant: TenantState, event) -> bool:
-        """True if an item of the event's change is in a pipeline."""
-        number = getattr(event, 'change_number', None)
-        if not number:
-            return False
-        key = f'{event.connection}/{number}'
-        return any(item.change.key == key for manager in tenant.managers.values()
-                   for item in manager.all_items())
 
     def process_pipelines(self) -> bool:
         changed = False

@@ -73,8 +73,27 @@ class SchedulerContext:
     def event_matches_pipeline(self, pipeline, event, change) -> bool:
         for event_filter in self.layouts.trigger_filters(pipeline):
             if event_filter.matches(event, change):
+                if getattr(event_filter, 'debug', False):
+                    # A trigger's ``debug: true``: the item's report says
+                    # why each job ran or not.
+                    event.debug = True
                 return self.change_meets_requirements(pipeline, change)
         return False
+
+    def cannot_merge(self, pipeline, change) -> str | None:
+        """Why the code-review system would refuse to merge ``change``
+        (draft, conflict, branch protection), counting the statuses this
+        pipeline sets itself as passed; None if it would merge."""
+        connection = self.connections.get(getattr(change, 'connection', None) or '')
+        check = getattr(connection, 'can_merge', None)
+        if check is None:
+            return None
+        allow_needs = {f'{self.tenant.name}/{pipeline.name}'}
+        try:
+            return check(change, allow_needs)
+        except Exception:
+            log.exception('Unable to ask whether %s can merge', change.describe())
+            return None
 
     def change_meets_requirements(self, pipeline, change) -> bool:
         for connection, require, reject in self.layouts.requirements(pipeline):

@@ -40,3 +40,22 @@ def holds_change(managers, event) -> bool:
         return False
     return any(event_names_change(event, item.change)
                for manager in managers for item in manager.all_items())
+
+
+def abort_requested(tenant_name: str, managers: dict, event, change) -> int:
+    """An event that asks to take its change out of one pipeline
+    (``event.abort`` = ``<tenant>/<pipeline>``: GitHub's Abort button on
+    a check run): its items there are dequeued, builds canceled. Returns
+    the number of items that left."""
+    target = getattr(event, 'abort', None)
+    if not target or not isinstance(change, Change):
+        return 0
+    tenant, _, pipeline = target.rpartition('/')
+    manager = managers.get(pipeline) if tenant == tenant_name else None
+    if manager is None:
+        return 0
+    left = 0
+    for item in list(manager.all_items()):
+        if item.queue is not None and item.change.key == change.key:
+            left += len(manager.dequeue_item(item, 'aborted from the check run', event))
+    return left

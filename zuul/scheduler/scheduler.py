@@ -20,7 +20,7 @@ from zuul.model.errors import UnknownNameError
 from zuul.model.events import ManagementEvent, ResultEvent, TriggerEvent
 from zuul.scheduler.build_times import BuildTimes
 from zuul.scheduler.context import SchedulerContext
-from zuul.scheduler.held_changes import holds_change
+from zuul.scheduler.held_changes import abort_requested, holds_change
 from zuul.scheduler.layouts import BRANCH_UPDATE_EVENTS
 from zuul.scheduler.loop import EventLoop
 from zuul.scheduler.semaphores import SemaphoreHandler
@@ -379,6 +379,7 @@ class Scheduler:
             # source says now: requirements lost, abandoned, new patchset.
             for manager in tenant.managers.values():
                 manager.recheck_change(change, event)
+            abort_requested(tenant.name, tenant.managers, event, change)
             if event.type == 'change-merged' or event.type in BRANCH_UPDATE_EVENTS:
                 self._maybe_reconfigure(tenant, event, change)
             for name, manager in tenant.managers.items():

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 
 from zuul.driver.github import merges
 from zuul.driver.github.client import AppAuth, GithubClient, GithubError
@@ -43,6 +44,7 @@ from zuul.model.events import TriggerEvent
 
 log = logging.getLogger('zuul.driver.github')
 
+ALLOWED_MODES_TTL = 300.0
 # The check run's button that dequeues the item (``requested_action``).
 ABORT_ACTION = {'label': 'Abort', 'identifier': 'abort',
                 'description': 'Abort this check run'}
@@ -87,6 +89,7 @@ class GithubConnection(PullRequestSource):
                                    rate_limit_logging=_truthy(options.get('rate_limit_logging')))
         self.threads_per_installation = int(options.get('max_threads_per_installation') or 1)
         self._init_source()
+        self._allowed_modes: dict[str, tuple[set, float]] = {}
         self._on_event = None
         self.queue = None
         self._thread = None
@@ -328,7 +331,14 @@ class GithubConnection(PullRequestSource):
         return sha
 
     def allowed_merge_modes(self, project: str) -> set[str]:
-        return merges.allowed_modes(self.client, project)
+        """What the repository's settings allow (read at most every
+        ALLOWED_MODES_TTL seconds: layouts, speculative ones included, ask)."""
+        now = time.monotonic()
+        cached = self._allowed_modes.get(project)
+        if cached is None or now - cached[1] > ALLOWED_MODES_TTL:
+            cached = (merges.allowed_modes(self.client, project), now)
+            self._allowed_modes[project] = cached
+        return cached[0]
 
     def check_run(self, change, name: str, status: str, conclusion: str | None,
                   summary: str, details_url: str | None = None,

@@ -229,6 +229,10 @@ def _check_run(payload: dict, connection: str) -> TriggerEvent | None:
         event.ref = f'refs/pull/{event.change_number}/head'
     if action == 'requested_action':
         event.comment = (payload.get('requested_action') or {}).get('identifier')
+        if event.comment == 'abort':
+            # The Abort button of Zuul's check run: its name is
+            # <tenant>/<pipeline>, the pipeline to take the change out of.
+            event.abort = run.get('name') or ''
     return event
 
 

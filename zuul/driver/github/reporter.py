@@ -88,9 +88,21 @@ class GithubReporter:
         if self.review:
             self.connection.review(change, _REVIEW_EVENTS[self.review], self.review_body)
         if self.merge:
-            mode_of = getattr(self.connection, 'merge_mode_for', None)
-            mode = getattr(item, 'merge_mode', None) or (mode_of(item) if mode_of else None)
-            self.connection.merge(change, mode, message)
+            self._merge(item, change)
+
+    def _merge(self, item, change) -> None:
+        from zuul.driver.github.merges import MergeRefusedError
+        mode_of = getattr(self.connection, 'merge_mode_for', None)
+        mode = getattr(item, 'merge_mode', None) or (mode_of(item) if mode_of else None)
+        try:
+            self.connection.merge(change, mode)
+        except MergeRefusedError as exc:
+            # The merge-failure report that follows says GitHub's reason.
+            log.info('[e: %s] GitHub refused to merge %s: %s',
+                     getattr(item, 'event_id', ''), change.describe(), exc.reason)
+            bs = getattr(item, 'current_build_set', None)
+            if bs is not None:
+                bs.merge_error = f'GitHub refused the merge: {exc.reason}'
 
 
 def _first_line(message: str) -> str:

@@ -105,7 +105,9 @@ def test_merged_and_pushed_zuul_yaml_changes_reach_the_layout(zuul_system, githu
       jobs:
         - check-marker
 """
-    pr = github.open_pull('Add a job', {'.zuul.yaml': new_job.format(name='gh-from-pr')})
+    noop = '- hosts: localhost\n  gather_facts: false\n  tasks: []\n'
+    pr = github.open_pull('Add a job', {'.zuul.yaml': new_job.format(name='gh-from-pr'),
+                                        'playbooks/noop.yaml': noop})
     wait_for(lambda: github.status(pr, 'example/gh-check') == 'success', timeout=240,
              what='the speculative check of the config change')
     assert 'gh-from-pr' not in layout().jobs

@@ -198,16 +198,6 @@ def test_reporter_status_comment_labels_review_check_and_merge(connection, githu
     assert repo['merges'] == [{'number': 7, 'method': 'squash'}]
 
 
-def test_merge_refused_by_branch_protection(connection, github):
-    _arrange_pull(github)
-    github.repo('acme/widget')['protected']['main'] = ['acme-tenant/check']
-    change = connection.lookup_change('acme/widget', '7')
-    with pytest.raises(GithubError) as info:
-        connection.merge(change)
-    assert info.value.status == 405 and 'acme-tenant/check' in str(info.value)
-    assert not github.repo('acme/widget')['merges']
-
-
 def test_jwt_round_trip_and_refusals(app_key):
     token = jwt.encode({'iss': '1', 'exp': time.time() + 60}, app_key[0])
     assert jwt.decode(token, app_key[1])['iss'] == '1'

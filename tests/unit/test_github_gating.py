@@ -319,3 +319,34 @@ def test_keyed_workers_deliver_in_order_and_keep_keys_apart():
     finally:
         release.set()
         workers.stop()
+
+
+def test_repo_cache_is_fetched_from_and_retried_until_it_has_the_commit(tmp_path):
+    """``repo_cache``: a mirror that lags GitHub; a commit it does not
+    have yet is fetched again until ``repo_retry_timeout``."""
+    from zuul.merger.repos import Repo, RepoUrlResolver
+    origin = tmp_path / 'origin'
+    origin.mkdir()
+    _git(origin, 'init', '-q', '-b', 'main')
+    _git(origin, 'commit', '-q', '--allow-empty', '-m', 'one')
+    mirror = tmp_path / 'mirror' / 'acme' / 'widget.git'
+    subprocess.run(['git', 'clone', '-q', '--bare', str(origin), str(mirror)], check=True)
+    _git(origin, 'commit', '-q', '--allow-empty', '-m', 'two')
+    new = _git(origin, 'rev-parse', 'HEAD')
+    options = {'server': 'github.example.com', 'repo_cache': f'file://{tmp_path}/mirror',
+               'repo_retry_timeout': '20'}
+    remote = RepoUrlResolver({'github': {'driver': 'github', 'options': options}}).remote(
+        'github', REPO)
+    assert remote.url == f'file://{tmp_path}/mirror/{REPO}.git'
+    assert remote.retry_timeout == 20
+    default = RepoUrlResolver({'github': {'driver': 'github', 'options': {
+        'repo_cache': 'mirror.example.com'}}}).remote('github', REPO)
+    assert (default.url, default.retry_timeout) == (f'https://mirror.example.com/{REPO}.git',
+                                                   600)
+    # The mirror catches up a moment later.
+    threading.Timer(1.5, lambda: subprocess.run(
+        ['git', '-C', str(mirror), 'fetch', '-q', str(origin), 'main:main'],
+        check=True)).start()
+    repo = Repo(str(tmp_path / 'cache'), remote, REPO)
+    repo.ensure_commits([new])
+    assert repo.has_commit(new)

@@ -10,6 +10,10 @@ numbers are about Zuul and its use of the GitHub API, not Ansible.
 
     .venv/bin/python -m benchmarks.github [--prs N]
 
+Runs twice: without the change cache (every lookup of a pull request
+asks GitHub, on the scheduler's loop: how the driver worked before) and
+with it (each event's pull request read once, ahead, on the
+installation's worker; the scheduler's lookups answered from the cache).
 Prints a table: delivery -> pending status and delivery -> final status
 (median, p95) in check and gate, and API requests per pull request by
 kind (reads answered 304 are counted apart: GitHub does not charge them).
@@ -25,7 +29,7 @@ import statistics
 import tempfile
 import time
 
-from benchmarks.scheduler import InstantExecutor, print_measures, wait_all
+from benchmarks.scheduler import InstantExecutor, wait_all
 from nodepool.zk.localserver import LocalZooKeeper, free_port
 from tests.fakes.gerrit import GerritFixture
 from tests.functional.github_support import GITHUB_PIPELINES, REPO, GithubSide
@@ -63,7 +67,7 @@ def _calls(requests) -> collections.Counter:
     return kinds
 
 
-def run(n_prs: int, timeout: float) -> list[tuple[str, str]]:
+def run(n_prs: int, timeout: float, cache: bool = True) -> list[tuple[str, str]]:
     root = tempfile.mkdtemp(prefix='gb', dir='/tmp')
     zk = LocalZooKeeper(os.path.join(root, 'zk'))
     zk.start()
@@ -86,6 +90,7 @@ def run(n_prs: int, timeout: float) -> list[tuple[str, str]]:
         side.start_web(web_zk)
         executor = InstantExecutor(gear_port)
         system.start()
+        system.service.connections.get('github').change_cache = cache
         sent, prs = {}, []
         for i in range(n_prs):
             pr = side.open_pull(f'Change {i}', {f'f{i}.txt': f'{i}\n'})
@@ -137,7 +142,18 @@ def main(argv=None) -> None:
     parser.add_argument('--prs', type=int, default=50)
     parser.add_argument('--timeout', type=float, default=900.0)
     args = parser.parse_args(argv)
-    print_measures(run(args.prs, args.timeout))
+    before = run(args.prs, args.timeout, cache=False)
+    after = run(args.prs, args.timeout, cache=True)
+    print_comparison(before, after)
+
+
+def print_comparison(before, after) -> None:
+    """measure | no change cache (before) | change cache (after)"""
+    width = max(len(r[0]) for r in before)
+    print(f'{"measure":<{width}}  {"no cache (before)":>18}  {"cache (after)":>14}')
+    print('-' * (width + 36))
+    for (name, old), (_, new) in zip(before, after):
+        print(f'{name:<{width}}  {old:>18}  {new:>14}')
 
 
 if __name__ == '__main__':

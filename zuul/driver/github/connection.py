@@ -217,7 +217,7 @@ class GithubConnection(PullRequestSource):
                 continue
             log.info('[e: %s] %s: %s', event.event_id, self.name, event.describe())
             count += 1
-            if self._workers is None:
+            if self._workers is None or not self.change_cache:
                 self._on_event(event)
                 self.queue.ack(path)
                 continue

@@ -44,6 +44,10 @@ class PullRequestSource:
         self._cache_lock = threading.Lock()
         self._merged_heads: set[tuple[str, int, str]] = set()
         self.cache_hits = 0
+        # False: no change cache and no reading ahead on the workers:
+        # every lookup asks GitHub, on the caller's thread (how the driver
+        # worked before; benchmarks/github.py compares the two).
+        self.change_cache = True
 
     # -- events ---------------------------------------------------------------
     def prepare_event(self, event):
@@ -102,7 +106,7 @@ class PullRequestSource:
         number, _, sha = str(spec).partition(',')
         key = (project, int(number))
         with self._cache_lock:
-            cached = None if refresh else self._changes.get(key)
+            cached = None if refresh or not self.change_cache else self._changes.get(key)
         if cached is not None:
             self.cache_hits += 1
             change = cached

@@ -32,7 +32,12 @@ import time
 from benchmarks.scheduler import InstantExecutor, wait_all
 from nodepool.zk.localserver import LocalZooKeeper, free_port
 from tests.fakes.gerrit import GerritFixture
-from tests.functional.github_support import GITHUB_PIPELINES, REPO, GithubSide
+from tests.functional.github_support import (
+    GITHUB_PIPELINES,
+    REPO,
+    GithubSide,
+    github_config_files,
+)
 from tests.functional.system_support import BASE_PIPELINES, ZuulSystem
 from zuul.lib.gearlib import GearServer
 
@@ -83,7 +88,8 @@ def run(n_prs: int, timeout: float, cache: bool = True) -> list[tuple[str, str]]
     executor = None
     try:
         side.configure()
-        system.create_projects(pipelines=BASE_PIPELINES + GITHUB_PIPELINES)
+        system.create_projects(pipelines=BASE_PIPELINES + GITHUB_PIPELINES,
+                               config_files=github_config_files(os.path.join(root, 'go')))
         from kazoo.client import KazooClient
         web_zk = KazooClient(hosts=zk.hosts)
         web_zk.start()

@@ -359,14 +359,7 @@ class Scheduler:
         log.info('[e: %s] Processing trigger event %s', event.event_id, event.describe())
         for tenant in list(self.tenants.values()):
             ctx = self.ctx_by_tenant[tenant.name]
-            if not self.layouts.has_project(tenant.layout, event.connection, event.project) \
-                    and event.type not in ('timer', 'parent-change-enqueued',
-                                           'project-change-merged'):
-                continue
-            held = holds_change(tenant.managers.values(), event)
-            if event.type not in _CHANGE_NEEDED and not held and not any(
-                    ctx.event_may_match_pipeline(m.pipeline, event)
-                    for m in tenant.managers.values()):
+            if not self._tenant_may_want(tenant, ctx, event):
                 # e.g. Zuul's own review comments: no pipeline wants them,
                 # so don't ask the code-review system about their change.
                 log.debug('[e: %s] No pipeline of tenant %s takes %s', event.event_id,
@@ -385,6 +378,25 @@ class Scheduler:
             for name, manager in tenant.managers.items():
                 if ctx.event_matches_pipeline(manager.pipeline, event, change):
                     manager.add_change(change, event)
+
+    def _tenant_may_want(self, tenant: TenantState, ctx, event) -> bool:
+        if not self.layouts.has_project(tenant.layout, event.connection, event.project) \
+                and event.type not in ('timer', 'parent-change-enqueued',
+                                       'project-change-merged'):
+            return False
+        return event.type in _CHANGE_NEEDED or holds_change(tenant.managers.values(), event) \
+            or any(ctx.event_may_match_pipeline(m.pipeline, event)
+                   for m in tenant.managers.values())
+
+    def may_want_event(self, event) -> bool:
+        """Whether some tenant may act on ``event`` (so a connection reads
+        its change ahead, off this loop). Called from connection threads:
+        it only reads, and says True when it cannot tell."""
+        try:
+            return any(self._tenant_may_want(tenant, self.ctx_by_tenant[tenant.name], event)
+                       for tenant in list(self.tenants.values()))
+        except (RuntimeError, KeyError):   # queues changed under us
+            return True
 
     def process_pipelines(self) -> bool:
         changed = False

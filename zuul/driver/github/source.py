@@ -26,6 +26,7 @@ from zuul.driver.github.client import GithubError
 from zuul.driver.github.events import timestamp
 from zuul.driver.github.model import PullRequest
 from zuul.model.change import Ref
+from zuul.model.events import TriggerEvent
 
 log = logging.getLogger('zuul.driver.github.source')
 
@@ -48,6 +49,9 @@ class PullRequestSource:
         # every lookup asks GitHub, on the caller's thread (how the driver
         # worked before; benchmarks/github.py compares the two).
         self.change_cache = True
+        # Set by the scheduler: whether some tenant may act on an event
+        # (those nobody wants are handed over without reading GitHub).
+        self.wants_event = None
 
     # -- events ---------------------------------------------------------------
     def prepare_event(self, event):
@@ -59,6 +63,8 @@ class PullRequestSource:
             return event
         if event.type == 'branch_protection_rule':
             self._forget_protection(event.project, None)
+            return event
+        if self.wants_event is not None and not self.wants_event(event):
             return event
         number = event.change_number
         if number is None and event.newrev:
@@ -73,7 +79,10 @@ class PullRequestSource:
                 self.change_for_url(url)
             except GithubError as exc:
                 log.warning('%s: Depends-On %s: %s', change.describe(), url, exc)
-        change.needed_by_changes = self.changes_depending_on(change)
+        probe = TriggerEvent(type='parent-change-enqueued', connection=self.name)
+        if change.is_open and (self.wants_event is None or self.wants_event(probe)):
+            # Only a pipeline of parent-change-enqueued uses them.
+            change.needed_by_changes = self.changes_depending_on(change)
         event.prepared = True
         return event
 

@@ -350,3 +350,40 @@ def test_repo_cache_is_fetched_from_and_retried_until_it_has_the_commit(tmp_path
     repo = Repo(str(tmp_path / 'cache'), remote, REPO)
     repo.ensure_commits([new])
     assert repo.has_commit(new)
+
+
+def test_depends_on_both_ways_and_reverse_dependencies(github, connection, work):
+    url = 'https://github.com/acme/widget/pull/{}'
+    _pull(github, work, 1, [('a.txt', '1\n', 'A')], body=f'Depends-On: {url.format(2)}')
+    _pull(github, work, 2, [('b.txt', '1\n', 'B')], body=f'Depends-On: {url.format(1)}')
+    _pull(github, work, 3, [('c.txt', '1\n', 'C')], body=f'Needs it.\nDepends-On: {url.format(1)}')
+    connections = SimpleNamespace(all=lambda: [connection])
+    one, two = _change(connection, 1), _change(connection, 2)
+    assert [c.number for c in connection.get_needed_changes(one, connections)] == [2]
+    assert [c.number for c in connection.get_needed_changes(two, connections)] == [1]
+    # A cycle: each needs the other (the scheduler groups them into one).
+    from zuul.manager.cycles import dependency_groups
+    groups = dependency_groups(one, lambda c: connection.get_needed_changes(c, connections))
+    assert sorted(c.number for c in groups[-1]) == [1, 2]
+    # Reverse: who depends on #1 (GitHub's search of open pull requests).
+    assert sorted(connection.changes_depending_on(one)) == ['github/acme/widget/2',
+                                                           'github/acme/widget/3']
+    github.touch(REPO, 3, state='closed')
+    assert connection.changes_depending_on(one) == ['github/acme/widget/2']
+
+
+def test_a_merge_mode_github_cannot_do_is_a_config_error(github, connection):
+    from zuul.model.layout import Layout
+    from zuul.model.project import ProjectConfig
+    from zuul.model.tenant import Tenant, TenantProject
+    from zuul.scheduler.merge_modes import merge_mode_errors
+    github.repo(REPO)['settings']['allow_rebase_merge'] = False
+    tenant = Tenant(name='t', projects=[TenantProject('github', REPO, trusted=False)])
+    for mode, allowed in (('cherry-pick', False), ('rebase', False), ('squash-merge', True),
+                          (None, True)):
+        layout = Layout()
+        layout.project_configs[REPO] = [ProjectConfig(name=REPO, merge_mode=mode)]
+        errors = merge_mode_errors(layout, tenant, {'github': connection})
+        assert (not errors) == allowed, mode
+        if errors:
+            assert f'merge-mode {mode} is not supported by project {REPO}' in errors[0].reason

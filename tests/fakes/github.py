@@ -297,7 +297,9 @@ class FakeGithub:
             reset = int(time.time() + self.rate_reset_after)
             if self.secondary_concurrency is not None and \
                     self._active > self.secondary_concurrency:
-                return 403, {'Retry-After': str(self.secondary_retry_after)}, {
+                retry = {} if self.secondary_retry_after is None else \
+                    {'Retry-After': str(self.secondary_retry_after)}
+                return 403, retry, {
                     'message': SECONDARY_MESSAGE,
                     'documentation_url': RATE_DOCS + '#about-secondary-rate-limits'}
             left = self.rate_limits.get(installation, self.rate_limit) \

@@ -257,6 +257,11 @@ def test_a_secondary_rate_limit_is_waited_out_with_retry_after(github, connectio
     github.secondary_retry_after = 7
     assert connection.client.get(f'/repos/{REPO}/pulls/5')['number'] == 5
     assert waits == [7.0]
+    # Without Retry-After GitHub asks for at least a minute.
+    github.secondary_concurrency = 0
+    github.secondary_retry_after = None
+    assert connection.client.get(f'/repos/{REPO}/pulls/5', params={'x': 1})['number'] == 5
+    assert waits == [7.0, 60.0]
 
 
 def test_an_app_installed_after_start_is_used_at_once(tmp_path):
@@ -282,6 +287,11 @@ def test_an_app_installed_after_start_is_used_at_once(tmp_path):
         conn.installation_changed(installation_event('added', 44, [REPO]))
         assert conn.client.auth_for(REPO).startswith('token ghs_')
         assert conn.lookup_change(REPO, '1').number == 1
+        # Uninstalled: its token is dropped and the API token (none) used.
+        del fake.installations[REPO]
+        conn.installation_changed(installation_event('removed', 44, [REPO]))
+        assert 44 not in conn.client.app._tokens
+        assert conn.client.auth_for(REPO) is None
     finally:
         fake.stop()
 

@@ -148,6 +148,9 @@ def _pr_event(payload: dict, connection: str, pr: dict, action: str) -> TriggerE
                          newrev=head.get('sha'), change_url=pr.get('html_url'))
     event.ref = f'refs/pull/{event.change_number}/head'
     event.patchset = head.get('sha')   # a pull request's "patchset" is its head
+    # The pull request as the delivery shows it: the connection builds the
+    # change from it rather than asking GitHub again.
+    event.pull_request = pr
     _stamp(event, pr.get('updated_at'))
     return event
 

@@ -59,7 +59,8 @@ class PullRequestSource:
         now (the pull request refreshed, its dependencies, its branch's
         protection); returns the event."""
         if event.type == 'push':
-            self._forget_protection(event.project, event.branch)
+            if event.newrev == '0' * 40 or event.oldrev == '0' * 40:
+                self._forget_protection(event.project, event.branch)
             return event
         if event.type == 'branch_protection_rule':
             self._forget_protection(event.project, None)
@@ -72,7 +73,9 @@ class PullRequestSource:
             event.change_number = number
         if number is None:
             return event
-        change = self.lookup_change(event.project, str(number), refresh=True)
+        change = self._from_delivery(event)
+        if change is None:
+            change = self.lookup_change(event.project, str(number), refresh=True)
         self.branch_protection(event.project, change.branch)
         for url in _depends_on(change.body):
             try:
@@ -85,6 +88,23 @@ class PullRequestSource:
             change.needed_by_changes = self.changes_depending_on(change)
         event.prepared = True
         return event
+
+    def _from_delivery(self, event) -> PullRequest | None:
+        """The change built from the pull request the delivery carries
+        (its title, body, state, labels, head are as of the event): a
+        closed one needs nothing more from GitHub; an open one its files,
+        reviews and statuses (and ``mergeable`` when the payload has none)."""
+        pr = getattr(event, 'pull_request', None)
+        if not isinstance(pr, dict) or not pr.get('head') or 'state' not in pr or \
+                not self.change_cache:
+            return None
+        project, number = event.project, int(pr['number'])
+        if pr.get('state') == 'open' and pr.get('mergeable') is None:
+            return None      # read it: GitHub computes mergeable on demand
+        change = self._change_from_pr(project, pr, details=pr.get('state') == 'open')
+        with self._cache_lock:
+            self._changes[(project, number)] = change
+        return change
 
     def get_change_for_event(self, event):
         if event.type == 'push':
@@ -136,7 +156,7 @@ class PullRequestSource:
             pr = self.client.get(f'/repos/{project}/pulls/{number}', project=project)
         return self._change_from_pr(project, pr)
 
-    def _change_from_pr(self, project: str, pr: dict) -> PullRequest:
+    def _change_from_pr(self, project: str, pr: dict, details: bool = True) -> PullRequest:
         number = int(pr['number'])
         head_sha = (pr.get('head') or {}).get('sha') or ''
         change = PullRequest(
@@ -154,9 +174,10 @@ class PullRequestSource:
             labels=[label.get('name') for label in pr.get('labels') or ()],
             head_sha=head_sha, updated_at=timestamp(pr.get('updated_at')) or 0.0,
             html_url=pr.get('html_url') or '')
-        change.files = self._files(project, number)
-        change.reviews = self._reviews(project, number)
-        change.statuses = self._statuses(project, head_sha)
+        if details:
+            change.files = self._files(project, number)
+            change.reviews = self._reviews(project, number)
+            change.statuses = self._statuses(project, head_sha)
         return change
 
     def _files(self, project: str, number: int) -> list[str]:

@@ -195,6 +195,7 @@ def test_can_merge_names_githubs_reason(github, connection, work):
     _pull(github, work, 1, [('README', 'a\n', 'A')])
     _pull(github, work, 2, [('README', 'b\n', 'B')])
     connection.merge(_change(connection, 1))
+    _change(connection, 2)
     assert connection.can_merge(_change(connection, 2)) == \
         'the pull request has merge conflicts with its branch'
     _pull(github, work, 3, [('d.txt', '1\n', 'D')], draft=True)
@@ -224,11 +225,16 @@ def test_can_merge_names_githubs_reason(github, connection, work):
     assert connection.locked_branches(REPO) == ['main']
 
 
-def test_mergeable_is_asked_again_while_github_computes_it(github, connection, work):
-    _pull(github, work, 1, [('a.txt', '1\n', 'A')])
-    change = _change(connection, 1)
-    reads = [p for m, p, _ in github.requests if p == f'/repos/{REPO}/pulls/1']
-    assert change.mergeable is True and len(reads) == 2
+def test_mergeable_unknown_while_github_computes_it_is_not_a_refusal(github, connection,
+                                                                    work):
+    _pull(github, work, 1, [('README', 'a\n', 'A')])
+    _pull(github, work, 2, [('README', 'b\n', 'B')])
+    connection.merge(_change(connection, 1))
+    first = _change(connection, 2)          # GitHub starts computing
+    assert first.mergeable is None and connection.can_merge(first) is None
+    later = _change(connection, 2)          # the next event's read has it
+    assert later.mergeable is False
+    assert 'merge conflicts' in connection.can_merge(later)
 
 
 # -- rate limits, installations, workers ------------------------------------

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 
 from zuul.driver.github.client import GithubError
 from zuul.driver.github.events import timestamp
@@ -32,8 +31,6 @@ log = logging.getLogger('zuul.driver.github.source')
 
 _DEPENDS_ON = re.compile(r'^\s*Depends-On:\s*(\S+)\s*$', re.IGNORECASE | re.MULTILINE)
 _WRITE = ('write', 'maintain', 'admin')
-# GitHub computes ``mergeable`` in the background; asked again this often.
-MERGEABLE_TRIES = 4
 
 
 class PullRequestSource:
@@ -148,12 +145,10 @@ class PullRequestSource:
         return change
 
     def _read_pull(self, project: str, number: int) -> PullRequest:
+        # ``mergeable`` may be null: GitHub computes it in the background
+        # once asked, so the next event's read (an approval comes later)
+        # has it; can_merge does not refuse on null.
         pr = self.client.get(f'/repos/{project}/pulls/{number}', project=project)
-        for _ in range(MERGEABLE_TRIES - 1):
-            if pr.get('state') != 'open' or pr.get('mergeable') is not None:
-                break
-            time.sleep(0.2)
-            pr = self.client.get(f'/repos/{project}/pulls/{number}', project=project)
         return self._change_from_pr(project, pr)
 
     def _change_from_pr(self, project: str, pr: dict, details: bool = True) -> PullRequest:

@@ -27,6 +27,7 @@ import os
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 
 from benchmarks.scheduler import InstantExecutor, wait_all
@@ -72,6 +73,20 @@ def _calls(requests) -> collections.Counter:
     return kinds
 
 
+def _count_loop_requests(client) -> collections.Counter:
+    """Requests the client sends from the scheduler's loop thread, by
+    method (wraps the client's one-request function)."""
+    counts = collections.Counter()
+    send = client._once
+
+    def once(method, *args, **kwargs):
+        if threading.current_thread().name == 'scheduler':
+            counts[method] += 1
+        return send(method, *args, **kwargs)
+    client._once = once
+    return counts
+
+
 def run(n_prs: int, timeout: float, cache: bool = True) -> list[tuple[str, str]]:
     root = tempfile.mkdtemp(prefix='gb', dir='/tmp')
     zk = LocalZooKeeper(os.path.join(root, 'zk'))
@@ -96,7 +111,9 @@ def run(n_prs: int, timeout: float, cache: bool = True) -> list[tuple[str, str]]
         side.start_web(web_zk)
         executor = InstantExecutor(gear_port)
         system.start()
-        system.service.connections.get('github').change_cache = cache
+        github = system.service.connections.get('github')
+        github.change_cache = cache
+        on_loop = _count_loop_requests(github.client)
         sent, prs = {}, []
         for i in range(n_prs):
             pr = side.open_pull(f'Change {i}', {f'f{i}.txt': f'{i}\n'})
@@ -105,6 +122,7 @@ def run(n_prs: int, timeout: float, cache: bool = True) -> list[tuple[str, str]]
         wait_all(lambda pr: _status_time(side, pr, 'example/gh-check', ('success',)),
                  prs, 'checked', timeout)
         check_calls = _calls(side.fake.requests)
+        check_loop = dict(on_loop)
         approved = {}
         mark = len(side.fake.requests)
         for pr in prs:
@@ -113,6 +131,7 @@ def run(n_prs: int, timeout: float, cache: bool = True) -> list[tuple[str, str]]
         pulls = side.fake.repo(REPO)['pulls']
         wait_all(lambda pr: pulls[pr['number']]['merged'], prs, 'merged', timeout)
         gate_calls = _calls(side.fake.requests[mark:])
+        gate_loop = {k: on_loop[k] - check_loop.get(k, 0) for k in on_loop}
         rows = [('pull requests through check, then gate', str(n_prs))]
         for label, context, starts in (('check', 'example/gh-check', sent),
                                        ('gate', 'example/gh-gate', approved)):
@@ -128,7 +147,12 @@ def run(n_prs: int, timeout: float, cache: bool = True) -> list[tuple[str, str]]
             for kind in ('reads', 'writes', 'app auth', 'git (clone/fetch)'):
                 rows.append((f'{label}: {kind} per pull request',
                              f'{calls[kind] / n_prs:.1f}'))
-        client = system.service.connections.get('github').client
+        for label, loop in (('check', check_loop), ('gate', gate_loop)):
+            rows.append((f'{label}: reads on the scheduler loop per pull request',
+                         f'{loop.get("GET", 0) / n_prs:.1f}'))
+            rows.append((f'{label}: writes on the scheduler loop per pull request',
+                         f'{sum(v for k, v in loop.items() if k != "GET") / n_prs:.1f}'))
+        client = github.client
         rows.append(('scheduler: reads answered 304 (not charged) / requests sent',
                      f'{client.not_modified} / {client.calls}'))
         return rows

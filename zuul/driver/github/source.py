@@ -231,6 +231,12 @@ class PullRequestSource:
             return False
         if (change.project, change.number, change.head_sha) in self._merged_heads:
             return True
+        if self.change_cache:
+            # Kept current by events: a merge outside Zuul sends one.
+            with self._cache_lock:
+                cached = self._changes.get((change.project, change.number))
+            if cached is not None:
+                return cached.merged
         pr = self.client.get(f'/repos/{change.project}/pulls/{change.number}',
                              project=change.project)
         return bool(pr.get('merged'))

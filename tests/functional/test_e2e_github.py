@@ -193,16 +193,27 @@ def test_a_draft_and_a_pr_missing_a_required_status_are_not_gated(
 
 def test_exhausting_the_github_rate_limit_leaves_gerrit_tenants_moving(
         zuul_system, github):  # noqa: F811
+    running = github.open_pull('Reports while rate-limited', {'WAIT': '1\n'})
+    wait_for(lambda: _running(zuul_system, running, 'gh-check'), timeout=240,
+             what='its check build')
     github.fake.rate_limit = 0
     github.fake.rate_reset_after = 3600
+    # Its result is reported, and a new pull request's event read, while
+    # GitHub answers nothing but "rate limit exceeded" for an hour.
+    with open(github.marker, 'w') as f:
+        f.write('go\n')
+    wait_for(lambda: running['number'] not in _items(zuul_system, 'gh-check') or
+             _build(zuul_system, running).result is not None, timeout=240,
+             what='its build to end')
     pr = github.open_pull('Waits for the rate limit', {'r.txt': '1\n'})
     change = zuul_system.store.create_change('org/app', 'master', 'Gerrit goes on',
                                              {'g.txt': '1\n'})
     wait_for(lambda: zuul_system.verified(change) == 1, timeout=90,
              what='the Gerrit change checked while GitHub is rate-limited')
     assert github.status(pr, 'example/gh-check') is None
+    assert github.status(running, 'example/gh-check') == 'pending'
     github_conn = zuul_system.service.connections.get('github')
-    assert github_conn.workers_busy() >= 1
+    assert github_conn.workers_busy() >= 2     # the report and the event wait
 
 
 def test_the_check_runs_abort_button_dequeues(zuul_system, github):  # noqa: F811

@@ -28,10 +28,10 @@ class DependentPipelineManager(PipelineManager):
             return False
         return super()._start_jobs(item)
 
-    def _report_and_remove(self, item: m.QueueItem) -> None:
+    def _finish_report(self, item: m.QueueItem, action: str, merged: bool,
+                       was_disabled: bool) -> None:
         queue = item.queue
-        action = self._item_action(item)
-        super()._report_and_remove(item)
+        super()._finish_report(item, action, merged, was_disabled)
         if self.batching is not None and not item.quiet:
             self.batching.record(queue, action, bool(getattr(item, 'merged', False)))
 

@@ -233,11 +233,17 @@ class Scheduler:
         return self.loop.wait_idle(timeout, extra=self._work_outstanding)
 
     def _work_outstanding(self) -> bool:
+        # Connections reading events ahead or sending reports off the loop.
+        listing = getattr(self.connections, 'all', None)
+        if listing is not None and any(getattr(c, 'workers_busy', lambda: 0)()
+                                       for c in listing()):
+            return True
         for tenant in self.tenants.values():
             for manager in tenant.managers.values():
                 for item in manager.all_items():
                     bs = item.current_build_set
-                    if bs.merge_state == m.MERGE_PENDING or bs.node_requests:
+                    if bs.merge_state == m.MERGE_PENDING or bs.node_requests or \
+                            item.pending_report is not None:
                         return True
                     if any(not b.finished for b in bs.builds.values()):
                         return True
@@ -320,6 +326,8 @@ class Scheduler:
                 self._manager_of(build.build_set.item).on_build_pre_fail(build)
         elif event.kind == 'build-completed':
             self._on_build_completed(args)
+        elif event.kind == 'report-completed':
+            self._manager_of(args['item']).on_report_completed(args['item'], args['merged'])
         else:
             log.error('Unknown result event %s', event.kind)
 
@@ -549,4 +557,7 @@ class _NullManager:
         pass
 
     def on_build_pre_fail(self, *a):
+        pass
+
+    def on_report_completed(self, *a):
         pass

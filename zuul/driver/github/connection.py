@@ -94,6 +94,7 @@ class GithubConnection(PullRequestSource):
         self.queue = None
         self._thread = None
         self._workers: KeyedWorkers | None = None
+        self._report_workers: KeyedWorkers | None = None
         self._in_flight: set[str] = set()
         self._stopped = threading.Event()
         self.web_root: str | None = None   # zuul.conf [web] root, set by the scheduler
@@ -164,6 +165,10 @@ class GithubConnection(PullRequestSource):
         self._wake = threading.Event()
         self._workers = KeyedWorkers(self._hand_over, self.threads_per_installation,
                                      name=f'github-{self.name}')
+        # Reports: one worker per installation, so a change's reports go
+        # out in the order the scheduler made them.
+        self._report_workers = KeyedWorkers(self._report_done, 1,
+                                            name=f'github-{self.name}-reports')
         self.queue.client.ChildrenWatch(self.queue.root, lambda _: self._wake.set())
         self._thread = threading.Thread(target=self._consume, daemon=True,
                                         name=f'github-events-{self.name}')
@@ -179,6 +184,9 @@ class GithubConnection(PullRequestSource):
             self._thread = None
         if self._workers is not None:
             self._workers.stop()
+        if self._report_workers is not None:
+            self._report_workers.stop()
+            self._report_workers = None
 
     def _consume(self) -> None:
         while not self._stopped.is_set():
@@ -279,9 +287,25 @@ class GithubConnection(PullRequestSource):
         if self._on_event is not None:
             self._on_event(event)
 
+    def reports_off_loop(self) -> bool:
+        return self._report_workers is not None and self.change_cache
+
+    def submit_report(self, project: str, work, done=None) -> None:
+        """Run ``work()`` on the report worker of ``project``'s
+        installation; ``done(result)`` follows (result None if it failed)."""
+        app = self.client.app
+        key = app.installation_key(project) if app is not None else None
+        self._report_workers.submit(key if key is not None else 0, work, tag=done)
+
+    @staticmethod
+    def _report_done(result, done) -> None:
+        if done is not None:
+            done(result)
+
     def workers_busy(self) -> int:
-        """Events being read from GitHub, not yet handed over."""
-        return self._workers.busy() if self._workers is not None else 0
+        """Events being read from GitHub and reports being sent."""
+        return sum(w.busy() for w in (self._workers, self._report_workers)
+                   if w is not None)
 
     def git_url(self, project: str) -> str:
         return f'{self.git_base}/{project}.git'

@@ -56,6 +56,19 @@ class GithubReporter:
         return f'{root.rstrip("/")}/t/{quote(tenant, safe="")}/status/change/' \
                f'{change.number},{change.patchset}'
 
+    def can_report_off_loop(self) -> bool:
+        return self.connection.reports_off_loop()
+
+    def report_off_loop(self, item, pipeline, action: str, message: str,
+                        done=None) -> None:
+        """``report`` on the connection's report worker of the change's
+        installation (in order with the change's other reports); ``done``
+        gets whether the change merged."""
+        def work():
+            self.report(item, pipeline, action, message)
+            return self.connection.is_merged(item.change) if done is not None else None
+        self.connection.submit_report(item.change.project, work, done)
+
     def report(self, item, pipeline, action: str, message: str) -> None:
         change = item.change
         if getattr(change, 'connection', None) != self.connection.name:

@@ -321,3 +321,42 @@ def test_zuul_enqueue_takes_a_pull_request(zuul_system, github, capsys):  # noqa
         zuul_main(conf + ['enqueue', '--tenant', 'example', '--pipeline', 'gh-check',
                           '--project', REPO, '--change', '7,not-a-sha'])
     assert exit_.value.code == 2 and 'NUMBER,SHA' in capsys.readouterr().err
+
+
+def test_work_waiting_on_github_survives_a_scheduler_restart(zuul_system, github):  # noqa
+    """A delivery being read and a gate merge being sent, both held up by
+    the rate limit, when the scheduler stops: the delivery is still in
+    ZooKeeper, the gate item in the saved state; the next scheduler checks
+    the one and merges the other, once."""
+    gated = github.open_pull('Merge across a restart', {'WAIT': '1\n'})
+    wait_for(lambda: _running(zuul_system, gated, 'gh-check'), timeout=240,
+             what='its check build')
+    with open(github.marker, 'w') as f:
+        f.write('go\n')
+    wait_for(lambda: github.status(gated, 'example/gh-check') == 'success', timeout=240,
+             what='its check')
+    os.unlink(github.marker)
+    github.approve(gated)
+    wait_for(lambda: _running(zuul_system, gated, 'gh-gate'), timeout=240,
+             what='its gate build')
+    github.fake.rate_limit = 0
+    github.fake.rate_reset_after = 3600
+    with open(github.marker, 'w') as f:
+        f.write('go\n')
+    gate = zuul_system.scheduler.tenants['example'].managers['gh-gate']
+    wait_for(lambda: any(i.pending_report for i in gate.all_items()), timeout=240,
+             what='the gate merge waiting on GitHub')
+    waiting = github.open_pull('Read across a restart', {'w.txt': '1\n'})
+    connection = zuul_system.service.connections.get('github')
+    wait_for(lambda: connection.workers_busy() >= 2, timeout=30,
+             what='the delivery waiting on GitHub')
+
+    def down():
+        github.fake.rate_limit = None
+    zuul_system.restart_scheduler(down=down)
+    wait_for(lambda: github.status(waiting, 'example/gh-check') == 'success', timeout=240,
+             what='the waiting delivery checked by the next scheduler')
+    wait_for(lambda: github.pull(gated)['merged'], timeout=240,
+             what='the gate item merged by the next scheduler')
+    zuul_system.settle()
+    assert [m['number'] for m in github.fake.repo(REPO)['merges']] == [gated['number']]

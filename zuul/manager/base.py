@@ -235,6 +235,8 @@ class PipelineManager(BundleHandling):
         for item in list(self.all_items()):
             if item.queue is None or item.change.key != change.key:
                 continue
+            if item.pending_report is not None:
+                continue    # our own merge under way: its outcome decides
             if isinstance(item.change, Change) and change.is_merged and \
                     (self.dependent or not item.live):
                 # Merged outside the gate, or a dependency that merged:

@@ -422,7 +422,8 @@ class PipelineManager(BundleHandling):
                 return True, nnfi
         elif item.live and self._ready_to_report(item):
             self._report_and_remove(item)
-            return True, nnfi
+            # An item whose merge is under way stays ahead of the others.
+            return True, (item if item.pending_report is not None else nnfi)
         if not item.live and not any(i.live for i in self._items_behind_in_list(item)):
             self.remove_item(item)  # support item nobody needs anymore
             return True, nnfi

@@ -297,9 +297,10 @@ class GithubConnection(PullRequestSource):
         key = app.installation_key(project) if app is not None else None
         self._report_workers.submit(key if key is not None else 0, work, tag=done)
 
-    @staticmethod
-    def _report_done(result, done) -> None:
-        if done is not None:
+    def _report_done(self, result, done) -> None:
+        # Stopping: a report cut short says nothing about the change (the
+        # saved state keeps its item; the next scheduler reports again).
+        if done is not None and not self._stopped.is_set():
             done(result)
 
     def workers_busy(self) -> int:

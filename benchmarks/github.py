@@ -10,6 +10,10 @@ numbers are about Zuul and its use of the GitHub API, not Ansible.
 
     .venv/bin/python -m benchmarks.github [--prs N]
 
+Runs twice: without the change cache (every lookup of a pull request
+asks GitHub, on the scheduler's loop: how the driver worked before) and
+with it (each event's pull request read once, ahead, on the
+installation's worker; the scheduler's lookups answered from the cache).
 Prints a table: delivery -> pending status and delivery -> final status
 (median, p95) in check and gate, and API requests per pull request by
 kind (reads answered 304 are counted apart: GitHub does not charge them).
@@ -23,12 +27,18 @@ import os
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 
-from benchmarks.scheduler import InstantExecutor, print_measures, wait_all
+from benchmarks.scheduler import InstantExecutor, wait_all
 from nodepool.zk.localserver import LocalZooKeeper, free_port
 from tests.fakes.gerrit import GerritFixture
-from tests.functional.github_support import GITHUB_PIPELINES, REPO, GithubSide
+from tests.functional.github_support import (
+    GITHUB_PIPELINES,
+    REPO,
+    GithubSide,
+    github_config_files,
+)
 from tests.functional.system_support import BASE_PIPELINES, ZuulSystem
 from zuul.lib.gearlib import GearServer
 
@@ -63,7 +73,21 @@ def _calls(requests) -> collections.Counter:
     return kinds
 
 
-def run(n_prs: int, timeout: float) -> list[tuple[str, str]]:
+def _count_loop_requests(client) -> collections.Counter:
+    """Requests the client sends from the scheduler's loop thread, by
+    method (wraps the client's one-request function)."""
+    counts = collections.Counter()
+    send = client._once
+
+    def once(method, *args, **kwargs):
+        if threading.current_thread().name == 'scheduler':
+            counts[method] += 1
+        return send(method, *args, **kwargs)
+    client._once = once
+    return counts
+
+
+def run(n_prs: int, timeout: float, cache: bool = True) -> list[tuple[str, str]]:
     root = tempfile.mkdtemp(prefix='gb', dir='/tmp')
     zk = LocalZooKeeper(os.path.join(root, 'zk'))
     zk.start()
@@ -79,13 +103,17 @@ def run(n_prs: int, timeout: float) -> list[tuple[str, str]]:
     executor = None
     try:
         side.configure()
-        system.create_projects(pipelines=BASE_PIPELINES + GITHUB_PIPELINES)
+        system.create_projects(pipelines=BASE_PIPELINES + GITHUB_PIPELINES,
+                               config_files=github_config_files(os.path.join(root, 'go')))
         from kazoo.client import KazooClient
         web_zk = KazooClient(hosts=zk.hosts)
         web_zk.start()
         side.start_web(web_zk)
         executor = InstantExecutor(gear_port)
         system.start()
+        github = system.service.connections.get('github')
+        github.change_cache = cache
+        on_loop = _count_loop_requests(github.client)
         sent, prs = {}, []
         for i in range(n_prs):
             pr = side.open_pull(f'Change {i}', {f'f{i}.txt': f'{i}\n'})
@@ -94,6 +122,7 @@ def run(n_prs: int, timeout: float) -> list[tuple[str, str]]:
         wait_all(lambda pr: _status_time(side, pr, 'example/gh-check', ('success',)),
                  prs, 'checked', timeout)
         check_calls = _calls(side.fake.requests)
+        check_loop = dict(on_loop)
         approved = {}
         mark = len(side.fake.requests)
         for pr in prs:
@@ -102,6 +131,7 @@ def run(n_prs: int, timeout: float) -> list[tuple[str, str]]:
         pulls = side.fake.repo(REPO)['pulls']
         wait_all(lambda pr: pulls[pr['number']]['merged'], prs, 'merged', timeout)
         gate_calls = _calls(side.fake.requests[mark:])
+        gate_loop = {k: on_loop[k] - check_loop.get(k, 0) for k in on_loop}
         rows = [('pull requests through check, then gate', str(n_prs))]
         for label, context, starts in (('check', 'example/gh-check', sent),
                                        ('gate', 'example/gh-gate', approved)):
@@ -117,7 +147,12 @@ def run(n_prs: int, timeout: float) -> list[tuple[str, str]]:
             for kind in ('reads', 'writes', 'app auth', 'git (clone/fetch)'):
                 rows.append((f'{label}: {kind} per pull request',
                              f'{calls[kind] / n_prs:.1f}'))
-        client = system.service.connections.get('github').client
+        for label, loop in (('check', check_loop), ('gate', gate_loop)):
+            rows.append((f'{label}: reads on the scheduler loop per pull request',
+                         f'{loop.get("GET", 0) / n_prs:.1f}'))
+            rows.append((f'{label}: writes on the scheduler loop per pull request',
+                         f'{sum(v for k, v in loop.items() if k != "GET") / n_prs:.1f}'))
+        client = github.client
         rows.append(('scheduler: reads answered 304 (not charged) / requests sent',
                      f'{client.not_modified} / {client.calls}'))
         return rows
@@ -137,7 +172,18 @@ def main(argv=None) -> None:
     parser.add_argument('--prs', type=int, default=50)
     parser.add_argument('--timeout', type=float, default=900.0)
     args = parser.parse_args(argv)
-    print_measures(run(args.prs, args.timeout))
+    before = run(args.prs, args.timeout, cache=False)
+    after = run(args.prs, args.timeout, cache=True)
+    print_comparison(before, after)
+
+
+def print_comparison(before, after) -> None:
+    """measure | no change cache (before) | change cache (after)"""
+    width = max(len(r[0]) for r in before)
+    print(f'{"measure":<{width}}  {"no cache (before)":>18}  {"cache (after)":>14}')
+    print('-' * (width + 36))
+    for (name, old), (_, new) in zip(before, after):
+        print(f'{name:<{width}}  {old:>18}  {new:>14}')
 
 
 if __name__ == '__main__':

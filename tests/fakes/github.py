@@ -1,27 +1,44 @@
-"""A fake GitHub that speaks GitHub's REST API over real HTTP, built from
-GitHub's documented request and response formats, so the GitHub driver
-runs unmodified against it (``api_url=http://127.0.0.1:<port>``).
+"""A fake GitHub that speaks GitHub's REST API and git over real HTTP,
+built from GitHub's documented request and response formats, so the
+GitHub driver runs unmodified against it (``api_url=http://127.0.0.1:<port>``).
 
 State is plain dicts a test can arrange and inspect: ``repos[name]``
-holds ``pulls`` (number -> PR object as the API returns it), ``reviews``,
-``files``, ``statuses`` and ``check_runs`` (per sha), ``comments``,
-``permissions`` (login -> read/write/admin), ``protected`` (branch ->
-required status contexts) and ``merges`` (what was merged, how).
+holds ``pulls`` (number -> PR object as the API returns it, built from a
+real payload: tests/fakes/github_payloads.py), ``reviews``, ``files``,
+``statuses`` and ``check_runs`` (per sha), ``comments``, ``permissions``
+(login -> read/write/admin), ``protected`` (branch -> a rule: required
+status ``contexts``, approving ``reviews``, ``lock``; a bare list is the
+contexts), ``settings`` (``allow_merge_commit``/``allow_squash_merge``/
+``allow_rebase_merge``) and ``merges`` (what was merged, how).
+
+It refuses what GitHub refuses (tests/fakes/github_merge.py): drafts,
+conflicts, unmet protection rules and disallowed merge methods, with
+GitHub's status codes and messages. Merges apply the commit title and
+message sent, per method, and GitHub's webhooks follow (``hooks``:
+``pull_request`` closed, ``push``), signed as GitHub signs them.
 
 Authentication as GitHub does it: an App JWT (RS256, checked against the
 app's public key) for installation lookups and token creation, then
 ``token <installation token>`` until it expires; personal tokens listed in
-``personal_tokens``. ``rate_limit`` (requests left) makes it answer 403
-with ``X-RateLimit-Remaining: 0`` and a reset time once used up. GETs
-carry ETags and answer 304 to a matching If-None-Match.
+``personal_tokens``. Rate limits: every answer carries GitHub's
+``X-RateLimit-*`` headers; ``rate_limit`` (requests left, or
+``rate_limits[installation]``) answers 403 "API rate limit exceeded" with
+``X-RateLimit-Remaining: 0`` once used up; ``secondary_concurrency`` (most
+requests at once) answers GitHub's secondary-limit 403 with
+``Retry-After``. GETs carry ETags and answer 304 to a matching
+If-None-Match. ``mergeable`` is null on the first read after the head
+or base moves, as GitHub computes it in the background.
 """
+
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import os
+import queue
 import re
 import secrets
 import shutil
@@ -29,15 +46,20 @@ import subprocess
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+import urllib.error
+import urllib.request
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlparse
 
+from tests.fakes import github_merge as merging
+from tests.fakes import github_payloads as payloads
+from tests.fakes.github_payloads import iso
 from zuul.lib import jwt
 
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
+RATE_DOCS = 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api'
+SECONDARY_MESSAGE = ('You have exceeded a secondary rate limit. Please wait a few minutes '
+                     'before you try again.')
 
 
 class FakeGithub:
@@ -51,44 +73,104 @@ class FakeGithub:
         self.tokens: dict[str, tuple[int, float]] = {}   # token -> (installation, expiry)
         self.personal_tokens: set[str] = set()
         self.rate_limit: int | None = None
+        self.rate_limits: dict[int, int] = {}            # installation -> requests left
         self.rate_reset_after = 2.0
+        self.secondary_concurrency: int | None = None
+        self.secondary_retry_after = 1
+        self.lazy_mergeable = True
         self.requests: list[tuple[str, str, str]] = []  # (method, path, auth kind)
+        self.hooks: list[tuple[str, str]] = []           # (payload url, secret)
+        self.deliveries: list[dict] = []                 # what was sent, answers
         self.lock = threading.Lock()
+        self._active = 0
         self._server = None
         self._next_id = 1000
+        self._outbox: queue.Queue = queue.Queue()
+        self._sender = None
         self.git_root = tempfile.mkdtemp(prefix='fake-github-git-')
 
     # -- arranging ----------------------------------------------------------
     def repo(self, name: str) -> dict:
-        return self.repos.setdefault(name, {
-            'pulls': {}, 'reviews': {}, 'files': {}, 'statuses': {}, 'check_runs': {},
-            'comments': {}, 'permissions': {}, 'protected': {}, 'merges': [],
-            'labels': {}})
+        with self.lock:
+            if name not in self.repos:
+                self.repos[name] = {
+                    'pulls': {}, 'reviews': {}, 'files': {}, 'statuses': {},
+                    'check_runs': {}, 'comments': {}, 'permissions': {}, 'protected': {},
+                    'merges': [], 'labels': {}, 'fail_merges': [],
+                    'settings': {'allow_merge_commit': True, 'allow_squash_merge': True,
+                                 'allow_rebase_merge': True}}
+            return self.repos[name]
+
+    def repository(self, name: str) -> dict:
+        r = self.repo(name)
+        return payloads.repository(name, bool(r.get('private')), r['settings'])
 
     def open_pull(self, repo: str, number: int, head_sha: str, branch: str = 'main',
-                  title: str = 'A change', body: str = '', files=(), user: str = 'alice',
-                  draft: bool = False) -> dict:
+                  title: str = 'A change', body: str | None = '', files=(),
+                  user: str = 'alice', draft: bool = False) -> dict:
         r = self.repo(repo)
-        pr = {'number': number, 'state': 'open', 'merged': False, 'draft': draft,
-              'title': title, 'body': body, 'user': {'login': user},
-              'head': {'sha': head_sha, 'ref': f'feature-{number}'},
-              'base': {'ref': branch, 'repo': {'full_name': repo}},
-              'labels': [], 'mergeable': True, 'updated_at': iso(time.time()),
-              'html_url': f'https://github.com/{repo}/pull/{number}'}
+        pr = payloads.pull_request(self.repository(repo), number, head_sha, branch, title,
+                                   body, user, draft)
+        if not self.lazy_mergeable:
+            pr['mergeable'] = True
         r['pulls'][number] = pr
         r['files'][number] = list(files)
         r['reviews'].setdefault(number, [])
         return pr
 
-    def add_review(self, repo: str, number: int, login: str, state: str) -> None:
-        self.repo(repo)['reviews'][number].append(
-            {'id': self._new_id(), 'user': {'login': login}, 'state': state.upper(),
-             'submitted_at': iso(time.time())})
+    def add_review(self, repo: str, number: int, login: str, state: str) -> dict:
+        pr = self.repo(repo)['pulls'][number]
+        review = payloads.review(login, state, pr['head']['sha'], self._new_id())
+        self.repo(repo)['reviews'][number].append(review)
+        return review
+
+    def dismiss_review(self, repo: str, number: int, review: dict) -> dict:
+        review['state'] = 'DISMISSED'
+        return review
+
+    def touch(self, repo: str, number: int, **changes) -> dict:
+        """Change a pull request as GitHub would (title, body, head sha,
+        state, draft...): ``updated_at`` moves, mergeable is computed
+        again."""
+        pr = self.repo(repo)['pulls'][number]
+        if 'head_sha' in changes:
+            pr['head']['sha'] = changes.pop('head_sha')
+            pr['mergeable'] = None
+        pr.update(changes, updated_at=iso(time.time() + 1))
+        return pr
 
     def _new_id(self) -> int:
         with self.lock:
             self._next_id += 1
             return self._next_id
+
+    # -- webhooks GitHub sends ------------------------------------------------
+    def send(self, kind: str, payload: dict) -> None:
+        """Deliver ``payload`` as ``X-GitHub-Event: kind`` to every hook,
+        in order, from a background sender as GitHub does."""
+        if not self.hooks:
+            return
+        if self._sender is None:
+            self._sender = threading.Thread(target=self._send_loop, daemon=True,
+                                            name='fake-github-hooks')
+            self._sender.start()
+        self._outbox.put((kind, payload))
+
+    def wait_sent(self, timeout: float = 30) -> None:
+        deadline = time.time() + timeout
+        while self._outbox.unfinished_tasks and time.time() < deadline:
+            time.sleep(0.01)
+
+    def _send_loop(self) -> None:
+        while True:
+            kind, payload = self._outbox.get()
+            try:
+                for url, secret in list(self.hooks):
+                    status = post_delivery(url, secret, kind, payload)
+                    self.deliveries.append({'kind': kind, 'action': payload.get('action'),
+                                            'status': status})
+            finally:
+                self._outbox.task_done()
 
     # -- serving ------------------------------------------------------------
     def start(self) -> str:
@@ -120,8 +202,14 @@ class FakeGithub:
         if re.match(r'^/[^/]+/[^/]+\.git/', url.path):
             return self._git(h, url, h.rfile.read(length) if length else b'')
         body = json.loads(h.rfile.read(length)) if length else None
-        status, payload, headers = self._route(h.command, url.path, parse_qs(url.query),
-                                               h.headers, body)
+        with self.lock:
+            self._active += 1
+        try:
+            status, payload, headers = self._route(h.command, url.path,
+                                                   parse_qs(url.query), h.headers, body)
+        finally:
+            with self.lock:
+                self._active -= 1
         raw = b'' if payload is None else json.dumps(payload).encode()
         if h.command == 'GET' and status == 200:
             etag = '"' + hashlib.sha1(raw).hexdigest() + '"'
@@ -131,7 +219,7 @@ class FakeGithub:
         h.send_response(status)
         for k, v in headers.items():
             h.send_header(k, str(v))
-        h.send_header('Content-Type', 'application/json')
+        h.send_header('Content-Type', 'application/json; charset=utf-8')
         h.send_header('Content-Length', str(len(raw)))
         h.end_headers()
         h.wfile.write(raw)
@@ -183,7 +271,7 @@ class FakeGithub:
         h.end_headers()
         h.wfile.write(payload)
 
-    # -- authentication -----------------------------------------------------
+    # -- authentication and rate limits ------------------------------------
     def _auth(self, headers) -> tuple[str, object]:
         value = headers.get('Authorization') or ''
         if value.startswith('Bearer '):
@@ -202,15 +290,37 @@ class FakeGithub:
             return 'bad', None
         return 'anonymous', None
 
-    def _rate(self) -> tuple[int, dict] | None:
+    def _rate(self, kind: str, installation) -> tuple[int, dict, dict]:
+        """(status or 0, headers, body) for GitHub's primary and
+        secondary rate limits."""
         with self.lock:
-            if self.rate_limit is None:
-                return None
-            if self.rate_limit <= 0:
-                reset = int(time.time() + self.rate_reset_after)
-                return 403, {'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': str(reset)}
-            self.rate_limit -= 1
-            return None
+            reset = int(time.time() + self.rate_reset_after)
+            if self.secondary_concurrency is not None and \
+                    self._active > self.secondary_concurrency:
+                retry = {} if self.secondary_retry_after is None else \
+                    {'Retry-After': str(self.secondary_retry_after)}
+                return 403, retry, {
+                    'message': SECONDARY_MESSAGE,
+                    'documentation_url': RATE_DOCS + '#about-secondary-rate-limits'}
+            left = self.rate_limits.get(installation, self.rate_limit) \
+                if kind == 'installation' else self.rate_limit
+            headers = {'X-RateLimit-Limit': '5000', 'X-RateLimit-Reset': str(reset),
+                       'X-RateLimit-Resource': 'core'}
+            if left is None:
+                headers.update({'X-RateLimit-Remaining': '4999', 'X-RateLimit-Used': '1'})
+                return 0, headers, {}
+            if left <= 0:
+                headers.update({'X-RateLimit-Remaining': '0', 'X-RateLimit-Used': '5000'})
+                who = f'installation ID {installation}' if installation else '127.0.0.1'
+                return 403, headers, {'message': f'API rate limit exceeded for {who}.',
+                                      'documentation_url': RATE_DOCS}
+            if kind == 'installation' and installation in self.rate_limits:
+                self.rate_limits[installation] = left - 1
+            else:
+                self.rate_limit = left - 1
+            headers.update({'X-RateLimit-Remaining': str(left - 1),
+                            'X-RateLimit-Used': str(5000 - left + 1)})
+            return 0, headers, {}
 
     # -- routes -------------------------------------------------------------
     def _route(self, method, path, query, headers, body):
@@ -218,9 +328,13 @@ class FakeGithub:
         self.requests.append((method, path, kind))
         if kind == 'bad':
             return 401, {'message': 'Bad credentials'}, {}
-        limited = self._rate()
+        limited, rate_headers, rate_body = self._rate(kind, installation)
         if limited:
-            return limited[0], {'message': 'API rate limit exceeded'}, limited[1]
+            return limited, rate_body, rate_headers
+        status, answer, extra = self._dispatch(method, path, query, body, kind, installation)
+        return status, answer, {**rate_headers, **extra}
+
+    def _dispatch(self, method, path, query, body, kind, installation):
         m = re.match(r'^/app/installations/(\d+)/access_tokens$', path)
         if m and method == 'POST':
             if kind != 'app':
@@ -229,6 +343,8 @@ class FakeGithub:
             expires = time.time() + self.token_lifetime
             self.tokens[token] = (int(m.group(1)), expires)
             return 201, {'token': token, 'expires_at': iso(expires)}, {}
+        if path == '/search/issues' and method == 'GET':
+            return self.search_issues(query, kind, installation)
         m = re.match(r'^/repos/([^/]+/[^/]+)(/.*)?$', path)
         if not m or m.group(1) not in self.repos:
             return 404, {'message': 'Not Found'}, {}
@@ -243,30 +359,88 @@ class FakeGithub:
             return 404, {'message': 'Not Found'}, {}
         if method != 'GET' and kind == 'anonymous':
             return 401, {'message': 'Requires authentication'}, {}
+        if rest == '' and method == 'GET':
+            return 200, self.repository(name), {}
         return self._repo_route(method, self.repos[name], name, rest, query, body)
 
     def _repo_route(self, method, r, name, rest, query, body):
-        for pattern, handler in self._ROUTES:
+        for pattern, handler in _ROUTES:
             m = re.match(pattern, rest)
             if m and handler.__name__.split('_')[0].upper() == method:
                 return handler(self, r, name, body, query, *m.groups())
         return 404, {'message': 'Not Found'}, {}
 
+    def _visible(self, kind, installation, name) -> bool:
+        if kind == 'installation':
+            return self.installations.get(name) == installation
+        return kind == 'personal' or not self.repos[name].get('private')
+
+    def search_issues(self, query, kind, installation):
+        """``q`` terms: a quoted phrase (in:body), ``repo:``, ``is:open``,
+        ``type:pr``/``is:pr``."""
+        q = (query.get('q') or [''])[0]
+        phrases = re.findall(r'"([^"]+)"', q)
+        terms = re.sub(r'"[^"]*"', ' ', q).split()
+        items = []
+        for name, r in self.repos.items():
+            if any(t.startswith('repo:') and t[5:] != name for t in terms) or \
+                    not self._visible(kind, installation, name):
+                continue
+            for pr in r['pulls'].values():
+                if 'is:open' in terms and pr['state'] != 'open':
+                    continue
+                if all(p in (pr.get('body') or '') for p in phrases):
+                    items.append({'number': pr['number'], 'title': pr['title'],
+                                  'state': pr['state'], 'html_url': pr['html_url'],
+                                  'pull_request': {'url': pr['url'],
+                                                   'html_url': pr['html_url']},
+                                  'repository_url': f'{payloads.API}/repos/{name}'})
+        return 200, {'total_count': len(items), 'incomplete_results': False,
+                     'items': _page(items, query)}, {}
+
+    # -- pull requests --------------------------------------------------------
+    def _refresh_mergeable(self, r, name, pr) -> None:
+        """GitHub computes ``mergeable`` in the background: null on the
+        first read after the head or base moved, then true/false."""
+        if pr['state'] != 'open':
+            pr['mergeable'], pr['mergeable_state'] = None, 'unknown'
+            return
+        if pr.get('mergeable') is None and self.lazy_mergeable and \
+                not pr.pop('_computing', False):
+            pr['_computing'] = True
+            return
+        conflict = None
+        if os.path.isdir(os.path.join(self.git_root, name + '.git')):
+            conflict = merging.conflicts(self.bare_repo(name), pr['base']['ref'],
+                                         pr['head']['sha'])
+        pr['mergeable'] = not conflict
+        if pr.get('draft'):
+            pr['mergeable_state'] = 'draft'
+        elif conflict:
+            pr['mergeable_state'] = 'dirty'
+        elif merging.protection_blocker(r, pr):
+            pr['mergeable_state'] = 'blocked'
+        else:
+            pr['mergeable_state'] = 'clean'
+
     def get_pulls(self, r, name, body, query):
         state = (query.get('state') or ['open'])[0]
         base = (query.get('base') or [None])[0]
-        out = [pr for pr in r['pulls'].values()
+        out = [_public(pr) for pr in r['pulls'].values()
                if (state == 'all' or pr['state'] == state) and
                (base is None or pr['base']['ref'] == base)]
         return 200, _page(out, query), {}
 
     def get_pull(self, r, name, body, query, number):
         pr = r['pulls'].get(int(number))
-        return (200, pr, {}) if pr else (404, {'message': 'Not Found'}, {})
+        if pr is None:
+            return 404, {'message': 'Not Found'}, {}
+        self._refresh_mergeable(r, name, pr)
+        return 200, _public(pr), {}
 
     def get_files(self, r, name, body, query, number):
-        return 200, _page([{'filename': f} for f in r['files'].get(int(number), [])],
-                          query), {}
+        return 200, _page([{'filename': f, 'status': 'modified'}
+                           for f in r['files'].get(int(number), [])], query), {}
 
     def get_reviews(self, r, name, body, query, number):
         return 200, _page(r['reviews'].get(int(number), []), query), {}
@@ -274,23 +448,28 @@ class FakeGithub:
     def post_reviews(self, r, name, body, query, number):
         state = {'APPROVE': 'APPROVED', 'REQUEST_CHANGES': 'CHANGES_REQUESTED'}.get(
             body.get('event'), 'COMMENTED')
-        review = {'id': self._new_id(), 'user': {'login': 'zuul[bot]'}, 'state': state,
-                  'body': body.get('body', ''), 'submitted_at': iso(time.time())}
+        pr = r['pulls'][int(number)]
+        review = payloads.review('zuul[bot]', state, pr['head']['sha'], self._new_id(),
+                                 body.get('body', ''))
         r['reviews'].setdefault(int(number), []).append(review)
         return 200, review, {}
 
     def get_permission(self, r, name, body, query, login):
-        return 200, {'permission': r['permissions'].get(login, 'read')}, {}
+        return 200, {'permission': r['permissions'].get(login, 'read'),
+                     'user': payloads.user(login)}, {}
 
     def get_status(self, r, name, body, query, sha):
         statuses = r['statuses'].get(sha, [])
-        return 200, {'sha': sha, 'statuses': statuses, 'total_count': len(statuses)}, {}
+        return 200, {'sha': sha, 'statuses': statuses, 'total_count': len(statuses),
+                     'state': _combined(statuses)}, {}
 
     def post_status(self, r, name, body, query, sha):
+        if body.get('state') not in ('error', 'failure', 'pending', 'success'):
+            return 422, {'message': 'Validation Failed'}, {}
         now = time.time()
         status = {'state': body['state'], 'context': body.get('context', 'default'),
                   'description': body.get('description'), 'target_url':
-                  body.get('target_url'), 'creator': {'login': 'zuul[bot]'},
+                  body.get('target_url'), 'creator': payloads.user('zuul[bot]'),
                   'created_at': iso(now), 'received': now}
         r.setdefault('status_log', []).append(dict(status, sha=sha))
         # GitHub keeps the latest status per context.
@@ -306,6 +485,8 @@ class FakeGithub:
         return 200, {'total_count': len(runs), 'check_runs': runs}, {}
 
     def post_checkrun(self, r, name, body, query):
+        if len(body.get('actions') or ()) > 3:
+            return 422, {'message': 'Validation Failed: at most 3 actions'}, {}
         run = dict(body, id=self._new_id(), app={'slug': 'zuul'})
         r['check_runs'].setdefault(body['head_sha'], []).append(run)
         return 201, run, {}
@@ -319,10 +500,12 @@ class FakeGithub:
         return 404, {'message': 'Not Found'}, {}
 
     def get_commitpulls(self, r, name, body, query, sha):
-        return 200, [pr for pr in r['pulls'].values() if pr['head']['sha'] == sha], {}
+        return 200, [_public(pr) for pr in r['pulls'].values()
+                     if pr['head']['sha'] == sha], {}
 
     def post_comment(self, r, name, body, query, number):
-        comment = {'id': self._new_id(), 'body': body['body']}
+        comment = {'id': self._new_id(), 'body': body['body'],
+                   'user': payloads.user('zuul[bot]'), 'created_at': iso(time.time())}
         r['comments'].setdefault(int(number), []).append(comment)
         return 201, comment, {}
 
@@ -341,87 +524,181 @@ class FakeGithub:
         pr['labels'] = [x for x in pr['labels'] if x['name'] != label]
         return 200, pr['labels'], {}
 
+    # -- merging ----------------------------------------------------------------
     def put_merge(self, r, name, body, query, number):
         pr = r['pulls'].get(int(number))
-        if pr is None or pr['state'] != 'open':
-            return 404, {'message': 'Not Found'}, {}
-        if body.get('sha') and body['sha'] != pr['head']['sha']:
-            return 409, {'message': 'Head branch was modified. Review and try the merge '
-                                    'again.'}, {}
-        required = r['protected'].get(pr['base']['ref']) or []
-        passed = {s['context'] for s in r['statuses'].get(pr['head']['sha'], [])
-                  if s['state'] == 'success'}
-        missing = [c for c in required if c not in passed]
-        if missing:
-            return 405, {'message': f'Required status check "{missing[0]}" is expected.'}, {}
+        body = body or {}
         method = body.get('merge_method', 'merge')
-        sha = pr['head']['sha']
-        if os.path.isdir(os.path.join(self.git_root, name + '.git')):
-            sha = self._git_merge(name, pr['base']['ref'], pr['head']['sha'], method,
-                                  body.get('commit_title') or pr['title'])
-            if sha is None:
-                return 405, {'message': 'Pull Request is not mergeable'}, {}
-        pr.update(state='closed', merged=True, updated_at=iso(time.time()),
-                  merge_commit_sha=sha)
-        r['merges'].append({'number': int(number), 'method': method})
-        return 200, {'merged': True, 'sha': sha, 'message': 'Pull Request successfully '
-                                                          'merged'}, {}
-
-    def _git_merge(self, name: str, branch: str, head: str, method: str,
-                   title: str) -> str | None:
-        """Merge ``head`` into ``branch`` of the bare repository as GitHub
-        does: a merge commit (``merge``) or one new commit on the branch
-        with the merged tree (``squash``; ``rebase`` is the same here)."""
+        if pr is None:
+            return 404, {'message': 'Not Found'}, {}
+        if method not in ('merge', 'squash', 'rebase'):
+            return 422, {'message': 'Invalid request.\n\nFor \'properties/merge_method\', '
+                                    f'"{method}" is not a member of enum.'}, {}
+        if pr['state'] != 'open':
+            return merging.error(405, 'Pull Request is not mergeable')
+        if body.get('sha') and body['sha'] != pr['head']['sha']:
+            return merging.error(409, 'Head branch was modified. Review and try the merge '
+                                      'again.')
+        if pr.get('draft'):
+            return merging.error(405, 'Pull Request is still a draft')
+        if not r['settings'].get(merging.ALLOW_KEY[method], True):
+            return merging.error(405, merging.NOT_ALLOWED[method])
+        blocker = merging.protection_blocker(r, pr)
+        if blocker:
+            return merging.error(405, blocker)
+        if r['fail_merges']:
+            return merging.error(*r['fail_merges'].pop(0))
+        sha, new = pr['head']['sha'], [pr['head']['sha']]
         bare = os.path.join(self.git_root, name + '.git')
+        before = None
+        if os.path.isdir(bare):
+            before = merging.git(bare, 'rev-parse', f'refs/heads/{pr["base"]["ref"]}'
+                                 ).stdout.strip()
+            sha, new = merging.perform(bare, pr, method, body.get('commit_title'),
+                                       body.get('commit_message'))
+            if sha is None:
+                return merging.error(405, 'Pull Request is not mergeable')
+        now = iso(time.time())
+        pr.update(state='closed', merged=True, merged_at=now, closed_at=now,
+                  updated_at=now, merge_commit_sha=sha, mergeable=None,
+                  merged_by=payloads.user('zuul[bot]'))
+        r['merges'].append({'number': int(number), 'method': method})
+        self._after_merge(name, pr, before, sha, new)
+        return 200, {'merged': True, 'sha': sha,
+                     'message': 'Pull Request successfully merged'}, {}
 
-        def git(*args):
-            return subprocess.run(['git', '-C', bare, *args], capture_output=True,
-                                  text=True, env=dict(os.environ, GIT_AUTHOR_NAME='GitHub',
-                                                      GIT_AUTHOR_EMAIL='noreply@github.com',
-                                                      GIT_COMMITTER_NAME='GitHub',
-                                                      GIT_COMMITTER_EMAIL='noreply@github.com'))
-        base = git('rev-parse', f'refs/heads/{branch}').stdout.strip()
-        tree = git('merge-tree', '--write-tree', base, head)
-        if tree.returncode != 0:
-            return None   # conflicts
-        parents = ['-p', base] + (['-p', head] if method == 'merge' else [])
-        sha = git('commit-tree', tree.stdout.split()[0], *parents, '-m', title).stdout.strip()
-        git('update-ref', f'refs/heads/{branch}', sha, base)
-        return sha
+    def _after_merge(self, name, pr, before, sha, new) -> None:
+        repo = self.repository(name)
+        self.send('pull_request', payloads.pull_request_event('closed', repo, _public(pr),
+                                                              'zuul[bot]'))
+        if before is None:
+            return
+        bare = self.bare_repo(name)
+        commits = []
+        for commit in new:
+            message = merging.git(bare, 'log', '-1', '--format=%B', commit).stdout.strip()
+            commits.append({'id': commit, 'message': message,
+                            **merging.commit_files(bare, commit)})
+        self.send('push', payloads.push_event(repo, f'refs/heads/{pr["base"]["ref"]}',
+                                              before, sha, 'zuul[bot]', commits))
+
+    # -- branches ---------------------------------------------------------------
+    def _heads(self, r, name) -> list[str]:
+        bare = os.path.join(self.git_root, name + '.git')
+        if r.get('branches'):
+            return list(r['branches'])
+        if not os.path.isdir(bare):
+            return []
+        return subprocess.run(['git', '-C', bare, 'for-each-ref',
+                               '--format=%(refname:short)', 'refs/heads/'],
+                              capture_output=True, text=True).stdout.split()
+
+    def _branch(self, r, name, branch) -> dict:
+        rule = merging.protection(r, branch)
+        out = {'name': branch, 'protected': rule is not None}
+        if rule is not None:
+            out['protection'] = {'enabled': True, 'required_status_checks': {
+                'enforcement_level': 'non_admins', 'contexts': rule['contexts'],
+                'checks': [{'context': c, 'app_id': None} for c in rule['contexts']]}}
+        return out
 
     def get_branches(self, r, name, body, query):
-        bare = os.path.join(self.git_root, name + '.git')
-        heads = r.get('branches') or subprocess.run(
-            ['git', '-C', bare, 'for-each-ref', '--format=%(refname:short)', 'refs/heads/'],
-            capture_output=True, text=True).stdout.split()
         wanted = (query.get('protected') or [None])[0]
-        out = [{'name': b, 'protected': b in r['protected']} for b in heads]
+        out = [self._branch(r, name, b) for b in self._heads(r, name)]
         if wanted is not None:
             out = [b for b in out if b['protected'] == (wanted == 'true')]
         return 200, _page(out, query), {}
 
-    _ROUTES = [
-        (r'^/branches$', get_branches),
-        (r'^/pulls$', get_pulls),
-        (r'^/pulls/(\d+)$', get_pull),
-        (r'^/pulls/(\d+)/files$', get_files),
-        (r'^/pulls/(\d+)/reviews$', get_reviews),
-        (r'^/pulls/(\d+)/reviews$', post_reviews),
-        (r'^/pulls/(\d+)/merge$', put_merge),
-        (r'^/collaborators/([^/]+)/permission$', get_permission),
-        (r'^/commits/([0-9a-f]+)/status$', get_status),
-        (r'^/commits/([0-9a-f]+)/check-runs$', get_checkruns),
-        (r'^/commits/([0-9a-f]+)/pulls$', get_commitpulls),
-        (r'^/statuses/([0-9a-f]+)$', post_status),
-        (r'^/check-runs$', post_checkrun),
-        (r'^/check-runs/(\d+)$', patch_checkrun),
-        (r'^/issues/(\d+)/comments$', post_comment),
-        (r'^/issues/(\d+)/labels$', post_labels),
-        (r'^/issues/(\d+)/labels/([^/]+)$', delete_label),
-    ]
+    def get_branch(self, r, name, body, query, branch):
+        branch = unquote(branch)
+        if branch not in self._heads(r, name):
+            return 404, {'message': 'Branch not found'}, {}
+        return 200, self._branch(r, name, branch), {}
+
+    def get_protection(self, r, name, body, query, branch):
+        rule = merging.protection(r, unquote(branch))
+        if rule is None:
+            return 404, {'message': 'Branch not protected',
+                         'documentation_url': 'https://docs.github.com/rest/branches/'
+                                              'branch-protection#get-branch-protection'}, {}
+        out = {'url': f'{payloads.API}/repos/{name}/branches/{branch}/protection',
+               'required_status_checks': {'strict': False, 'contexts': rule['contexts'],
+                                          'checks': [{'context': c, 'app_id': None}
+                                                     for c in rule['contexts']]},
+               'enforce_admins': {'enabled': False},
+               'lock_branch': {'enabled': rule['lock']}}
+        if rule['reviews']:
+            out['required_pull_request_reviews'] = {
+                'dismiss_stale_reviews': False, 'require_code_owner_reviews': False,
+                'required_approving_review_count': rule['reviews']}
+        return 200, out, {}
+
+
+def _public(pr: dict) -> dict:
+    return {k: v for k, v in pr.items() if not k.startswith('_')}
+
+
+def _combined(statuses: list) -> str:
+    states = {s['state'] for s in statuses}
+    if states & {'failure', 'error'}:
+        return 'failure'
+    if not states or 'pending' in states:
+        return 'pending'
+    return 'success'
 
 
 def _page(items: list, query) -> list:
     per_page = int((query.get('per_page') or [30])[0])
     page = int((query.get('page') or [1])[0])
     return items[(page - 1) * per_page: page * per_page]
+
+
+def sign_sha1(secret: str, body: bytes) -> str:
+    return 'sha1=' + hmac.new(secret.encode('utf8'), body, hashlib.sha1).hexdigest()
+
+
+def sign_sha256(secret: str, body: bytes) -> str:
+    return 'sha256=' + hmac.new(secret.encode('utf8'), body, hashlib.sha256).hexdigest()
+
+
+def post_delivery(url: str, secret: str, kind: str, payload: dict,
+                  signatures: tuple = ('sha1', 'sha256')) -> int:
+    """POST one delivery as GitHub does (headers X-GitHub-Event,
+    X-GitHub-Delivery, X-Hub-Signature and X-Hub-Signature-256);
+    returns the HTTP status."""
+    body = json.dumps(payload).encode()
+    headers = {'X-GitHub-Event': kind, 'X-GitHub-Delivery': str(uuid.uuid4()),
+               'Content-Type': 'application/json', 'User-Agent': 'GitHub-Hookshot/fake'}
+    if 'sha1' in signatures:
+        headers['X-Hub-Signature'] = sign_sha1(secret, body)
+    if 'sha256' in signatures:
+        headers['X-Hub-Signature-256'] = sign_sha256(secret, body)
+    request = urllib.request.Request(url, data=body, method='POST', headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+_ROUTES = [
+    (r'^/branches$', FakeGithub.get_branches),
+    (r'^/branches/([^/]+)$', FakeGithub.get_branch),
+    (r'^/branches/([^/]+)/protection$', FakeGithub.get_protection),
+    (r'^/pulls$', FakeGithub.get_pulls),
+    (r'^/pulls/(\d+)$', FakeGithub.get_pull),
+    (r'^/pulls/(\d+)/files$', FakeGithub.get_files),
+    (r'^/pulls/(\d+)/reviews$', FakeGithub.get_reviews),
+    (r'^/pulls/(\d+)/reviews$', FakeGithub.post_reviews),
+    (r'^/pulls/(\d+)/merge$', FakeGithub.put_merge),
+    (r'^/collaborators/([^/]+)/permission$', FakeGithub.get_permission),
+    (r'^/commits/([0-9a-f]+)/status$', FakeGithub.get_status),
+    (r'^/commits/([0-9a-f]+)/check-runs$', FakeGithub.get_checkruns),
+    (r'^/commits/([0-9a-f]+)/pulls$', FakeGithub.get_commitpulls),
+    (r'^/statuses/([0-9a-f]+)$', FakeGithub.post_status),
+    (r'^/check-runs$', FakeGithub.post_checkrun),
+    (r'^/check-runs/(\d+)$', FakeGithub.patch_checkrun),
+    (r'^/issues/(\d+)/comments$', FakeGithub.post_comment),
+    (r'^/issues/(\d+)/labels$', FakeGithub.post_labels),
+    (r'^/issues/(\d+)/labels/([^/]+)$', FakeGithub.delete_label),
+]

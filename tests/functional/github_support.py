@@ -1,25 +1,28 @@
 """A GitHub side for whole-system tests and benchmarks: the fake GitHub
 (REST and git over HTTP, tests/fakes/github.py) with an App, a zuul-web
 taking its webhook deliveries, pipelines and a repository with a
-.zuul.yaml; pull requests opened, approved and read back from it."""
+.zuul.yaml; pull requests opened, approved, closed and read back from it.
+
+Every delivery is a real GitHub payload (tests/fakes/github_payloads.py,
+from tests/fixtures/github-webhooks/) carrying the fake's objects, signed
+as GitHub signs it; the deliveries that follow a merge (pull_request
+closed, push) are sent by the fake itself, as GitHub sends them."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import textwrap
-import urllib.error
-import urllib.request
+import time
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.fakes.github import FakeGithub
+from tests.fakes import github_payloads as payloads
+from tests.fakes.github import FakeGithub, post_delivery
 from zuul.cmd.web import WebSettings, build_web
 from zuul.configloader.zuulconf import load_zuul_conf
 from zuul.driver.github.connection import GithubConnection
-from zuul.driver.github.events import sign
 from zuul.driver.registry import default_registry
 from zuul.web.webhooks import WebhookReceiver
 
@@ -100,13 +103,36 @@ WIDGET_CONFIG = """
     gh-check:
       jobs:
         - check-marker
+        - gh-waits
     gh-checks-api:
       jobs:
         - check-marker
+        - gh-waits
     gh-gate:
       jobs:
         - check-marker
+        - gh-waits
 """
+
+
+def github_config_files(marker: str) -> dict:
+    """project-config files: ``gh-waits``, a job that runs only for pull
+    requests with a WAIT file and waits until ``marker`` exists (so a
+    test can act while it runs)."""
+    return {'zuul.d/github-jobs.yaml': """
+- job:
+    name: gh-waits
+    files: ['^WAIT$']
+    run: playbooks/gh-waits.yaml
+""", 'playbooks/gh-waits.yaml': f"""
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Run until the test says so
+      wait_for:
+        path: {marker}
+        timeout: 240
+"""}
 
 
 class GithubSide:
@@ -153,7 +179,8 @@ class GithubSide:
         self._git('push', '-q', self.fake.bare_repo(REPO), 'main')
 
     def start_web(self, zk_client) -> None:
-        """zuul-web with this connection's webhook receiver (port 0)."""
+        """zuul-web with this connection's webhook receiver (port 0); the
+        fake GitHub's App delivers its webhooks there."""
         web_side = GithubConnection('github', self.options)
         web_side.attach_zookeeper(zk_client)
         self.web, self.rpc = build_web(WebSettings(gearman_port=self.system.gear_port,
@@ -161,6 +188,7 @@ class GithubSide:
                                        WebhookReceiver({'github': web_side}))
         self.web.start()
         self.payload_url = f'http://127.0.0.1:{self.web.port}/api/connection/github/payload'
+        self.fake.hooks.append((self.payload_url, SECRET))
 
     def stop(self) -> None:
         self.web.stop()
@@ -185,7 +213,12 @@ class GithubSide:
         self._git('add', '-A')
 
     # -- pull requests -------------------------------------------------------
-    def open_pull(self, title: str, files: dict) -> dict:
+    @property
+    def repository(self) -> dict:
+        return self.fake.repository(REPO)
+
+    def open_pull(self, title: str, files: dict, body: str = '', draft: bool = False,
+                  deliver: bool = True) -> dict:
         """A branch off main with ``files``, pushed as refs/pull/N/head,
         the pull request opened, and GitHub's delivery sent."""
         self._number += 1
@@ -196,38 +229,66 @@ class GithubSide:
         self._git('commit', '-q', '-m', title)
         sha = self._git('rev-parse', 'HEAD')
         self._git('push', '-q', self.fake.bare_repo(REPO), f'HEAD:refs/pull/{number}/head')
-        pr = self.fake.open_pull(REPO, number, sha, title=title, files=list(files))
-        self.deliver('pull_request', {'action': 'opened', 'pull_request': pr})
+        pr = self.fake.open_pull(REPO, number, sha, title=title, body=body,
+                                 files=list(files), draft=draft)
+        if deliver:
+            self.deliver('pull_request', payloads.pull_request_event(
+                'opened', self.repository, pr, 'alice'))
         return pr
 
-    def approve(self, pr: dict, who: str = 'core') -> None:
-        self.fake.add_review(REPO, pr['number'], who, 'approved')
-        self.deliver('pull_request_review', {'action': 'submitted', 'pull_request': pr,
-                                             'review': {'state': 'approved',
-                                                        'user': {'login': who}},
-                                             'sender': {'login': who}})
+    def approve(self, pr: dict, who: str = 'core') -> dict:
+        review = self.fake.add_review(REPO, pr['number'], who, 'approved')
+        self.deliver('pull_request_review', payloads.review_event(
+            'submitted', self.repository, self.pull(pr), review))
+        return review
 
-    def deliver(self, kind: str, payload: dict, secret: str = SECRET) -> int:
-        payload = {'repository': {'full_name': REPO}, 'sender': {'login': 'alice'},
-                   **payload}
-        body = json.dumps(payload).encode()
-        headers = {'X-GitHub-Event': kind, 'X-GitHub-Delivery': f'{kind}-{len(body)}',
-                   'X-Hub-Signature-256': sign(secret, body)}
-        request = urllib.request.Request(self.payload_url, data=body, method='POST',
-                                         headers={**headers,
-                                                  'Content-Type': 'application/json'})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
-                return answer.status
-        except urllib.error.HTTPError as err:
-            return err.code
+    def dismiss(self, pr: dict, review: dict) -> None:
+        self.fake.dismiss_review(REPO, pr['number'], review)
+        self.deliver('pull_request_review', payloads.review_event(
+            'dismissed', self.repository, self.pull(pr), review))
+
+    def close(self, pr: dict, who: str = 'alice') -> None:
+        self.fake.touch(REPO, pr['number'], state='closed',
+                        closed_at=payloads.iso(time.time()))
+        self.deliver('pull_request', payloads.pull_request_event(
+            'closed', self.repository, self.pull(pr), who))
+
+    def pull(self, pr: dict) -> dict:
+        return self.fake.repo(REPO)['pulls'][pr['number']]
+
+    def push_to_main(self, files: dict, message: str) -> str:
+        """A direct push to main (not through a pull request) and its
+        ``push`` delivery."""
+        bare = self.fake.bare_repo(REPO)
+        self._git('fetch', '-q', bare, 'main')
+        self._git('checkout', '-q', '-B', 'direct', 'FETCH_HEAD')
+        before = self._git('rev-parse', 'HEAD')
+        self._write(files)
+        self._git('commit', '-q', '-m', message)
+        after = self._git('rev-parse', 'HEAD')
+        self._git('push', '-q', bare, 'HEAD:main')
+        self.deliver('push', payloads.push_event(
+            self.repository, 'refs/heads/main', before, after, 'alice',
+            [{'id': after, 'message': message, 'modified': sorted(files)}]))
+        return after
+
+    def deliver(self, kind: str, payload: dict, secret: str = SECRET,
+                signatures=('sha1', 'sha256')) -> int:
+        return post_delivery(self.payload_url, secret, kind, payload, signatures)
 
     def rerequest_check(self, pr: dict, name: str) -> int:
         """GitHub's delivery when someone clicks "Re-run" on a check run."""
-        return self.deliver('check_run', {'action': 'rerequested', 'check_run': {
-            'name': name, 'head_sha': pr['head']['sha'], 'conclusion': 'failure',
-            'app': {'slug': 'zuul'},
-            'pull_requests': [{'number': pr['number'], 'base': {'ref': 'main'}}]}})
+        run = {'name': name, 'head_sha': pr['head']['sha'], 'conclusion': 'failure',
+               'status': 'completed', 'app': {'slug': 'zuul'}}
+        return self.deliver('check_run', payloads.check_run_event(
+            'rerequested', self.repository, run, self.pull(pr), 'alice'))
+
+    def abort_check(self, pr: dict, name: str) -> int:
+        """GitHub's delivery when someone clicks Zuul's "Abort" button."""
+        (run,) = [r for r in self.check_runs(pr) if r['name'] == name]
+        return self.deliver('check_run', payloads.check_run_event(
+            'requested_action', self.repository, run, self.pull(pr), 'alice',
+            identifier='abort'))
 
     def check_runs(self, pr: dict) -> list[dict]:
         return self.fake.repo(REPO)['check_runs'].get(pr['head']['sha'], [])
@@ -238,7 +299,16 @@ class GithubSide:
                 return s['state']
         return None
 
+    def comments(self, pr: dict) -> list[str]:
+        return [c['body'] for c in self.fake.repo(REPO)['comments'].get(pr['number'], [])]
+
     def branch_files(self) -> list[str]:
         bare = self.fake.bare_repo(REPO)
         return subprocess.run(['git', '-C', bare, 'ls-tree', '--name-only', 'main'],
                               capture_output=True, text=True, check=True).stdout.split()
+
+    def last_commit(self) -> str:
+        """``git log -1`` of main: the commit message."""
+        return subprocess.run(['git', '-C', self.fake.bare_repo(REPO), 'log', '-1',
+                               '--format=%B', 'main'], capture_output=True, text=True,
+                              check=True).stdout.strip()

@@ -1,6 +1,7 @@
-"""exclude-unprotected-branches on a GitHub connection: only protected
-branches' configuration is loaded (branch protection read from the fake
-GitHub's REST API); without the key every branch is."""
+"""exclude-unprotected-branches and exclude-locked-branches on a GitHub
+connection: only protected (or only unlocked) branches' configuration is
+loaded (branch protection read from the fake GitHub's REST API); without
+the keys every branch is."""
 
 from __future__ import annotations
 
@@ -59,14 +60,29 @@ def github():
 
 @pytest.mark.parametrize('exclude,jobs', [
     (True, {'main-job', 'stable-job'}),
-    (False, {'main-job', 'stable-job', 'wip-job'})])
+    (False, {'main-job', 'stable-job', 'wip-job'}),
+    ('exclude-locked-branches: true', {'main-job', 'wip-job'}),
+    ('exclude-locked-branches: false', {'main-job', 'stable-job', 'wip-job'}),
+    ('the documented tenant', {'main-job'})])
 def test_only_protected_branches_are_loaded(tmp_path, github, exclude, jobs):
     connection, fake = github
+    fake.repo('acme/widget')['protected']['stable'] = {'contexts': [], 'lock': True}
     repos = {'org/config': {'master': CONFIG},
              'acme/widget': {'main': _branch_config('main-job'),
                              'stable': _branch_config('stable-job'),
                              'wip-feature': _branch_config('wip-job')}}
-    main = MAIN.format(tenant_key='exclude-unprotected-branches: true' if exclude else '')
+    if exclude == 'the documented tenant':
+        from tests.harness.docs import code_blocks
+        (main,) = [b for b in code_blocks('doc/source/reference/drivers.rst', 'yaml')
+                   if 'exclude-locked-branches' in b]
+        import yaml
+        doc = yaml.safe_load(main)
+        doc[0]['tenant']['name'] = 't1'
+        doc[0]['tenant']['source']['gerrit'] = {'config-projects': ['org/config']}
+        main = yaml.safe_dump(doc)
+    else:
+        key = 'exclude-unprotected-branches: true' if exclude is True else exclude or ''
+        main = MAIN.format(tenant_key=key)
     scheduler, _ = start_system(tmp_path, main, repos, connections=[connection])
     try:
         layout = scheduler.tenants['t1'].layout
@@ -74,7 +90,7 @@ def test_only_protected_branches_are_loaded(tmp_path, github, exclude, jobs):
     finally:
         scheduler.stop()
     asked = [path for _, path, _ in fake.requests if path.endswith('/branches')]
-    assert bool(asked) == exclude
+    assert bool(asked) == (exclude not in (False, 'exclude-locked-branches: false'))
 
 
 def test_no_warning_for_github_connections(tmp_path):

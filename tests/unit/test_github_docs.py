@@ -25,7 +25,7 @@ def test_the_documented_connection_loads(tmp_path):
 
 
 def test_the_documented_pipelines_load():
-    blocks = [b for b in code_blocks(PAGE, 'yaml') if 'github:' in b]
+    blocks = [b for b in code_blocks(PAGE, 'yaml') if 'github:' in b and '- pipeline:' in b]
     assert len(blocks) == 2
     text = '\n'.join(blocks) + '- job:\n    name: base\n    parent: null\n'
     names = [obj['pipeline']['name'] for obj in yamlutil.load(text, 'docs.yaml')

@@ -3,6 +3,8 @@ filters and requirements with released Zuul's keys."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import time
 
@@ -107,12 +109,43 @@ def test_malformed_payloads_are_refused(kind, payload):
 
 
 def test_signatures():
-    body = json.dumps({'zen': 'x'}).encode()
-    assert verify_signature('s3cret', body, sign('s3cret', body))
-    assert not verify_signature('other', body, sign('s3cret', body))
-    assert not verify_signature('s3cret', body + b' ', sign('s3cret', body))
-    assert not verify_signature('s3cret', body, None)
-    assert not verify_signature('s3cret', body, 'sha1=' + '0' * 40)
+    # GitHub's documented example ("Validating webhook deliveries"):
+    # secret "It's a Secret to Everybody", payload "Hello, World!".
+    secret, body = "It's a Secret to Everybody", b'Hello, World!'
+    documented = 'sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17'
+    assert verify_signature(secret, body, documented)
+    assert sign(secret, body) == documented
+    assert not verify_signature('other', body, documented)
+    assert not verify_signature(secret, body + b' ', documented)
+    assert not verify_signature(secret, body, documented[:-1] + '0')
+    # X-Hub-Signature: HMAC-SHA1, computed here without the module.
+    sha1 = 'sha1=' + hmac.new(secret.encode(), body, hashlib.sha1).hexdigest()
+    assert verify_signature(secret, body, sha1)
+    assert not verify_signature(secret, body, 'sha1=' + '0' * 40)
+    assert not verify_signature(secret, body, 'md5=' + hashlib.md5(body).hexdigest())
+    assert not verify_signature(secret, body, None)
+    assert not verify_signature(secret, body, 'sha256=')
+
+
+def test_closed_dismissed_and_abort_actions_trigger():
+    closed = parse_webhook('pull_request', _delivery('closed', pull_request=_pr()), 'gh')
+    assert _filter(action='closed').matches(closed)
+    assert not _filter(action='opened').matches(closed)
+    dismissed = parse_webhook('pull_request_review', _delivery(
+        'dismissed', pull_request=_pr(), review={'state': 'dismissed'}), 'gh')
+    assert _filter(event='pull_request_review', action='dismissed').matches(dismissed)
+    assert not _filter(event='pull_request_review', action='submitted').matches(dismissed)
+    abort = parse_webhook('check_run', _delivery(
+        'requested_action', check_run={'name': 't/check', 'head_sha': 'c' * 40,
+                                       'pull_requests': [{'number': 7}]},
+        requested_action={'identifier': 'abort'}), 'gh')
+    assert (abort.action, abort.comment, abort.abort) == ('requested_action', 'abort',
+                                                           't/check')
+    other = parse_webhook('check_run', _delivery(
+        'requested_action', check_run={'name': 't/check', 'head_sha': 'c' * 40},
+        requested_action={'identifier': 'lgtm'}), 'gh')
+    assert getattr(other, 'abort', None) is None
+    assert _filter(debug=True).debug and not _filter().debug
 
 
 def _filter(**conf):

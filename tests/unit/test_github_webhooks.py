@@ -17,7 +17,7 @@ SECRET = 'hooksecret'
 
 def _connection(zk_client):
     conn = GithubConnection('github', {'webhook_token': SECRET, 'api_token': 'x',
-                                       'api_url': 'http://127.0.0.1:9'})
+                                       'api_url': 'http://127.0.0.1:9', 'retries': '0'})
     conn.attach_zookeeper(zk_client)
     return conn
 

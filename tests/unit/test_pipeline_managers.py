@@ -779,3 +779,47 @@ def test_a_pre_fail_without_fail_fast_cancels_nothing():
     bs.builds['job1'].pre_fail = True
     mgr.on_build_pre_fail(bs.builds['job1'])
     assert not bs.builds['jobA'].canceled and bs.skipped == {}
+
+
+def test_a_merge_reported_off_the_loop_holds_the_gate_head_without_resetting_behind():
+    """A connection that merges on its own worker (GitHub) answers
+    REPORT_PENDING: the item stays at the head, the items behind keep
+    their builds, and the outcome arriving later completes the report."""
+    ctx, manager = _setup(_pipeline())
+    pending = []
+    plain_report = ctx.report
+
+    def report(pipeline, item, action):
+        if action == 'success':
+            ctx.reports.append((item.change.number, action))
+            pending.append(item)
+            return m.REPORT_PENDING
+        return plain_report(pipeline, item, action)
+    ctx.report = report
+    for n in (1, 2, 3):
+        manager.add_change(_change(ctx, n))
+    ctx.run()
+    assert [i.change.number for i in pending] == [1]
+    head = pending[0]
+    assert [i.change.number for i in manager.all_items()] == [1, 2, 3]
+    builds = {i.change.number: i.current_build_set for i in manager.all_items()}
+    # A closed event for the change being merged does not take it out.
+    merged = replace(ctx.changes[1], status='MERGED')
+    assert manager.recheck_change(merged) == []
+    ctx.run()
+    assert {i.change.number: i.current_build_set for i in manager.all_items()} == builds
+    manager.on_report_completed(head, True)
+    ctx.run()
+    assert [n for n, action in ctx.reports if action == 'success'] == [1, 2]
+    assert [i.change.number for i in pending] == [1, 2]
+    assert len([h for h in ctx.history if h[2][-1] == 2]) == 1    # not tested again
+    # GitHub refuses the second: it is reported so, the third is tested
+    # again without it, then merges.
+    manager.on_report_completed(pending[1], False)
+    ctx.run()
+    assert (2, 'merge-failure') in ctx.reports
+    assert pending[-1].change.number == 3
+    assert 2 not in [h for h in ctx.history if h[2][-1] == 3][-1][2]
+    manager.on_report_completed(pending[-1], True)
+    ctx.run()
+    assert not list(manager.all_items())

@@ -74,3 +74,35 @@ def test_debug_explains_which_jobs_run_in_the_report(tmp_path):
     assert gate_item.current_build_set.debug_messages is None
     assert 'Debug information' not in format_report(tenant.pipeline('gate'), gate_item,
                                                     'failure')
+
+
+def test_a_triggers_debug_asks_the_same_for_the_items_it_enqueues(tmp_path):
+    """``debug: true`` on a trigger (GitHub's, released Zuul documents it):
+    the event it matched carries it to the item's frozen jobs."""
+    from types import SimpleNamespace
+
+    from zuul.driver.github.filters import GithubEventFilter
+    from zuul.model.events import TriggerEvent
+    from zuul.scheduler.context import SchedulerContext
+    tenant = SpeculativeTenant(tmp_path, {'org/app': {'zuul.yaml': DEBUG_APP},
+                                          'org/lib': {}})
+    event = TriggerEvent(type='pull_request', connection='github', project='org/app',
+                         action='opened')
+    plain = TriggerEvent(type='pull_request', connection='github', project='org/app',
+                         action='opened')
+    filters = {True: [GithubEventFilter({'event': 'pull_request', 'debug': True})],
+               False: [GithubEventFilter({'event': 'pull_request'})]}
+    for debug, ev in ((True, event), (False, plain)):
+        layouts = SimpleNamespace(trigger_filters=lambda p, d=debug: filters[d],
+                                  requirements=lambda p: [])
+        ctx = SchedulerContext(SimpleNamespace(layouts=layouts), SimpleNamespace())
+        assert ctx.event_matches_pipeline(SimpleNamespace(name='gate'), ev, object())
+    assert event.debug is True and not getattr(plain, 'debug', False)
+    item = tenant.propose('org/app', 3)
+    item.event = event
+    tenant.freeze('gate', item)
+    assert item.current_build_set.debug_messages[0].startswith('Job app-unit runs')
+    other = tenant.propose('org/app', 4)
+    other.event = plain
+    tenant.freeze('gate', other)
+    assert other.current_build_set.debug_messages is None

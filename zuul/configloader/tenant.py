@@ -23,8 +23,8 @@ _class_list = vs.Any(str, [str])
 
 PROJECT_OPTIONS = {
     'include': _class_list, 'exclude': _class_list, 'shadow': _str_list,
-    'exclude-unprotected-branches': bool, 'include-branches': _str_list,
-    'exclude-branches': _str_list, 'extra-config-paths': _str_list,
+    'exclude-unprotected-branches': bool, 'exclude-locked-branches': bool,
+    'include-branches': _str_list, 'exclude-branches': _str_list, 'extra-config-paths': _str_list,
     'load-branch': str, 'implied-branch-matchers': bool,
     'always-dynamic-branches': _str_list, 'allow-base-jobs': bool,
     'include-provider-config': bool, 'configure-projects': _str_list,
@@ -46,8 +46,8 @@ TENANT_SCHEMA = vs.Schema({
     'source': SOURCE_SCHEMA,
     'include': _str_list,     # seed 000: files beside main.yaml
     'max-nodes-per-job': int, 'max-job-timeout': int,
-    'exclude-unprotected-branches': bool, 'default-parent': str,
-    'default-ansible-version': vs.Any(str, int, float),
+    'exclude-unprotected-branches': bool, 'exclude-locked-branches': bool,
+    'default-parent': str, 'default-ansible-version': vs.Any(str, int, float),
     'allowed-triggers': _str_list, 'allowed-reporters': _str_list,
     'allowed-labels': _str_list, 'disallowed-labels': _str_list,
     'report-build-page': bool, 'web-root': str,
@@ -110,6 +110,7 @@ def _tenant_project(connection: str, name: str, trusted: bool, options: dict) ->
         load_classes=_load_classes(options, trusted),
         shadow=tuple(_as_list(options.get('shadow'))),
         exclude_unprotected_branches=options.get('exclude-unprotected-branches'),
+        exclude_locked_branches=options.get('exclude-locked-branches'),
         include_branches=tuple(_as_list(options.get('include-branches'))),
         exclude_branches=tuple(_as_list(options.get('exclude-branches'))),
         extra_config_paths=tuple(_as_list(options.get('extra-config-paths'))),
@@ -164,6 +165,7 @@ def parse_tenant(conf: dict, connections=None) -> Tenant:
               'max-changes-per-pipeline': 'max_changes_per_pipeline',
               'max-dependencies': 'max_dependencies',
               'exclude-unprotected-branches': 'exclude_unprotected_branches',
+              'exclude-locked-branches': 'exclude_locked_branches',
               'default-parent': 'default_parent', 'report-build-page': 'report_build_page',
               'web-root': 'web_root', 'authentication-realm': 'authentication_realm',
               'use-nodepool': 'use_nodepool'}

@@ -235,6 +235,8 @@ class PipelineManager(BundleHandling):
         for item in list(self.all_items()):
             if item.queue is None or item.change.key != change.key:
                 continue
+            if item.pending_report is not None:
+                continue    # our own merge under way: its outcome decides
             if isinstance(item.change, Change) and change.is_merged and \
                     (self.dependent or not item.live):
                 # Merged outside the gate, or a dependency that merged:
@@ -420,7 +422,8 @@ class PipelineManager(BundleHandling):
                 return True, nnfi
         elif item.live and self._ready_to_report(item):
             self._report_and_remove(item)
-            return True, nnfi
+            # An item whose merge is under way stays ahead of the others.
+            return True, (item if item.pending_report is not None else nnfi)
         if not item.live and not any(i.live for i in self._items_behind_in_list(item)):
             self.remove_item(item)  # support item nobody needs anymore
             return True, nnfi
@@ -588,6 +591,8 @@ class PipelineManager(BundleHandling):
                             bs.tries[job.name])
 
     def _ready_to_report(self, item: m.QueueItem) -> bool:
+        if item.pending_report is not None:
+            return False
         bs = item.current_build_set
         if bs.merge_state != m.MERGE_COMPLETE:
             return False
@@ -613,13 +618,30 @@ class PipelineManager(BundleHandling):
         return 'failure'
 
     def _report_and_remove(self, item: m.QueueItem) -> None:
-        bs = item.current_build_set
         action = self._item_action(item)
         merged = False
         was_disabled = self.disabled
         if not item.quiet:
             item.reported = True
             merged = self._report_result(item, action)
+            if merged == m.REPORT_PENDING:
+                # A connection merges off the loop: the item waits at the
+                # head for the outcome (on_report_completed).
+                item.pending_report = (action, was_disabled)
+                return
+        self._finish_report(item, action, merged, was_disabled)
+
+    def on_report_completed(self, item: m.QueueItem, merged: bool) -> None:
+        """The outcome of a report that ran off the scheduler's loop."""
+        pending = item.pending_report
+        if pending is None or item.queue is None:
+            return      # dequeued meanwhile
+        item.pending_report = None
+        self._finish_report(item, pending[0], bool(merged), pending[1])
+
+    def _finish_report(self, item: m.QueueItem, action: str, merged: bool,
+                       was_disabled: bool) -> None:
+        bs = item.current_build_set
         if self.dependent:
             if action == 'success' and not merged:
                 bs.unable_to_merge = True
@@ -647,7 +669,8 @@ class PipelineManager(BundleHandling):
             item.result_while_disabled = action
             self.ctx.report(self.pipeline, item, 'disabled')
             return False
-        return self.ctx.report(self.pipeline, item, action) is True
+        result = self.ctx.report(self.pipeline, item, action)
+        return result if result == m.REPORT_PENDING else result is True
 
     def _count_result(self, action: str) -> None:
         """A reported failure counts towards

@@ -28,12 +28,26 @@ class DependentPipelineManager(PipelineManager):
             return False
         return super()._start_jobs(item)
 
-    def _report_and_remove(self, item: m.QueueItem) -> None:
+    def _finish_report(self, item: m.QueueItem, action: str, merged: bool,
+                       was_disabled: bool) -> None:
         queue = item.queue
-        action = self._item_action(item)
-        super()._report_and_remove(item)
+        super()._finish_report(item, action, merged, was_disabled)
         if self.batching is not None and not item.quiet:
             self.batching.record(queue, action, bool(getattr(item, 'merged', False)))
+
+    def add_change(self, change, event=None, quiet: bool = False, live: bool = True,
+                   ignore_requirements: bool = False) -> m.QueueItem | None:
+        # Released Zuul asks the code-review system whether the change
+        # can merge (draft, conflicts, branch protection) before it
+        # enters a gate, and reports why not.
+        cannot_merge = getattr(self.ctx, 'cannot_merge', None)
+        if live and cannot_merge is not None and self.find_item(change) is None:
+            reason = cannot_merge(self.pipeline, change)
+            if reason:
+                self._refuse(change, event, quiet, f'{change.describe()} can not be merged: '
+                             f'{reason}')
+                return None
+        return super().add_change(change, event, quiet, live, ignore_requirements)
 
     def get_queue(self, change, create: bool = True) -> m.ChangeQueue | None:
         name, projects = self.ctx.get_queue_config(self.pipeline, change)

@@ -18,6 +18,7 @@ import shlex
 import shutil
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 
 log = logging.getLogger('zuul.merger.repos')
@@ -54,6 +55,9 @@ class RepoRemote:
 
     url: str
     env: dict = field(default_factory=dict)
+    # How long commits missing after a fetch are fetched again (GitHub's
+    # ``repo_retry_timeout``: a ``repo_cache`` mirror lags its server).
+    retry_timeout: float = 0.0
 
 
 def _bool_option(value) -> bool | None:
@@ -130,21 +134,28 @@ def github_remote(options: dict, project: str, token: str | None) -> RepoRemote:
     """As released Zuul: HTTPS from the server (or ``git_host``, a host or
     a base URL) with the App installation token or ``api_token`` as
     ``x-access-token``; with neither, SSH as ``git@server`` with
-    ``sshkey`` when one is configured, else anonymous HTTPS."""
+    ``sshkey`` when one is configured, else anonymous HTTPS.
+
+    ``repo_cache`` (a host or base URL of a read-only mirror) is fetched
+    from instead; commits not there yet are fetched again for
+    ``repo_retry_timeout`` seconds (600 by default with a cache)."""
     server = options.get('server') or 'github.com'
+    retry = options.get('repo_retry_timeout')
+    retry_timeout = float(retry) if retry not in (None, '') else \
+        (600.0 if options.get('repo_cache') else 0.0)
     pairs = []
     if _bool_option(options.get('verify_ssl')) is False:
         pairs.append(('http.sslVerify', 'false'))
     if not token and options.get('sshkey'):
         return RepoRemote(f'ssh://git@{server}/{project}.git',
                           {'GIT_SSH_COMMAND': _ssh_command(options)})
-    host = options.get('git_host') or server
+    host = options.get('repo_cache') or options.get('git_host') or server
     base = host if '://' in host else f'https://{host}'
     if token:
         basic = base64.b64encode(f'x-access-token:{token}'.encode()).decode()
         pairs.append(('http.extraHeader', f'Authorization: Basic {basic}'))
     return RepoRemote(f'{base.rstrip("/")}/{project}.git',
-                      _config_env(pairs) if pairs else {})
+                      _config_env(pairs) if pairs else {}, retry_timeout=retry_timeout)
 
 
 def _join(base: str, project: str) -> str:
@@ -309,10 +320,21 @@ class Repo:
         missing = [s for s in shas if not self.has_commit(s)]
         if not missing:
             return
-        self.fetch()
-        missing = [s for s in missing if not self.has_commit(s)]
-        if missing:
-            self.fetch(missing, branches=False)
+        deadline = time.monotonic() + self.remote.retry_timeout
+        delay = 1.0
+        while True:
+            try:
+                self.fetch()
+                missing = [s for s in missing if not self.has_commit(s)]
+                if missing:
+                    self.fetch(missing, branches=False)
+                return
+            except GitError:
+                # A mirror (repo_cache) may not have the commits yet.
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)
 
     # -- reading ---------------------------------------------------------
     def has_commit(self, sha: str) -> bool:

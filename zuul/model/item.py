@@ -33,6 +33,10 @@ def new_uuid() -> str:
     return uuid.uuid4().hex
 
 
+# ctx.report's answer while a merging report runs off the scheduler's loop.
+REPORT_PENDING = 'report-pending'
+
+
 @dataclass(eq=False)
 class JobRef:
     """What the queue logic needs to know about a frozen job."""
@@ -196,6 +200,10 @@ class QueueItem:
     # scheduler restored from that state knows where it was).
     reporting: str | None = None
     reporting_time: float | None = None
+    # (action, pipeline disabled then) of a report whose outcome (did the
+    # change merge?) a connection's worker is still finding out; the item
+    # stays until it is known (zuul/manager/base.py on_report_completed).
+    pending_report: tuple | None = None
     dequeued_needing_change: str | None = None
     dequeued_missing_requirements: bool = False
     id: str = field(default_factory=new_uuid)

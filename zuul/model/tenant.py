@@ -23,6 +23,7 @@ class TenantProject:
     load_classes: frozenset = ALL_CLASSES
     shadow: tuple = ()
     exclude_unprotected_branches: bool | None = None
+    exclude_locked_branches: bool | None = None
     include_branches: tuple = ()
     exclude_branches: tuple = ()
     extra_config_paths: tuple = ()
@@ -49,6 +50,7 @@ class Tenant:
     infra_failure_patterns: list = field(default_factory=list)
     retry_node_failure: bool = False
     exclude_unprotected_branches: bool = False
+    exclude_locked_branches: bool = False
     default_parent: str = 'base'
     default_ansible_version: str | None = None
     allowed_triggers: list | None = None

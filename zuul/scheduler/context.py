@@ -73,8 +73,27 @@ class SchedulerContext:
     def event_matches_pipeline(self, pipeline, event, change) -> bool:
         for event_filter in self.layouts.trigger_filters(pipeline):
             if event_filter.matches(event, change):
+                if getattr(event_filter, 'debug', False):
+                    # A trigger's ``debug: true``: the item's report says
+                    # why each job ran or not.
+                    event.debug = True
                 return self.change_meets_requirements(pipeline, change)
         return False
+
+    def cannot_merge(self, pipeline, change) -> str | None:
+        """Why the code-review system would refuse to merge ``change``
+        (draft, conflict, branch protection), counting the statuses this
+        pipeline sets itself as passed; None if it would merge."""
+        connection = self.connections.get(getattr(change, 'connection', None) or '')
+        check = getattr(connection, 'can_merge', None)
+        if check is None:
+            return None
+        allow_needs = {f'{self.tenant.name}/{pipeline.name}'}
+        try:
+            return check(change, allow_needs)
+        except Exception:
+            log.exception('Unable to ask whether %s can merge', change.describe())
+            return None
 
     def change_meets_requirements(self, pipeline, change) -> bool:
         for connection, require, reject in self.layouts.requirements(pipeline):
@@ -297,14 +316,37 @@ class SchedulerContext:
         build_page = build_page_base(tenant, getattr(self.scheduler, 'web_root', None))
         message = format_report(pipeline, item, action, build_page)
         self._persist(pipeline, item, action)
+        pending = False
         for reporter in reporters:
             try:
-                reporter.report(item, pipeline, action, message)
+                pending |= self._send_report(reporter, item, pipeline, action, message)
             except Exception:
                 item_log(item).exception('Reporter %s failed for %s', reporter, action)
+        if pending:
+            return m.REPORT_PENDING
         if action == 'success':
             return self._merged(item)
         return None
+
+    def _send_report(self, reporter, item, pipeline, action, message) -> bool:
+        """Report through ``reporter``: off the loop when it can
+        (``report_off_loop``: its connection's workers call the API), else here.
+        True when the outcome (did it merge?) comes later as a
+        ``report-completed`` result event."""
+        submit = getattr(reporter, 'report_off_loop', None)
+        if submit is None or not reporter.can_report_off_loop():
+            reporter.report(item, pipeline, action, message)
+            return False
+        if action == 'success' and getattr(reporter, 'merge', False):
+            def done(merged):
+                if merged:
+                    self._emit_project_change_merged(item.change)
+                self.scheduler.add_result_event('report-completed', item=item,
+                                                merged=bool(merged))
+            submit(item, pipeline, action, message, done)
+            return True
+        submit(item, pipeline, action, message)
+        return False
 
     def _merged(self, item) -> bool:
         change = item.change

@@ -30,11 +30,15 @@ from zuul.executor import protocol as ep
 from zuul.model import item as m
 from zuul.model.errors import ConfigError, UnknownNameError
 from zuul.model.freeze import freeze_job_graph
+from zuul.scheduler.merge_modes import merge_mode_errors
 from zuul.scheduler.semaphores import GlobalSemaphoreHolders
 
 log = logging.getLogger('zuul.scheduler.layouts')
 
 READ_PATHS = ('zuul.yaml', 'zuul.d/', '.zuul.yaml', '.zuul.d/')
+# Events that say a branch moved, was created or deleted, without the
+# files a change touched: Gerrit's ref-updated, GitHub's push.
+BRANCH_UPDATE_EVENTS = frozenset({'ref-updated', 'push'})
 
 
 class ConfigFetchError(Exception):
@@ -163,18 +167,26 @@ class Layouts:
     def _protected_only(self, tp, branches: list[str]) -> list[str]:
         """With ``exclude-unprotected-branches`` (the project's, else its
         tenant's) and a connection that knows branch protection (GitHub):
-        only the protected branches."""
-        wanted = tp.exclude_unprotected_branches
-        if wanted is None:
-            tenants = self.tenant_config.tenants.values() if self.tenant_config else ()
-            wanted = any(t.exclude_unprotected_branches for t in tenants
-                         if any(p is tp for p in t.projects))
+        only the protected branches; with ``exclude-locked-branches``,
+        not the locked (read-only) ones."""
         connection = self.connections.get(tp.connection) if self.connections else None
         protected = getattr(connection, 'protected_branches', None)
-        if not wanted or protected is None:
-            return branches
-        keep = set(protected(tp.name))
-        return [b for b in branches if b in keep]
+        if protected is not None and self._tenant_option(tp, 'exclude_unprotected_branches'):
+            keep = set(protected(tp.name))
+            branches = [b for b in branches if b in keep]
+        locked = getattr(connection, 'locked_branches', None)
+        if locked is not None and self._tenant_option(tp, 'exclude_locked_branches'):
+            drop = set(locked(tp.name))
+            branches = [b for b in branches if b not in drop]
+        return branches
+
+    def _tenant_option(self, tp, attr: str) -> bool:
+        wanted = getattr(tp, attr, None)
+        if wanted is None:
+            tenants = self.tenant_config.tenants.values() if self.tenant_config else ()
+            wanted = any(getattr(t, attr, False) for t in tenants
+                         if any(p is tp for p in t.projects))
+        return bool(wanted)
 
     def _project_cache(self, tp) -> _ProjectCache:
         key = (tp.connection, tp.name)
@@ -230,6 +242,7 @@ class Layouts:
         layout = self.loader.load(tenant, files, branches, file_errors=errors)
         layout.tenant = tenant
         layout.global_semaphore_holders = self.global_semaphore_holders
+        layout.errors.extend(merge_mode_errors(layout, tenant, self.connections))
         for error in layout.errors:
             if overrides is None:
                 log.warning('Tenant %s: %s', tenant.name, error)
@@ -386,9 +399,10 @@ class Layouts:
             self._merged_revs[event.newrev] = None
             while len(self._merged_revs) > 1000:
                 self._merged_revs.pop(next(iter(self._merged_revs)))
-        if event.type == 'ref-updated' and event.newrev in self._merged_revs:
+        branch_update = event.type in BRANCH_UPDATE_EVENTS
+        if branch_update and event.newrev in self._merged_revs:
             return False
-        if event.type == 'ref-updated' and files is None:
+        if branch_update and files is None:
             if tp is None or not (event.ref or '').startswith('refs/heads/'):
                 return False
             branch = event.ref[len('refs/heads/'):]
@@ -469,7 +483,9 @@ class Layouts:
         bs.fail_fast = bool(ppc.fail_fast)
         # The project-pipeline's ``debug``: why each job runs or not, in
         # the report.
-        bs.debug_messages = [] if ppc.debug else None
+        # A trigger's ``debug`` asks the same for the items it enqueues.
+        debug = ppc.debug or getattr(getattr(item, 'event', None), 'debug', False)
+        bs.debug_messages = [] if debug else None
         graph, problems = freeze_job_graph(layout, change.project, pipeline, branch, files,
                                            layout.tenant.default_parent, ppc.job_list,
                                            debug=bs.debug_messages)

@@ -20,6 +20,8 @@ from zuul.model.errors import UnknownNameError
 from zuul.model.events import ManagementEvent, ResultEvent, TriggerEvent
 from zuul.scheduler.build_times import BuildTimes
 from zuul.scheduler.context import SchedulerContext
+from zuul.scheduler.held_changes import abort_requested, holds_change
+from zuul.scheduler.layouts import BRANCH_UPDATE_EVENTS
 from zuul.scheduler.loop import EventLoop
 from zuul.scheduler.semaphores import SemaphoreHandler
 
@@ -33,7 +35,7 @@ log = logging.getLogger('zuul.scheduler')
 MARK_INTERVAL = 2.0
 
 _CHANGE_NEEDED = frozenset({'patchset-created', 'change-abandoned', 'change-merged',
-                            'ref-updated'})
+                            *BRANCH_UPDATE_EVENTS})
 
 
 class TenantState:
@@ -231,11 +233,17 @@ class Scheduler:
         return self.loop.wait_idle(timeout, extra=self._work_outstanding)
 
     def _work_outstanding(self) -> bool:
+        # Connections reading events ahead or sending reports off the loop.
+        listing = getattr(self.connections, 'all', None)
+        if listing is not None and any(getattr(c, 'workers_busy', lambda: 0)()
+                                       for c in listing()):
+            return True
         for tenant in self.tenants.values():
             for manager in tenant.managers.values():
                 for item in manager.all_items():
                     bs = item.current_build_set
-                    if bs.merge_state == m.MERGE_PENDING or bs.node_requests:
+                    if bs.merge_state == m.MERGE_PENDING or bs.node_requests or \
+                            item.pending_report is not None:
                         return True
                     if any(not b.finished for b in bs.builds.values()):
                         return True
@@ -318,6 +326,8 @@ class Scheduler:
                 self._manager_of(build.build_set.item).on_build_pre_fail(build)
         elif event.kind == 'build-completed':
             self._on_build_completed(args)
+        elif event.kind == 'report-completed':
+            self._manager_of(args['item']).on_report_completed(args['item'], args['merged'])
         else:
             log.error('Unknown result event %s', event.kind)
 
@@ -357,14 +367,7 @@ class Scheduler:
         log.info('[e: %s] Processing trigger event %s', event.event_id, event.describe())
         for tenant in list(self.tenants.values()):
             ctx = self.ctx_by_tenant[tenant.name]
-            if not self.layouts.has_project(tenant.layout, event.connection, event.project) \
-                    and event.type not in ('timer', 'parent-change-enqueued',
-                                           'project-change-merged'):
-                continue
-            held = self._holds_change(tenant, event)
-            if event.type not in _CHANGE_NEEDED and not held and not any(
-                    ctx.event_may_match_pipeline(m.pipeline, event)
-                    for m in tenant.managers.values()):
+            if not self._tenant_may_want(tenant, ctx, event):
                 # e.g. Zuul's own review comments: no pipeline wants them,
                 # so don't ask the code-review system about their change.
                 log.debug('[e: %s] No pipeline of tenant %s takes %s', event.event_id,
@@ -377,21 +380,31 @@ class Scheduler:
             # source says now: requirements lost, abandoned, new patchset.
             for manager in tenant.managers.values():
                 manager.recheck_change(change, event)
-            if event.type in ('change-merged', 'ref-updated'):
+            abort_requested(tenant.name, tenant.managers, event, change)
+            if event.type == 'change-merged' or event.type in BRANCH_UPDATE_EVENTS:
                 self._maybe_reconfigure(tenant, event, change)
             for name, manager in tenant.managers.items():
                 if ctx.event_matches_pipeline(manager.pipeline, event, change):
                     manager.add_change(change, event)
 
-    @staticmethod
-    def _holds_change(tenant: TenantState, event) -> bool:
-        """True if an item of the event's change is in a pipeline."""
-        number = getattr(event, 'change_number', None)
-        if not number:
+    def _tenant_may_want(self, tenant: TenantState, ctx, event) -> bool:
+        if not self.layouts.has_project(tenant.layout, event.connection, event.project) \
+                and event.type not in ('timer', 'parent-change-enqueued',
+                                       'project-change-merged'):
             return False
-        key = f'{event.connection}/{number}'
-        return any(item.change.key == key for manager in tenant.managers.values()
-                   for item in manager.all_items())
+        return event.type in _CHANGE_NEEDED or holds_change(tenant.managers.values(), event) \
+            or any(ctx.event_may_match_pipeline(m.pipeline, event)
+                   for m in tenant.managers.values())
+
+    def may_want_event(self, event) -> bool:
+        """Whether some tenant may act on ``event`` (so a connection reads
+        its change ahead, off this loop). Called from connection threads:
+        it only reads, and says True when it cannot tell."""
+        try:
+            return any(self._tenant_may_want(tenant, self.ctx_by_tenant[tenant.name], event)
+                       for tenant in list(self.tenants.values()))
+        except (RuntimeError, KeyError):   # queues changed under us
+            return True
 
     def process_pipelines(self) -> bool:
         changed = False
@@ -544,4 +557,7 @@ class _NullManager:
         pass
 
     def on_build_pre_fail(self, *a):
+        pass
+
+    def on_report_completed(self, *a):
         pass

@@ -194,6 +194,9 @@ class SchedulerService:
                 connection.attach_zookeeper(self.zk.client)
                 connection.web_root = self.conf.web.root   # links of statuses, check runs
                 connection.merge_mode_for = self._merge_mode
+            if hasattr(connection, 'wants_event'):
+                # Events no tenant may act on are not read ahead.
+                connection.wants_event = self.scheduler.may_want_event
         self.connections.start(self.scheduler.add_trigger_event)
         if since is not None:
             self._catch_up(since)

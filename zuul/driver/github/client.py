@@ -39,6 +39,10 @@ log = logging.getLogger('zuul.driver.github.client')
 
 _TOKEN_MARGIN = 300        # renew installation tokens this long before they expire
 _ETAG_CACHE_SIZE = 2048
+NOT_INSTALLED_TTL = 300.0   # ask again whether the app is installed after this
+# Without Retry-After, GitHub asks to wait at least a minute after a
+# secondary rate limit.
+SECONDARY_WAIT = 60.0
 
 
 class GithubError(Exception):
@@ -46,6 +50,7 @@ class GithubError(Exception):
         super().__init__(f'GitHub {status} on {path}: {message}')
         self.status = status
         self.path = path
+        self.message = message
 
 
 @dataclass
@@ -69,7 +74,30 @@ class AppAuth:
         self._clock = clock
         self._lock = threading.Lock()
         self._tokens: dict[int, tuple[str, float]] = {}
-        self._installations: dict[str, int | None] = {}
+        # project -> (installation or None, when asked); "not installed"
+        # is asked again after NOT_INSTALLED_TTL, or at once after an
+        # ``installation`` event (``forget``).
+        self._installations: dict[str, tuple[int | None, float]] = {}
+
+    def forget(self, projects=None, installation: int | None = None) -> None:
+        """Drop cached installation answers for ``projects`` (all when
+        None) and the token of ``installation``."""
+        with self._lock:
+            if projects is None:
+                self._installations.clear()
+            for project in projects or ():
+                self._installations.pop(project, None)
+            if installation is not None:
+                self._tokens.pop(int(installation), None)
+                for project in [p for p, (i, _) in self._installations.items()
+                                if i == int(installation)]:
+                    del self._installations[project]
+
+    def installation_key(self, project: str | None):
+        """The installation of ``project`` as far as known (no call)."""
+        with self._lock:
+            known = self._installations.get(project or '')
+        return known[0] if known else None
 
     def app_jwt(self) -> str:
         now = int(self._clock())
@@ -79,8 +107,10 @@ class AppAuth:
 
     def installation_for(self, client: GithubClient, project: str) -> int | None:
         with self._lock:
-            if project in self._installations:
-                return self._installations[project]
+            known = self._installations.get(project)
+            if known is not None and (known[0] is not None or
+                                      self._clock() - known[1] < NOT_INSTALLED_TTL):
+                return known[0]
         try:
             data = client.request('GET', f'/repos/{project}/installation',
                                   auth=f'Bearer {self.app_jwt()}', cache=False).body
@@ -90,7 +120,7 @@ class AppAuth:
                 raise
             installation = None   # the app is not installed there
         with self._lock:
-            self._installations[project] = installation
+            self._installations[project] = (installation, self._clock())
         return installation
 
     def token(self, client: GithubClient, installation: int) -> str:
@@ -123,6 +153,8 @@ class GithubClient:
         self.retries = max(0, retries)
         self.max_rate_wait = max_rate_wait
         self._sleep = sleep
+        # Set by ``close``: waits (rate limits, backoff) end at once.
+        self.closed = threading.Event()
         self._ssl = None if verify_ssl else ssl._create_unverified_context()
         if client_cert:
             # ``sslkey``: a PEM file with the client certificate and key a
@@ -215,14 +247,25 @@ class GithubClient:
                     if self.rate_limit_logging:
                         log.warning('GitHub rate limit reached (%s): waiting %.0fs', path,
                                     wait)
-                    self._sleep(wait)
+                    self._wait(wait)
+                    if self.closed.is_set():
+                        raise
                     continue
                 if exc.status < 500 or attempt > self.retries:
                     raise
             except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
                 if attempt > self.retries:
                     raise GithubError(0, str(exc), path) from None
-            self._sleep(min(30.0, 0.5 * 2 ** attempt))
+            self._wait(min(30.0, 0.5 * 2 ** attempt))
+
+    def _wait(self, seconds: float) -> None:
+        if self._sleep is time.sleep:
+            self.closed.wait(seconds)
+        else:
+            self._sleep(seconds)
+
+    def close(self) -> None:
+        self.closed.set()
 
     def _once(self, method, url, data, headers, path) -> Response:
         request = urllib.request.Request(url, data=data, headers=headers, method=method)
@@ -259,6 +302,8 @@ class GithubClient:
         headers = getattr(exc, 'headers', {}) or {}
         if headers.get('retry-after', '').isdigit():
             return min(float(headers['retry-after']), self.max_rate_wait)
+        if 'secondary rate limit' in exc.message.lower():
+            return min(SECONDARY_WAIT, self.max_rate_wait)
         if headers.get('x-ratelimit-remaining') == '0' and headers.get('x-ratelimit-reset'):
             wait = float(headers['x-ratelimit-reset']) - time.time() + 1
             return min(max(wait, 1.0), self.max_rate_wait)

@@ -1,40 +1,53 @@
 """A ``[connection NAME] driver=github`` section: a source of pull requests
-and branches, the webhook receiver's checks, and the API calls reporters
-make.
+and branches (source.py), the webhook receiver's checks, and the API calls
+reporters make.
 
 Keys as released Zuul documents them: ``app_id``/``app_key`` (a GitHub
 App) and/or ``api_token``, ``webhook_token``, ``server`` (default
 github.com; another name is a GitHub Enterprise server, API at
 ``https://<server>/api/v3``), ``canonical_hostname``, ``verify_ssl``,
-``sshkey``. Added here: ``api_url`` and ``git_host`` (a host name or a
-base URL) to point at a server whose API or git is elsewhere,
-``request_timeout`` and ``retries``.
+``sshkey``, ``max_threads_per_installation`` (workers per App
+installation that read GitHub for events, default 1), ``repo_cache`` and
+``repo_retry_timeout`` (the mergers' git side: zuul/merger/repos.py).
+Added here: ``api_url`` and ``git_host`` (a host name or a base URL) to
+point at a server whose API or git is elsewhere, ``request_timeout`` and
+``retries``.
+
+Events take this path: zuul-web checks a delivery's signature and stores
+it in ZooKeeper; the leading scheduler's connection takes it, reads what
+the scheduler will ask about it from GitHub on the worker of the
+repository's installation (``prepare_event``), and only then hands the
+event to the scheduler, in delivery order per installation. A rate limit
+or a slow GitHub holds up that installation's events, never the
+scheduler's loop or another installation.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
+import time
 
+from zuul.driver.github import merges
 from zuul.driver.github.client import AppAuth, GithubClient, GithubError
 from zuul.driver.github.events import (
+    INSTALLATION_KINDS,
     MalformedEventError,
     parse_webhook,
-    timestamp,
     verify_signature,
 )
 from zuul.driver.github.model import PullRequest
-from zuul.model.change import Ref
+from zuul.driver.github.source import PullRequestSource
+from zuul.lib.keyed_workers import KeyedWorkers
 from zuul.model.events import TriggerEvent
 
 log = logging.getLogger('zuul.driver.github')
 
-_DEPENDS_ON = re.compile(r'^\s*Depends-On:\s*(\S+)\s*$', re.IGNORECASE | re.MULTILINE)
-_MERGE_METHODS = {'merge': 'merge', 'merge-resolve': 'merge', 'merge-recursive': 'merge',
-                  'merge-ort': 'merge', 'squash-merge': 'squash', 'squash': 'squash',
-                  'rebase': 'rebase', 'cherry-pick': 'rebase'}
+ALLOWED_MODES_TTL = 300.0
+# The check run's button that dequeues the item (``requested_action``).
+ABORT_ACTION = {'label': 'Abort', 'identifier': 'abort',
+                'description': 'Abort this check run'}
 
 
 class WebhookRejectedError(Exception):
@@ -48,7 +61,7 @@ def _truthy(value, default: bool = True) -> bool:
     return str(value).strip().lower() not in ('0', 'false', 'no', 'off')
 
 
-class GithubConnection:
+class GithubConnection(PullRequestSource):
     driver_name = 'github'
 
     def __init__(self, name: str, options: dict):
@@ -74,12 +87,16 @@ class GithubConnection:
                                    retries=int(options.get('retries') or 3),
                                    client_cert=options.get('sslkey'),
                                    rate_limit_logging=_truthy(options.get('rate_limit_logging')))
-        if options.get('repo_cache'):
-            log.warning('%s: repo_cache is not supported; repositories are fetched from %s',
-                        name, self.git_base)
+        self.threads_per_installation = int(options.get('max_threads_per_installation') or 1)
+        self._init_source()
+        self._allowed_modes: dict[str, tuple[set, float]] = {}
         self._on_event = None
         self.queue = None
         self._thread = None
+        self._workers: KeyedWorkers | None = None
+        self._report_workers: KeyedWorkers | None = None
+        self._in_flight: set[str] = set()
+        self._stopped = threading.Event()
         self.web_root: str | None = None   # zuul.conf [web] root, set by the scheduler
         # item -> the project's merge-mode (set by the scheduler): the
         # method the merge reporter asks GitHub for.
@@ -89,16 +106,27 @@ class GithubConnection:
         return f'<GithubConnection {self.name} {self.server}>'
 
     # -- webhooks -----------------------------------------------------------
+    def _check_signature(self, lowered: dict, body: bytes) -> None:
+        if not self.webhook_token:
+            raise WebhookRejectedError(f'connection {self.name} has no webhook_token')
+        # GitHub signs with SHA-256 (X-Hub-Signature-256) and SHA-1
+        # (X-Hub-Signature); released Zuul reads the SHA-1 one, so a
+        # delivery with only that one is taken too. When both come, both
+        # must match.
+        sha256 = lowered.get('x-hub-signature-256')
+        sha1 = lowered.get('x-hub-signature')
+        if not sha256 and not sha1:
+            raise WebhookRejectedError('no X-Hub-Signature-256 or X-Hub-Signature header')
+        for header in (sha256, sha1):
+            if header and not verify_signature(self.webhook_token, body, header):
+                raise WebhookRejectedError('signature does not match the webhook_token')
+
     def check_webhook(self, headers: dict, body: bytes) -> TriggerEvent | None:
         """The event a webhook delivery carries (None: nothing to do);
         WebhookRejectedError if it is not signed with ``webhook_token``
         or cannot be read."""
         lowered = {k.lower(): v for k, v in headers.items()}
-        if not self.webhook_token:
-            raise WebhookRejectedError(f'connection {self.name} has no webhook_token')
-        if not verify_signature(self.webhook_token, body,
-                                lowered.get('x-hub-signature-256')):
-            raise WebhookRejectedError('signature does not match the webhook_token')
+        self._check_signature(lowered, body)
         kind = lowered.get('x-github-event')
         if not kind:
             raise WebhookRejectedError('no X-GitHub-Event header')
@@ -122,19 +150,25 @@ class GithubConnection:
         """Check a delivery (WebhookRejectedError) and store it; None when
         it carries nothing to act on (a ping, an ignored action)."""
         event = self.check_webhook(headers, body)
-        if event is None:
-            return None
         lowered = {k.lower(): v for k, v in headers.items()}
-        return self.queue.put({'kind': lowered.get('x-github-event'),
-                               'delivery': lowered.get('x-github-delivery'),
+        kind = lowered.get('x-github-event')
+        if event is None and kind not in INSTALLATION_KINDS:
+            return None
+        return self.queue.put({'kind': kind, 'delivery': lowered.get('x-github-delivery'),
                                'payload': json.loads(body)})
 
     def start(self, on_event) -> None:
         self._on_event = on_event
         if getattr(self, 'queue', None) is None:
             return
-        self._stopped = threading.Event()
+        self._stopped.clear()
         self._wake = threading.Event()
+        self._workers = KeyedWorkers(self._hand_over, self.threads_per_installation,
+                                     name=f'github-{self.name}')
+        # Reports: one worker per installation, so a change's reports go
+        # out in the order the scheduler made them.
+        self._report_workers = KeyedWorkers(self._report_done, 1,
+                                            name=f'github-{self.name}-reports')
         self.queue.client.ChildrenWatch(self.queue.root, lambda _: self._wake.set())
         self._thread = threading.Thread(target=self._consume, daemon=True,
                                         name=f'github-events-{self.name}')
@@ -142,11 +176,17 @@ class GithubConnection:
 
     def stop(self) -> None:
         self._on_event = None
+        self._stopped.set()
+        self.client.close()
         if getattr(self, '_thread', None) is not None:
-            self._stopped.set()
             self._wake.set()
             self._thread.join(10)
             self._thread = None
+        if self._workers is not None:
+            self._workers.stop()
+        if self._report_workers is not None:
+            self._report_workers.stop()
+            self._report_workers = None
 
     def _consume(self) -> None:
         while not self._stopped.is_set():
@@ -161,166 +201,112 @@ class GithubConnection:
             self._wake.wait(5)
 
     def process_deliveries(self) -> int:
-        """Stored deliveries, oldest first, to the scheduler; each removed
-        once handed over (a malformed one is logged and dropped)."""
+        """Stored deliveries, oldest first, to the installation workers
+        (or straight to the scheduler without workers); each removed once
+        handed over (a malformed one is logged and dropped)."""
         count = 0
         for path, stored in self.queue.pending():
             if self._on_event is None or self._stopped.is_set():
                 break
+            if path in self._in_flight:
+                continue
+            kind = stored.get('kind') or ''
             try:
-                event = parse_webhook(stored.get('kind') or '', stored.get('payload'),
-                                      self.name, stored.get('delivery'))
+                event = parse_webhook(kind, stored.get('payload'), self.name,
+                                      stored.get('delivery'))
             except MalformedEventError as exc:
                 log.error('%s: dropping malformed %s delivery %s: %s', self.name,
-                          stored.get('kind'), stored.get('delivery'), exc)
+                          kind, stored.get('delivery'), exc)
                 event = None
-            if event is not None:
-                log.info('[e: %s] %s: %s', event.event_id, self.name, event.describe())
+            if kind in INSTALLATION_KINDS:
+                self.installation_changed(stored.get('payload') or {})
+            if event is None:
+                self.queue.ack(path)
+                continue
+            log.info('[e: %s] %s: %s', event.event_id, self.name, event.describe())
+            count += 1
+            if self._workers is None or not self.change_cache:
                 self._on_event(event)
-                count += 1
-            self.queue.ack(path)
+                self.queue.ack(path)
+                continue
+            self._in_flight.add(path)
+            self._workers.submit(self._installation_of(event.project), self._prepare,
+                                 event, tag=(path, event))
         return count
+
+    def _installation_of(self, project: str):
+        """The worker key of ``project``: its App installation (0 without
+        one, or when GitHub cannot say now)."""
+        app = self.client.app
+        if app is None:
+            return 0
+        key = app.installation_key(project)
+        if key is None:
+            try:
+                key = app.installation_for(self.client, project)
+            except GithubError as exc:
+                log.warning('%s: installation of %s unknown: %s', self.name, project, exc)
+        return key if key is not None else 0
+
+    def _prepare(self, event):
+        try:
+            return self.prepare_event(event)
+        except Exception:
+            # Handed over unprepared: the scheduler reads the change itself.
+            log.exception('[e: %s] %s: unable to read GitHub for %s', event.event_id,
+                          self.name, event.describe())
+            return event
+
+    def _hand_over(self, result, tag) -> None:
+        path, event = tag
+        try:
+            if self._on_event is not None and not self._stopped.is_set():
+                self._on_event(result or event)
+                self.queue.ack(path)
+        finally:
+            self._in_flight.discard(path)
+
+    def installation_changed(self, payload: dict) -> None:
+        """An ``installation`` or ``installation_repositories`` event: the
+        cached answers about which repositories the App is installed on
+        are asked again (an App installed after start is used at once)."""
+        app = self.client.app
+        if app is None:
+            return
+        installation = (payload.get('installation') or {}).get('id')
+        repos = [r.get('full_name') for key in ('repositories', 'repositories_added',
+                                                 'repositories_removed')
+                 for r in payload.get(key) or () if r.get('full_name')]
+        log.info('%s: installation %s %s (%s): asking again where the app is installed',
+                 self.name, installation, payload.get('action'), ', '.join(repos) or 'all')
+        app.forget(repos or None, installation if payload.get('action') in
+                   ('deleted', 'removed', 'suspend') else None)
 
     def deliver(self, event: TriggerEvent) -> None:
         """Hand an event to the scheduler directly (tests, tools)."""
         if self._on_event is not None:
             self._on_event(event)
 
-    # -- source -------------------------------------------------------------
-    def get_change_for_event(self, event: TriggerEvent):
-        if event.type == 'push':
-            return Ref(self.name, event.project, event.ref or '', event.oldrev,
-                       event.newrev, url=f'{self.web_url}/{event.project}')
-        number = event.change_number
-        if number is None and event.newrev:
-            number = self._pull_for_commit(event.project, event.newrev)
-            event.change_number = number
-        if number is None:
-            return None
-        return self.lookup_change(event.project, str(number))
+    def reports_off_loop(self) -> bool:
+        return self._report_workers is not None and self.change_cache
 
-    def _pull_for_commit(self, project: str, sha: str) -> int | None:
-        pulls = self.client.get(f'/repos/{project}/commits/{sha}/pulls', project=project)
-        for pr in pulls or ():
-            if pr.get('state') == 'open' and (pr.get('head') or {}).get('sha') == sha:
-                return int(pr['number'])
-        return None
+    def submit_report(self, project: str, work, done=None) -> None:
+        """Run ``work()`` on the report worker of ``project``'s
+        installation; ``done(result)`` follows (result None if it failed)."""
+        app = self.client.app
+        key = app.installation_key(project) if app is not None else None
+        self._report_workers.submit(key if key is not None else 0, work, tag=done)
 
-    def lookup_change(self, project: str, spec: str) -> PullRequest:
-        number, _, sha = str(spec).partition(',')
-        pr = self.client.get(f'/repos/{project}/pulls/{int(number)}', project=project)
-        change = self._change_from_pr(project, pr)
-        if sha and not change.head_sha.startswith(sha):
-            change.is_current_patchset = False
-            change.patchset = sha
-        return change
+    def _report_done(self, result, done) -> None:
+        # Stopping: a report cut short says nothing about the change (the
+        # saved state keeps its item; the next scheduler reports again).
+        if done is not None and not self._stopped.is_set():
+            done(result)
 
-    def _change_from_pr(self, project: str, pr: dict) -> PullRequest:
-        number = int(pr['number'])
-        head_sha = (pr.get('head') or {}).get('sha') or ''
-        change = PullRequest(
-            connection=self.name, project=project, ref=f'refs/pull/{number}/head',
-            newrev=head_sha, url=pr.get('html_url') or
-            f'{self.web_url}/{project}/pull/{number}',
-            number=number, patchset=head_sha, branch_name=(pr.get('base') or {}).get('ref'),
-            subject=pr.get('title') or '', message=f'{pr.get("title") or ""}\n\n'
-            f'{pr.get("body") or ""}'.strip(), owner=_user(pr.get('user')),
-            status='MERGED' if pr.get('merged') else
-            ('NEW' if pr.get('state') == 'open' else 'ABANDONED'),
-            title=pr.get('title') or '', body=pr.get('body') or '',
-            state=pr.get('state') or 'open', merged=bool(pr.get('merged')),
-            draft=bool(pr.get('draft')), mergeable=pr.get('mergeable'),
-            labels=[label.get('name') for label in pr.get('labels') or ()],
-            head_sha=head_sha, updated_at=timestamp(pr.get('updated_at')) or 0.0,
-            html_url=pr.get('html_url') or '')
-        change.files = self._files(project, number)
-        change.reviews = self._reviews(project, number)
-        change.statuses = self._statuses(project, head_sha)
-        return change
-
-    def _files(self, project: str, number: int) -> list[str]:
-        return [f['filename'] for f in self.client.get_all(
-            f'/repos/{project}/pulls/{number}/files', project=project)]
-
-    def _reviews(self, project: str, number: int) -> list[dict]:
-        """The latest review of each reviewer, with their permission."""
-        latest: dict[str, dict] = {}
-        for review in self.client.get_all(f'/repos/{project}/pulls/{number}/reviews',
-                                          project=project):
-            user = review.get('user') or {}
-            login = user.get('login') or ''
-            state = str(review.get('state') or '').lower()
-            if state in ('commented', 'pending') and login in latest:
-                continue   # a comment does not replace an approval
-            latest[login] = {'type': state, 'username': login,
-                             'email': user.get('email') or '',
-                             'submitted_at': timestamp(review.get('submitted_at'))}
-        for review in latest.values():
-            review['permission'] = self._permission(project, review['username'])
-        return list(latest.values())
-
-    def _permission(self, project: str, login: str) -> str | None:
-        try:
-            data = self.client.get(f'/repos/{project}/collaborators/{login}/permission',
-                                   project=project)
-        except GithubError as exc:
-            if exc.status in (403, 404):
-                return None
-            raise
-        return (data or {}).get('permission')
-
-    def _statuses(self, project: str, sha: str) -> list[str]:
-        if not sha:
-            return []
-        combined = self.client.get(f'/repos/{project}/commits/{sha}/status', project=project)
-        out = [f'{(s.get("creator") or {}).get("login", "")}:{s.get("context", "")}:'
-               f'{s.get("state", "")}' for s in (combined or {}).get('statuses') or ()]
-        for run in self.client.get_all(f'/repos/{project}/commits/{sha}/check-runs',
-                                       project=project):
-            app = (run.get('app') or {}).get('slug') or ''
-            out.append(f'{app}:{run.get("name", "")}:{run.get("conclusion") or ""}')
-        return out
-
-    def open_changes(self, project: str, branch: str | None = None) -> list[PullRequest]:
-        params = {'state': 'open'}
-        if branch:
-            params['base'] = branch
-        return [self._change_from_pr(project, pr) for pr in
-                self.client.get_all(f'/repos/{project}/pulls', project=project,
-                                    params=params)]
-
-    def is_merged(self, change) -> bool:
-        if not isinstance(change, PullRequest):
-            return False
-        pr = self.client.get(f'/repos/{change.project}/pulls/{change.number}',
-                             project=change.project)
-        return bool(pr.get('merged'))
-
-    def change_for_url(self, url: str) -> PullRequest | None:
-        match = re.match(rf'^{re.escape(self.web_url)}/([^/]+/[^/]+)/pull/(\d+)/?$', url)
-        if not match:
-            return None
-        return self.lookup_change(match.group(1), match.group(2))
-
-    def get_needed_changes(self, change, connections) -> list:
-        needed = []
-        for url in _depends_on(getattr(change, 'body', '') or ''):
-            for connection in connections.all():
-                resolver = getattr(connection, 'change_for_url', None)
-                found = resolver(url) if resolver else None
-                if found is not None:
-                    if not found.is_merged:
-                        needed.append(found)
-                    break
-            else:
-                log.warning('%s: Depends-On %s names no known change', change.describe(), url)
-        return needed
-
-    def protected_branches(self, project: str) -> list[str]:
-        """Names of the project's protected branches (for a tenant's
-        ``exclude-unprotected-branches``)."""
-        return [b['name'] for b in self.client.get_all(
-            f'/repos/{project}/branches', project=project, params={'protected': 'true'})]
+    def workers_busy(self) -> int:
+        """Events being read from GitHub and reports being sent."""
+        return sum(w.busy() for w in (self._workers, self._report_workers)
+                   if w is not None)
 
     def git_url(self, project: str) -> str:
         return f'{self.git_base}/{project}.git'
@@ -360,15 +346,24 @@ class GithubConnection:
                             body={'event': event, 'body': body, 'commit_id': change.head_sha})
 
     def merge(self, change: PullRequest, merge_mode: str | None = None,
-              message: str = '') -> None:
-        """Merge with the method the project's ``merge-mode`` maps to;
-        GitHub refuses (405/409) when branch protection or the head moved."""
-        method = _MERGE_METHODS.get(merge_mode or 'merge', 'merge')
-        self.client.request('PUT', f'/repos/{change.project}/pulls/{change.number}/merge',
-                            project=change.project,
-                            body={'merge_method': method, 'sha': change.head_sha,
-                                  'commit_title': change.title,
-                                  'commit_message': message or change.body})
+              message: str = '') -> str:
+        """Merge with the method the project's ``merge-mode`` maps to, the
+        pull request's title and body as the commit message (``message``,
+        the report, is not used); raises merges.MergeRefusedError with
+        GitHub's reason."""
+        sha = merges.merge(self.client, change, merge_mode)
+        self._merged_heads.add((change.project, change.number, change.head_sha))
+        return sha
+
+    def allowed_merge_modes(self, project: str) -> set[str]:
+        """What the repository's settings allow (read at most every
+        ALLOWED_MODES_TTL seconds: layouts, speculative ones included, ask)."""
+        now = time.monotonic()
+        cached = self._allowed_modes.get(project)
+        if cached is None or now - cached[1] > ALLOWED_MODES_TTL:
+            cached = (merges.allowed_modes(self.client, project), now)
+            self._allowed_modes[project] = cached
+        return cached[0]
 
     def check_run(self, change, name: str, status: str, conclusion: str | None,
                   summary: str, details_url: str | None = None,
@@ -377,7 +372,9 @@ class GithubConnection:
         if this app made one there already (one run per pipeline)."""
         body = {'name': name, 'head_sha': change.newrev, 'status': status,
                 'output': {'title': name, 'summary': summary[:65535] or name,
-                           'annotations': (annotations or [])[:50]}}
+                           'annotations': (annotations or [])[:50]},
+                # A running check offers the Abort button (dequeues the item).
+                'actions': [ABORT_ACTION] if status in ('queued', 'in_progress') else []}
         if conclusion:
             body['conclusion'] = conclusion
         if details_url:
@@ -392,12 +389,3 @@ class GithubConnection:
         return self.client.request('POST', f'/repos/{project}/check-runs', project=project,
                                    body=body).body
 
-
-def _user(user) -> dict:
-    user = user or {}
-    return {'username': user.get('login') or '', 'name': user.get('login') or '',
-            'email': user.get('email') or ''}
-
-
-def _depends_on(text: str) -> list[str]:
-    return [m.group(1) for m in _DEPENDS_ON.finditer(text or '')]

@@ -1,8 +1,9 @@
 """GitHub webhook deliveries -> TriggerEvent.
 
 A delivery is an ``X-GitHub-Event`` type, an ``X-Hub-Signature-256``
-header and a JSON body (GitHub's documented webhook payloads). Event
-types and actions are named as released Zuul's GitHub trigger names them:
+(and/or the SHA-1 ``X-Hub-Signature``) header and a JSON body (GitHub's
+documented webhook payloads). Event types and actions are named as
+released Zuul's GitHub trigger names them:
 
 ==========================  ===================  =========================
 webhook                     TriggerEvent.type    TriggerEvent.action
@@ -19,7 +20,13 @@ pull_request_review         pull_request_review  submitted / dismissed
 check_run                   check_run            rerequested, completed,
                                                  requested_action
 push                        push                 (none)
+branch_protection_rule      branch_protection_   (GitHub's action)
+                            rule
 ==========================  ===================  =========================
+
+``installation`` and ``installation_repositories`` deliveries carry no
+trigger event: the connection forgets which repositories it thought the
+App was (not) installed on (INSTALLATION_KINDS).
 
 A ``status`` or ``check_run`` delivery names a commit, not a pull request:
 ``newrev`` is that commit and the connection finds the pull requests
@@ -37,6 +44,7 @@ from datetime import datetime
 from zuul.model.events import TriggerEvent
 
 ZERO_SHA = '0' * 40
+INSTALLATION_KINDS = ('installation', 'installation_repositories')
 
 _PR_ACTIONS = {'opened': 'opened', 'synchronize': 'changed', 'closed': 'closed',
                'reopened': 'reopened', 'edited': 'edited', 'labeled': 'labeled',
@@ -48,13 +56,18 @@ class MalformedEventError(ValueError):
     pass
 
 
+_DIGESTS = {'sha256': hashlib.sha256, 'sha1': hashlib.sha1}
+
+
 def verify_signature(secret: str, body: bytes, header: str | None) -> bool:
-    """Whether ``header`` (``sha256=<hex>``, GitHub's X-Hub-Signature-256)
-    is the HMAC-SHA256 of ``body`` under the webhook secret."""
-    if not header or not header.startswith('sha256='):
+    """Whether ``header`` (``sha256=<hex>``, GitHub's X-Hub-Signature-256,
+    or ``sha1=<hex>``, its X-Hub-Signature) is the HMAC of ``body`` under
+    the webhook secret."""
+    algorithm, _, digest = (header or '').partition('=')
+    if algorithm not in _DIGESTS or not digest:
         return False
-    expected = hmac.new(secret.encode('utf8'), body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, header[len('sha256='):].strip().lower())
+    expected = hmac.new(secret.encode('utf8'), body, _DIGESTS[algorithm]).hexdigest()
+    return hmac.compare_digest(expected, digest.strip().lower())
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -135,6 +148,9 @@ def _pr_event(payload: dict, connection: str, pr: dict, action: str) -> TriggerE
                          newrev=head.get('sha'), change_url=pr.get('html_url'))
     event.ref = f'refs/pull/{event.change_number}/head'
     event.patchset = head.get('sha')   # a pull request's "patchset" is its head
+    # The pull request as the delivery shows it: the connection builds the
+    # change from it rather than asking GitHub again.
+    event.pull_request = pr
     _stamp(event, pr.get('updated_at'))
     return event
 
@@ -216,6 +232,10 @@ def _check_run(payload: dict, connection: str) -> TriggerEvent | None:
         event.ref = f'refs/pull/{event.change_number}/head'
     if action == 'requested_action':
         event.comment = (payload.get('requested_action') or {}).get('identifier')
+        if event.comment == 'abort':
+            # The Abort button of Zuul's check run: its name is
+            # <tenant>/<pipeline>, the pipeline to take the change out of.
+            event.abort = run.get('name') or ''
     return event
 
 
@@ -233,7 +253,15 @@ def _push(payload: dict, connection: str) -> TriggerEvent | None:
     return event
 
 
+def _protection_rule(payload: dict, connection: str) -> TriggerEvent | None:
+    event = TriggerEvent(type='branch_protection_rule', connection=connection,
+                         project=_project(payload), action=payload.get('action'))
+    event.branch = (payload.get('rule') or {}).get('name')
+    return event
+
+
 _HANDLERS = {
+    'branch_protection_rule': _protection_rule,
     'pull_request': _pull_request,
     'issue_comment': _issue_comment,
     'pull_request_review': _review,

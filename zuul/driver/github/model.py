@@ -12,6 +12,7 @@ released Zuul's ``status`` requirement reads them.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 from zuul.model.change import Change
@@ -52,6 +53,13 @@ class PullRequest(Change):
         """A later head of the same pull request."""
         return isinstance(other, PullRequest) and other.key == self.key and \
             other.patchset != self.patchset and self.updated_at >= other.updated_at
+
+    def copy_for_patchset(self, sha: str) -> PullRequest:
+        """This pull request as of an earlier head ``sha`` (not current)."""
+        other = copy.copy(self)
+        other.is_current_patchset = False
+        other.patchset = sha
+        return other
 
     def describe(self) -> str:
         return f'{self.number},{str(self.patchset)[:7]}'

@@ -56,6 +56,19 @@ class GithubReporter:
         return f'{root.rstrip("/")}/t/{quote(tenant, safe="")}/status/change/' \
                f'{change.number},{change.patchset}'
 
+    def can_report_off_loop(self) -> bool:
+        return self.connection.reports_off_loop()
+
+    def report_off_loop(self, item, pipeline, action: str, message: str,
+                        done=None) -> None:
+        """``report`` on the connection's report worker of the change's
+        installation (in order with the change's other reports); ``done``
+        gets whether the change merged."""
+        def work():
+            self.report(item, pipeline, action, message)
+            return self.connection.is_merged(item.change) if done is not None else None
+        self.connection.submit_report(item.change.project, work, done)
+
     def report(self, item, pipeline, action: str, message: str) -> None:
         change = item.change
         if getattr(change, 'connection', None) != self.connection.name:
@@ -88,9 +101,21 @@ class GithubReporter:
         if self.review:
             self.connection.review(change, _REVIEW_EVENTS[self.review], self.review_body)
         if self.merge:
-            mode_of = getattr(self.connection, 'merge_mode_for', None)
-            mode = getattr(item, 'merge_mode', None) or (mode_of(item) if mode_of else None)
-            self.connection.merge(change, mode, message)
+            self._merge(item, change)
+
+    def _merge(self, item, change) -> None:
+        from zuul.driver.github.merges import MergeRefusedError
+        mode_of = getattr(self.connection, 'merge_mode_for', None)
+        mode = getattr(item, 'merge_mode', None) or (mode_of(item) if mode_of else None)
+        try:
+            self.connection.merge(change, mode)
+        except MergeRefusedError as exc:
+            # The merge-failure report that follows says GitHub's reason.
+            log.info('[e: %s] GitHub refused to merge %s: %s',
+                     getattr(item, 'event_id', ''), change.describe(), exc.reason)
+            bs = getattr(item, 'current_build_set', None)
+            if bs is not None:
+                bs.merge_error = f'GitHub refused the merge: {exc.reason}'
 
 
 def _first_line(message: str) -> str:

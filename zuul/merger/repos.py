@@ -166,7 +166,8 @@ class RepoUrlResolver:
     ``<project>.git`` is used when ``<project>`` does not exist), or
     ``{'driver': ..., 'options': {zuul.conf connection keys}}``: gerrit
     (see :func:`gerrit_remote`), git and any driver with ``baseurl``
-    (``baseurl/project``), github (``https://<server>/project``).
+    (``baseurl/project``), github (``https://<server>/project``), gitlab
+    (see zuul.driver.gitlab.git).
     """
 
     def __init__(self, mapping: dict):
@@ -183,6 +184,9 @@ class RepoUrlResolver:
         options = spec.get('options') or {}
         if driver == 'gerrit':
             return gerrit_remote(options, project)
+        if driver == 'gitlab':
+            from zuul.driver.gitlab.git import gitlab_remote
+            return gitlab_remote(options, project)
         if options.get('baseurl'):
             return RepoRemote(f'{options["baseurl"].rstrip("/")}/{project}')
         if driver == 'github':

@@ -29,6 +29,7 @@ from zuul.configloader.tenant import load_tenant_config, unprotected_branch_warn
 from zuul.executor import protocol as ep
 from zuul.model import item as m
 from zuul.model.errors import ConfigError, UnknownNameError
+from zuul.model.events import REF_UPDATE_EVENTS
 from zuul.model.freeze import freeze_job_graph
 from zuul.scheduler.semaphores import GlobalSemaphoreHolders
 
@@ -386,9 +387,9 @@ class Layouts:
             self._merged_revs[event.newrev] = None
             while len(self._merged_revs) > 1000:
                 self._merged_revs.pop(next(iter(self._merged_revs)))
-        if event.type == 'ref-updated' and event.newrev in self._merged_revs:
+        if event.type in REF_UPDATE_EVENTS and event.newrev in self._merged_revs:
             return False
-        if event.type == 'ref-updated' and files is None:
+        if event.type in REF_UPDATE_EVENTS and files is None:
             if tp is None or not (event.ref or '').startswith('refs/heads/'):
                 return False
             branch = event.ref[len('refs/heads/'):]

@@ -17,7 +17,7 @@ from zuul.lib.urls import safe_link, safe_result_data
 from zuul.manager import manager_for
 from zuul.model import item as m
 from zuul.model.errors import UnknownNameError
-from zuul.model.events import ManagementEvent, ResultEvent, TriggerEvent
+from zuul.model.events import REF_UPDATE_EVENTS, ManagementEvent, ResultEvent, TriggerEvent
 from zuul.scheduler.build_times import BuildTimes
 from zuul.scheduler.context import SchedulerContext
 from zuul.scheduler.loop import EventLoop
@@ -377,7 +377,7 @@ class Scheduler:
             # source says now: requirements lost, abandoned, new patchset.
             for manager in tenant.managers.values():
                 manager.recheck_change(change, event)
-            if event.type in ('change-merged', 'ref-updated'):
+            if event.type == 'change-merged' or event.type in REF_UPDATE_EVENTS:
                 self._maybe_reconfigure(tenant, event, change)
             for name, manager in tenant.managers.items():
                 if ctx.event_matches_pipeline(manager.pipeline, event, change):
@@ -389,8 +389,10 @@ class Scheduler:
         number = getattr(event, 'change_number', None)
         if not number:
             return False
-        key = f'{event.connection}/{number}'
-        return any(item.change.key == key for manager in tenant.managers.values()
+        # "<connection>/<number>" (Gerrit) or, where numbers are per
+        # project (GitHub, GitLab), "<connection>/<project>/<number>".
+        keys = {f'{event.connection}/{number}', f'{event.connection}/{event.project}/{number}'}
+        return any(item.change.key in keys for manager in tenant.managers.values()
                    for item in manager.all_items())
 
     def process_pipelines(self) -> bool:

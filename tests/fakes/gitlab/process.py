@@ -241,8 +241,11 @@ class GitlabStandIn:
         self.git(project, 'fetch', '-q', 'origin')
         return self.git(project, 'ls-tree', '--name-only', f'origin/{branch}').stdout.split()
 
-    def branch_log(self, project: str, branch: str = 'main') -> list[str]:
-        """Subjects and parents count of ``branch``, newest first."""
+    def branch_log(self, project: str, branch: str = 'main', rev: str | None = None
+                   ) -> list[str]:
+        """``<parents>|<subject>`` of ``branch`` (its first parents), newest
+        first; ``rev`` (e.g. ``origin/main^2``) instead of the branch."""
         self.git(project, 'fetch', '-q', 'origin')
-        out = self.git(project, 'log', '--format=%p|%s', f'origin/{branch}').stdout
-        return [line for line in out.splitlines()]
+        out = self.git(project, 'log', '--first-parent', '--format=%p|%s',
+                       rev or f'origin/{branch}').stdout
+        return out.splitlines()

@@ -101,6 +101,12 @@ class CatchUp:
         self._last_save = self.clock()
 
     # -- what was handed over -----------------------------------------------------
+    def _remember_event(self, event: TriggerEvent) -> None:
+        self._remember(signature(event))
+        if event.action == 'opened':
+            # It stands for its head: a "changed" to that head is no news.
+            self._remember(signature(_as_changed(event)))
+
     def _remember(self, sig: str) -> None:
         if sig in self._seen_set:
             return
@@ -112,8 +118,12 @@ class CatchUp:
     def note(self, event: TriggerEvent) -> None:
         """An event handed to the scheduler (from a webhook)."""
         with self._lock:
-            self._remember(signature(event))
+            self._remember_event(event)
             self._seen_dirty = True
+
+    def _was_seen(self, event: TriggerEvent) -> bool:
+        with self._lock:
+            return signature(event) in self._seen_set
 
     def _save_seen(self) -> None:
         with self._lock:
@@ -146,7 +156,6 @@ class CatchUp:
     def run(self, since: float, until: float) -> int:
         """Hand over the events of ``[since, until]`` not handed over yet;
         returns how many."""
-        self.passes += 1
         events = []
         for project in sorted(self.connection.projects):
             try:
@@ -161,7 +170,7 @@ class CatchUp:
             with self._lock:
                 if sig in self._seen_set:
                     continue
-                self._remember(sig)
+                self._remember_event(event)
                 self._seen_dirty = True
             log.info('[e: %s] %s: made up %s %s from the API (missed while no webhook '
                      'could be received)', event.event_id, self.connection.name,
@@ -169,6 +178,7 @@ class CatchUp:
             self.connection.deliver(event)
             count += 1
         self.made_up += count
+        self.passes += 1
         self._save_seen()
         return count
 
@@ -203,14 +213,17 @@ class CatchUp:
 
         out = []
         created = within(mr.get('created_at'))
-        if created is not None:
-            out.append(event('opened', created))
+        opened = event('opened', created) if created is not None else None
+        if opened is not None and not self._was_seen(opened):
+            # One "opened" for its current head; no "changed" besides.
+            out.append(opened)
         else:
-            for version in self.client.get_all(path + '/versions'):
-                when = within(version.get('created_at'))
-                if when is not None and version.get('head_commit_sha') == mr.get('sha'):
-                    out.append(event('changed', when))
-                    break
+            versions = self.client.get_all(path + '/versions')
+            newest = versions[0] if versions else {}
+            when = within(newest.get('created_at'))
+            if when is not None and len(versions) > 1 and \
+                    newest.get('head_commit_sha') == mr.get('sha'):
+                out.append(event('changed', when))
         out += self._note_events(path, mr, within, event)
         out += self._label_events(path, within, event)
         for key, action in (('merged_at', 'merged'), ('closed_at', 'closed')):
@@ -282,3 +295,9 @@ class CatchUp:
                 e.branch = push['ref']
             out.append(e)
         return out
+
+
+def _as_changed(event: TriggerEvent) -> TriggerEvent:
+    return TriggerEvent(type=event.type, connection=event.connection, project=event.project,
+                        action='changed', change_number=event.change_number,
+                        newrev=event.newrev)

@@ -155,7 +155,8 @@ class Deliverer:
             headers['X-Gitlab-Token'] = hook['token']
         entry = {'hook_id': hook['id'], 'event': header, 'uuid': uid, 'time': time.time(),
                  'kind': payload.get('object_kind'),
-                 'action': (payload.get('object_attributes') or {}).get('action')}
+                 'action': (payload.get('object_attributes') or {}).get('action'),
+                 'iid': (payload.get('object_attributes') or {}).get('iid')}
         request = urllib.request.Request(hook['url'], data=body, headers=headers,
                                          method='POST')
         try:

@@ -128,8 +128,7 @@ def _handler(standin: StandIn):
 
         def do_any(self):
             url = urlsplit(self.path)
-            length = int(self.headers.get('Content-Length') or 0)
-            raw = self.rfile.read(length) if length else b''
+            raw = self._body()
             if url.path.startswith('/api/v4/'):
                 return self._api(url, raw)
             if url.path.startswith('/-/standin/'):
@@ -142,6 +141,19 @@ def _handler(standin: StandIn):
             return self._json(404, {'message': '404 Not Found'})
 
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_any  # noqa: N815
+
+        def _body(self) -> bytes:
+            if 'chunked' in (self.headers.get('Transfer-Encoding') or '').lower():
+                data = b''
+                while True:
+                    size = int(self.rfile.readline().split(b';')[0].strip() or b'0', 16)
+                    if size == 0:
+                        self.rfile.readline()
+                        return data
+                    data += self.rfile.read(size)
+                    self.rfile.readline()
+            length = int(self.headers.get('Content-Length') or 0)
+            return self.rfile.read(length) if length else b''
 
         def _json(self, status, body, headers=None):
             data = b'' if body is None else json.dumps(body).encode()
@@ -233,7 +245,9 @@ def _handler(standin: StandIn):
                        REQUEST_METHOD=self.command,
                        CONTENT_TYPE=self.headers.get('Content-Type') or '',
                        CONTENT_LENGTH=str(len(raw)), REMOTE_USER='git',
-                       REMOTE_ADDR='127.0.0.1', STANDIN_ACCESS_LEVEL=str(level))
+                       REMOTE_ADDR='127.0.0.1', STANDIN_ACCESS_LEVEL=str(level),
+                       HTTP_CONTENT_ENCODING=self.headers.get('Content-Encoding') or '',
+                       GIT_PROTOCOL=self.headers.get('Git-Protocol') or '')
             return subprocess.run(['git', 'http-backend'], input=raw, env=env,
                                   capture_output=True).stdout
 

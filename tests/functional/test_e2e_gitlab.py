@@ -157,6 +157,9 @@ def test_in_repo_config_on_a_merge_request_is_tested_speculatively(
         gl-check:
           jobs:
             - mr-only
+        gl-gate:
+          jobs:
+            - mr-only
     """
     playbook = """
     - hosts: localhost
@@ -179,6 +182,14 @@ def test_in_repo_config_on_a_merge_request_is_tested_speculatively(
     assert '.zuul.yaml' in error and 'nme' in error
     # Nothing of it reached main.
     assert 'playbooks' not in gl.branch_files(WIDGET)
+    # Gated and merged: the push to main reconfigures the tenant, and a
+    # new request runs the new job from main.
+    gl.approve(WIDGET, mr['iid'])
+    wait_for(lambda: gitlab.state(WIDGET, mr) == 'merged', timeout=240, what='merged')
+    later = gl.open_mr(WIDGET, 'After the merge', {'later.txt': '1\n'})
+    wait_for(lambda: gitlab.reported(WIDGET, later, CHECK_OK), timeout=240,
+             what='the next request checked')
+    assert 'mr-only' in gitlab.notes(WIDGET, later)[-1]
 
 
 def test_branch_and_tag_pushes_run_post_and_tag_pipelines(zuul_system, gitlab):  # noqa: F811

@@ -246,3 +246,17 @@ def test_events_while_zuul_web_was_down_are_caught_up(zuul_system, gitlab):  # n
              what='the missed request checked and the approved one merged')
     zuul_system.wait_idle()
     assert len(gitlab.notes(WIDGET, missed)) == 1
+
+
+def test_a_request_opened_while_no_scheduler_ran_is_checked(zuul_system, gitlab):  # noqa: F811
+    gl = gitlab.standin
+    opened = []
+
+    def down():
+        # zuul-web answers GitLab and keeps the delivery in ZooKeeper.
+        opened.append(gl.open_mr(WIDGET, 'While down', {'down.txt': '1\n'}))
+        gl.wait_deliveries()
+        assert {d['status'] for d in gl.deliveries()} == {200}
+    zuul_system.restart_scheduler(down=down)
+    wait_for(lambda: gitlab.reported(WIDGET, opened[0], CHECK_OK), timeout=240,
+             what='the request checked by the new scheduler')

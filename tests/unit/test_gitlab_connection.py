@@ -15,10 +15,9 @@ import pytest
 from tests.fakes.gitlab.process import DEVELOPER, MAINTAINER, GitlabStandIn
 from zuul.driver.gitlab.client import GitlabClient, GitlabError
 from zuul.driver.gitlab.connection import GitlabConnection
-from zuul.driver.gitlab.git import gitlab_remote
 from zuul.driver.gitlab.model import MergeRequest
 from zuul.driver.gitlab.reporter import GitlabReporter
-from zuul.merger.repos import RepoUrlResolver
+from zuul.merger.repos import RepoUrlResolver, gitlab_remote
 from zuul.scheduler.connections import ConnectionRegistry
 
 WIDGET = 'acme/widget'

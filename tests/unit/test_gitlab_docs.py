@@ -11,8 +11,8 @@ from tests.harness.docs import TOP, code_blocks
 from zuul.configloader.layout import ConfigFile, LayoutLoader
 from zuul.configloader.tenant import load_tenant_config
 from zuul.configloader.zuulconf import load_zuul_conf
-from zuul.driver.gitlab.git import gitlab_remote
 from zuul.driver.registry import default_registry
+from zuul.merger.repos import gitlab_remote
 from zuul.model.tenant import Tenant, TenantProject
 
 PAGE = 'doc/source/reference/gitlab.rst'

@@ -1,8 +1,9 @@
 """The GitLab driver: schemas for connections, triggers, reporters and
 requirements with released Zuul's keys; webhook events (events.py),
 trigger filters and requirements (filters.py), merge requests
-(model.py), the connection (connection.py), its API client (client.py),
-catching up missed events (catchup.py) and git remotes (git.py).
+(model.py), the connection (connection.py), its API client (client.py)
+and catching up missed events (catchup.py). Where git clones from is
+zuul.merger.repos.gitlab_remote.
 """
 
 from __future__ import annotations

@@ -309,10 +309,6 @@ class GitlabConnection:
         self._project_info[project] = (now, data)
         return data
 
-    def git_url(self, project: str) -> str:
-        from zuul.driver.gitlab.git import gitlab_remote
-        return gitlab_remote(self.options, project).url
-
     # -- reporting ----------------------------------------------------------------
     def comment(self, change: MergeRequest, text: str) -> None:
         self.client.request('POST', api_path('/projects/{}/merge_requests/{}/notes',

@@ -21,6 +21,7 @@ import threading
 import time
 from collections import OrderedDict
 
+from zuul.driver.depends_on import needed_by_url
 from zuul.driver.gitlab.client import GitlabClient, GitlabError, api_path
 from zuul.driver.gitlab.events import (
     MalformedEventError,
@@ -40,7 +41,6 @@ from zuul.model.events import TriggerEvent
 
 log = logging.getLogger('zuul.driver.gitlab')
 
-_DEPENDS_ON = re.compile(r'^\s*Depends-On:\s*(\S+)\s*$', re.IGNORECASE | re.MULTILINE)
 _FILES_CACHE = 1024
 _PROJECT_TTL = 60.0
 _REBASE_WAIT = 120.0
@@ -279,18 +279,7 @@ class GitlabConnection:
             return None
 
     def get_needed_changes(self, change, connections) -> list:
-        needed = []
-        for url in _DEPENDS_ON.findall(getattr(change, 'description', '') or ''):
-            for connection in connections.all():
-                resolver = getattr(connection, 'change_for_url', None)
-                found = resolver(url) if resolver else None
-                if found is not None:
-                    if not found.is_merged:
-                        needed.append(found)
-                    break
-            else:
-                log.warning('%s: Depends-On %s names no known change', change.describe(), url)
-        return needed
+        return needed_by_url(change, getattr(change, 'description', ''), connections)
 
     def protected_branches(self, project: str) -> list[str]:
         """Names of the project's protected branches (for a tenant's

@@ -7,6 +7,7 @@ pooling, clones with the documented ``cloneurl`` forms."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from types import SimpleNamespace
 
@@ -201,7 +202,7 @@ def test_api_errors_and_rate_limits_are_retried_with_back_off(gitlab):
     assert down.value.status == 0 and sleeps == [0.5, 1.0]
 
 
-def test_connections_are_kept_alive_unless_pooling_is_disabled(gitlab):
+def test_connections_are_pooled_and_kept_alive_as_configured(gitlab):
     for options, expected in (({}, 1), ({'disable_connection_pool': 'true'}, 5)):
         conn = connect(gitlab, **options)
         made = []
@@ -212,6 +213,13 @@ def test_connections_are_kept_alive_unless_pooling_is_disabled(gitlab):
             conn.project_info(WIDGET)
         assert len(made) == expected, options
         conn.stop()
+    for keepalive, probing in (('60', 1), ('0', 0)):
+        conn = connect(gitlab, keepalive=keepalive)
+        sock = conn.client._connect().sock
+        assert bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)) == bool(probing)
+        if probing:
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 60
+        sock.close()
 
 
 def test_clones_with_the_token_and_the_merge_request_ref(gitlab, tmp_path):

@@ -64,12 +64,10 @@ class GitlabConnection:
         self.webhook_token = options.get('webhook_token')
         self.client = GitlabClient(
             self.baseurl, api_token=options.get('api_token'),
-            keepalive=int(options.get('keepalive') or 60) if
-            options.get('keepalive') not in ('0', 0) else 0,
+            keepalive=_number(options.get('keepalive'), 60),
             pool=not truthy(options.get('disable_connection_pool')),
             timeout=float(options.get('request_timeout') or 30),
-            retries=int(options.get('retries') if options.get('retries') not in (None, '')
-                        else 5), sleep=sleep)
+            retries=_number(options.get('retries'), 5), sleep=sleep)
         self.deliveries = DeliveryQueue(name, self._events_of, after_each=self._periodic)
         self.catchup = None
         self.projects: set[str] = set()
@@ -367,6 +365,10 @@ class GitlabConnection:
         if mr.get('merge_error'):
             raise GitlabError(406, mr['merge_error'], path, 'PUT')
         return mr.get('sha') or change.patchset
+
+
+def _number(value, default: int) -> int:
+    return default if value is None or str(value).strip() == '' else int(value)
 
 
 def _user(user) -> dict:

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from tests.fakes.gitlab.process import GitlabError
 from tests.functional.gitlab_support import GITLAB_PIPELINES, LIB, WIDGET, GitlabSide
 from tests.functional.system_support import PIPELINES, zuul_system  # noqa: F401 - fixture
 from tests.harness.waiting import wait_for
@@ -260,3 +261,25 @@ def test_a_request_opened_while_no_scheduler_ran_is_checked(zuul_system, gitlab)
     zuul_system.restart_scheduler(down=down)
     wait_for(lambda: gitlab.reported(WIDGET, opened[0], CHECK_OK), timeout=240,
              what='the request checked by the new scheduler')
+
+
+def test_a_merge_gitlab_refuses_is_reported_and_the_request_stays_open(
+        zuul_system, gitlab):  # noqa: F811
+    gl = gitlab.standin
+    # Only owners may merge into main now; the Zuul user is a maintainer.
+    path = f'/projects/{WIDGET.replace("/", "%2F")}/protected_branches'
+    with pytest.raises(GitlabError) as exists:
+        gl.request('POST', path, {'name': 'main', 'merge_access_level': 50})
+    assert exists.value.status == 409
+    gl.request('DELETE', path + '/main')
+    gl.request('POST', path, {'name': 'main', 'push_access_level': 40,
+                              'merge_access_level': 50})
+    mr = gl.open_mr(WIDGET, 'Not for Zuul to merge', {'no.txt': '1\n'})
+    wait_for(lambda: gitlab.reported(WIDGET, mr, CHECK_OK), timeout=240, what='check')
+    gl.approve(WIDGET, mr['iid'])
+    wait_for(lambda: gitlab.reported(WIDGET, mr, 'Merge Failed'), timeout=240,
+             what='the merge failure reported')
+    assert gitlab.state(WIDGET, mr) == 'opened'
+    assert 'no.txt' not in gl.branch_files(WIDGET)
+    assert any(r['method'] == 'PUT' and r['path'].endswith('/merge') and r['user'] == 'zuul'
+               for r in gl.api_requests())

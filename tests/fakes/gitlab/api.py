@@ -62,6 +62,7 @@ class Api:
             ('GET', r'/projects/([^/]+)/events', self.get_events),
             ('GET', r'/projects/([^/]+)/protected_branches', self.get_protected),
             ('POST', r'/projects/([^/]+)/protected_branches', self.post_protected),
+            ('DELETE', r'/projects/([^/]+)/protected_branches/([^/]+)', self.delete_protected),
             ('GET', r'/projects/([^/]+)/repository/branches', self.get_branches),
             ('POST', r'/projects/([^/]+)/repository/tags', self.post_tag),
             ('GET', r'/projects/([^/]+)/merge_requests', self.get_mrs),
@@ -218,10 +219,18 @@ class Api:
     def post_protected(self, request, key):
         project = self._project(request, key, MAINTAINER)
         name = request.arg('name')
+        if name in project.protected:
+            raise ApiError(409, f"Protected branch '{name}' already exists")
         project.protected[name] = {
             'push': int(request.arg('push_access_level', MAINTAINER)),
             'merge': int(request.arg('merge_access_level', MAINTAINER))}
         return 201, {'name': name}
+
+    def delete_protected(self, request, key, name):
+        project = self._project(request, key, MAINTAINER)
+        if project.protected.pop(name, None) is None:
+            raise ApiError(404, '404 Not found')
+        return 204, None
 
     def get_branches(self, request, key):
         project = self._project(request, key, GUEST)

@@ -200,7 +200,7 @@ def _handler(standin: StandIn):
                 payload, headers = page(payload, query)
             if path == '/projects' and self.command == 'POST':
                 standin.write_protection(standin.store.find_project(str(payload['id'])))
-            elif path.endswith('/protected_branches') and self.command == 'POST':
+            elif '/protected_branches' in path and self.command in ('POST', 'DELETE'):
                 standin.write_protection(standin.store.find_project(
                     unquote(path.split('/')[2])))
             return self._json(status, payload, headers)

@@ -7,7 +7,7 @@ corpus holds. The only errors allowed are references to objects that
 live in repositories the corpus does not have (base jobs, nodesets from
 opendev/zuul-providers, templates from openstack/requirements, pipelines
 of another repository), and the errors naming pipeline connections whose
-driver this system does not have (github, gitlab, gitea)."""
+driver this system does not have (gitea)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ CONNECTIONS = {'gerrit': 'gerrit', 'gerrithub': 'gerrit', 'opendev': 'gerrit',
                'gitea': 'gitea', 'smtp': 'smtp', 'mysql': 'sql', 'sql': 'sql'}
 HOSTNAMES = {'gerrit': 'opendev.org', 'github': 'github.com',
              'googlesource': 'gerrit.googlesource.com'}
-UNSUPPORTED_DRIVERS = {'gitlab', 'gitea'}
+UNSUPPORTED_DRIVERS = {'gitea'}
 
 REFERENCE = re.compile(
     r'^(?:[\w-]+: job "[^"]+": )?(unknown parent job|unknown nodeset|unknown '

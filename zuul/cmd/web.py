@@ -74,15 +74,20 @@ def _non_negative(config, key: str, default: int) -> int:
     return value
 
 
+# Drivers whose connections take webhook deliveries through zuul-web.
+WEBHOOK_DRIVERS = ('github', 'gitlab')
+
+
 def webhook_receiver(config_path: str):
     """A WebhookReceiver for the zuul.conf connections that take webhook
-    deliveries (GitHub), storing them in ZooKeeper (``[zookeeper]``);
+    deliveries (GitHub, GitLab), storing them in ZooKeeper (``[zookeeper]``);
     None when there is no such connection. Returns (receiver, zk)."""
     from zuul.configloader.zuulconf import load_zuul_conf
     from zuul.driver.registry import default_registry
     registry = default_registry()
     conf = load_zuul_conf(config_path, registry)
-    takers = {name: cc for name, cc in conf.connections.items() if cc.driver == 'github'}
+    takers = {name: cc for name, cc in conf.connections.items()
+              if cc.driver in WEBHOOK_DRIVERS}
     if not takers:
         return None, None
     from nodepool.zk.api import NodepoolZooKeeper
@@ -94,6 +99,8 @@ def webhook_receiver(config_path: str):
     for name, cc in takers.items():
         connection = registry.get(cc.driver).get_connection(name, cc.options)
         connection.attach_zookeeper(zk.client)
+        if hasattr(connection, 'register_receiver'):
+            connection.register_receiver()   # GitLab: outages are caught up
         connections[name] = connection
     return WebhookReceiver(connections), zk
 

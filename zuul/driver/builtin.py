@@ -30,10 +30,11 @@ def all_drivers() -> list:
     from zuul.driver.gerrit import GerritDriver
     from zuul.driver.git import GitDriver
     from zuul.driver.github import GithubDriver
+    from zuul.driver.gitlab import GitlabDriver
     from zuul.driver.smtp import SMTPDriver
     from zuul.driver.sql import MySQLDriver, PostgreSQLDriver, SQLDriver
     from zuul.driver.timer import TimerDriver
     from zuul.driver.zuul import ZuulDriver
-    return [GerritDriver(), GitDriver(), GithubDriver(), TimerDriver(), ZuulDriver(), SQLDriver(),
-            MySQLDriver(), PostgreSQLDriver(), SMTPDriver(),
+    return [GerritDriver(), GitDriver(), GithubDriver(), GitlabDriver(), TimerDriver(),
+            ZuulDriver(), SQLDriver(), MySQLDriver(), PostgreSQLDriver(), SMTPDriver(),
             *(ProviderConnectionDriver(name) for name in PROVIDER_DRIVERS)]

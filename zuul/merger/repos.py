@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 
 log = logging.getLogger('zuul.merger.repos')
@@ -158,6 +159,35 @@ def github_remote(options: dict, project: str, token: str | None) -> RepoRemote:
                       _config_env(pairs) if pairs else {}, retry_timeout=retry_timeout)
 
 
+def gitlab_remote(options: dict, project: str) -> RepoRemote:
+    """As released Zuul documents ``cloneurl``: ``baseurl`` unless set; an
+    ``ssh://`` (or ``git@host:``) cloneurl clones over SSH with
+    ``sshkey``; over HTTP(S), ``api_token_name`` and ``api_token``
+    authenticate (HTTP basic), and credentials written into cloneurl are
+    used as given -- sent as a header, never kept in the URL."""
+    server = options.get('server') or 'gitlab.com'
+    baseurl = (options.get('baseurl') or f'https://{server}').rstrip('/')
+    cloneurl = (options.get('cloneurl') or baseurl).rstrip('/')
+    if cloneurl.startswith('ssh://') or re.match(r'^[^/:@]+@[^/:]+:', cloneurl):
+        sep = ':' if not cloneurl.startswith('ssh://') and cloneurl.endswith(':') else '/'
+        return RepoRemote(f'{cloneurl.rstrip(":")}{sep}{project}.git',
+                          {'GIT_SSH_COMMAND': _ssh_command(options)})
+    parts = urllib.parse.urlsplit(cloneurl)
+    pairs = []
+    user, password = parts.username, parts.password
+    if user is None and options.get('api_token_name') and options.get('api_token'):
+        user, password = options['api_token_name'], options['api_token']
+    if user is not None:
+        netloc = parts.hostname + (f':{parts.port}' if parts.port else '')
+        cloneurl = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, '', ''))
+        basic = base64.b64encode(f'{urllib.parse.unquote(user)}:'
+                                 f'{urllib.parse.unquote(password or "")}'.encode()).decode()
+        pairs.append(('http.extraHeader', f'Authorization: Basic {basic}'))
+    if _bool_option(options.get('verify_ssl')) is False:
+        pairs.append(('http.sslVerify', 'false'))
+    return RepoRemote(f'{cloneurl}/{project}.git', _config_env(pairs) if pairs else {})
+
+
 def _join(base: str, project: str) -> str:
     if re.match(r'^[^/]+@[^/]+:$', base):  # scp-like "git@host:"
         return base + project
@@ -177,7 +207,8 @@ class RepoUrlResolver:
     ``<project>.git`` is used when ``<project>`` does not exist), or
     ``{'driver': ..., 'options': {zuul.conf connection keys}}``: gerrit
     (see :func:`gerrit_remote`), git and any driver with ``baseurl``
-    (``baseurl/project``), github (``https://<server>/project``).
+    (``baseurl/project``), github (``https://<server>/project``), gitlab
+    (see :func:`gitlab_remote`).
     """
 
     def __init__(self, mapping: dict):
@@ -194,6 +225,8 @@ class RepoUrlResolver:
         options = spec.get('options') or {}
         if driver == 'gerrit':
             return gerrit_remote(options, project)
+        if driver == 'gitlab':
+            return gitlab_remote(options, project)
         if options.get('baseurl'):
             return RepoRemote(f'{options["baseurl"].rstrip("/")}/{project}')
         if driver == 'github':

@@ -8,6 +8,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+# Event types saying a branch or tag moved (Gerrit's and git's
+# ref-updated, GitLab's gl_push): the configuration on it may have changed.
+# Events saying a branch (or tag) moved: Gerrit's ref-updated, GitHub's
+# push, GitLab's gl_push.
+REF_UPDATE_EVENTS = frozenset({'ref-updated', 'push', 'gl_push'})
+
 
 def new_event_id() -> str:
     return uuid.uuid4().hex[:16]

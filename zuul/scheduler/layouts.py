@@ -29,6 +29,7 @@ from zuul.configloader.tenant import load_tenant_config, unprotected_branch_warn
 from zuul.executor import protocol as ep
 from zuul.model import item as m
 from zuul.model.errors import ConfigError, UnknownNameError
+from zuul.model.events import REF_UPDATE_EVENTS
 from zuul.model.freeze import freeze_job_graph
 from zuul.scheduler.merge_modes import merge_mode_errors
 from zuul.scheduler.semaphores import GlobalSemaphoreHolders
@@ -36,9 +37,6 @@ from zuul.scheduler.semaphores import GlobalSemaphoreHolders
 log = logging.getLogger('zuul.scheduler.layouts')
 
 READ_PATHS = ('zuul.yaml', 'zuul.d/', '.zuul.yaml', '.zuul.d/')
-# Events that say a branch moved, was created or deleted, without the
-# files a change touched: Gerrit's ref-updated, GitHub's push.
-BRANCH_UPDATE_EVENTS = frozenset({'ref-updated', 'push'})
 
 
 class ConfigFetchError(Exception):
@@ -399,10 +397,9 @@ class Layouts:
             self._merged_revs[event.newrev] = None
             while len(self._merged_revs) > 1000:
                 self._merged_revs.pop(next(iter(self._merged_revs)))
-        branch_update = event.type in BRANCH_UPDATE_EVENTS
-        if branch_update and event.newrev in self._merged_revs:
+        if event.type in REF_UPDATE_EVENTS and event.newrev in self._merged_revs:
             return False
-        if branch_update and files is None:
+        if event.type in REF_UPDATE_EVENTS and files is None:
             if tp is None or not (event.ref or '').startswith('refs/heads/'):
                 return False
             branch = event.ref[len('refs/heads/'):]

@@ -17,11 +17,10 @@ from zuul.lib.urls import safe_link, safe_result_data
 from zuul.manager import manager_for
 from zuul.model import item as m
 from zuul.model.errors import UnknownNameError
-from zuul.model.events import ManagementEvent, ResultEvent, TriggerEvent
+from zuul.model.events import REF_UPDATE_EVENTS, ManagementEvent, ResultEvent, TriggerEvent
 from zuul.scheduler.build_times import BuildTimes
 from zuul.scheduler.context import SchedulerContext
 from zuul.scheduler.held_changes import abort_requested, holds_change
-from zuul.scheduler.layouts import BRANCH_UPDATE_EVENTS
 from zuul.scheduler.loop import EventLoop
 from zuul.scheduler.semaphores import SemaphoreHandler
 
@@ -35,7 +34,7 @@ log = logging.getLogger('zuul.scheduler')
 MARK_INTERVAL = 2.0
 
 _CHANGE_NEEDED = frozenset({'patchset-created', 'change-abandoned', 'change-merged',
-                            *BRANCH_UPDATE_EVENTS})
+                            *REF_UPDATE_EVENTS})
 
 
 class TenantState:
@@ -381,7 +380,7 @@ class Scheduler:
             for manager in tenant.managers.values():
                 manager.recheck_change(change, event)
             abort_requested(tenant.name, tenant.managers, event, change)
-            if event.type == 'change-merged' or event.type in BRANCH_UPDATE_EVENTS:
+            if event.type == 'change-merged' or event.type in REF_UPDATE_EVENTS:
                 self._maybe_reconfigure(tenant, event, change)
             for name, manager in tenant.managers.items():
                 if ctx.event_matches_pipeline(manager.pipeline, event, change):

@@ -12,6 +12,7 @@ whatever the source's key for the change looks like.
 from __future__ import annotations
 
 from zuul.model.change import Change
+from zuul.model.events import REF_UPDATE_EVENTS
 
 
 def event_names_change(event, change) -> bool:
@@ -28,7 +29,7 @@ def event_names_change(event, change) -> bool:
         # its change's project too, so this never refuses one of them.
         return not event.project or change.project == event.project
     newrev = getattr(event, 'newrev', None)
-    if newrev and event.type not in ('push', 'ref-updated'):
+    if newrev and event.type not in REF_UPDATE_EVENTS:
         head = getattr(change, 'head_sha', None) or getattr(change, 'newrev', None)
         return bool(head) and head == newrev and change.project == event.project
     return False

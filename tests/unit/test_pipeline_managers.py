@@ -11,6 +11,7 @@ from zuul.manager import manager_for
 from zuul.manager.cycles import CYCLE_REFUSED, Dependencies, dependency_groups
 from zuul.model import item as m
 from zuul.model.change import Change, Ref
+from zuul.scheduler.reporting import format_report
 from zuul.scheduler.semaphores import SemaphoreHandler
 
 
@@ -554,8 +555,10 @@ def test_gate_item_that_loses_its_approval_leaves_at_once(caplog):
         left = manager.recheck_change(_now(first), _event('ev-unapprove'))
     assert [i.change.number for i in left] == [1]
     assert left[0].dequeued_missing_requirements
-    # dequeue reporter only: no failure, no merge-failure
-    assert ctx.reports == [(1, 'dequeue')]
+    # released Zuul: the failure report (not the dequeue reporters), once
+    assert ctx.reports == [(1, 'failure')]
+    assert format_report(_pipeline(failure_message='Build failed.'), left[0], 'failure') == \
+        'This change is unable to merge due to a missing merge requirement.'
     assert builds[1].canceled and builds[1].result == m.CANCELED
     assert 'nodes-1' in ctx.returned_nodes
     lines = [r.getMessage() for r in caplog.records if 'Dequeuing 1,1' in r.getMessage()]
@@ -563,9 +566,33 @@ def test_gate_item_that_loses_its_approval_leaves_at_once(caplog):
     # the change behind was reset and is tested (and merges) without it
     assert builds[2].canceled
     ctx.run()
-    assert ctx.reports == [(1, 'dequeue'), (2, 'success')]
+    assert ctx.reports == [(1, 'failure'), (2, 'success')]
     assert ctx.history[-1] == ('job1', m.SUCCESS, (2,))
     assert not list(manager.all_items())
+
+
+def test_any_pipeline_reports_a_lost_requirement_through_its_failure_actions():
+    """The generic path (any driver may call it): an independent pipeline
+    too, and the failure counts towards disable-after-consecutive-failures."""
+    ctx, manager = _setup(_pipeline('check', 'independent',
+                                    disable_after_consecutive_failures=5))
+    first = _change(ctx, 1)
+    manager.add_change(first)
+    _running(ctx, manager)
+    (item,) = list(manager.all_items())
+    left = manager.dequeue_missing_requirements(item, _event('ev-label-removed'))
+    assert [i.change.number for i in left] == [1]
+    assert ctx.reports == [(1, 'failure')] and manager.consecutive_failures == 1
+    assert not list(manager.all_items())
+
+
+def test_a_quiet_or_already_reported_item_is_not_reported_twice():
+    ctx, manager = _setup(_pipeline(), nodes=True)
+    change = _change(ctx, 1)
+    item = manager.add_change(change)
+    item.reported = True
+    manager.dequeue_missing_requirements(item)
+    assert ctx.reports == []
 
 
 def test_requirements_still_met_keep_the_item():

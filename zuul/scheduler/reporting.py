@@ -27,6 +27,10 @@ DEFAULT_MESSAGES = {
     'no-jobs': '',
 }
 
+# Released Zuul's report (through the failure actions) on a change taken
+# out because it no longer meets the pipeline's requirements.
+MISSING_REQUIREMENT = 'This change is unable to merge due to a missing merge requirement.'
+
 # pipeline attribute holding the message for each action
 MESSAGE_ATTRS = {
     'success': 'success_message', 'failure': 'failure_message',
@@ -130,12 +134,18 @@ def format_report(pipeline, item: m.QueueItem, action: str,
     replaces."""
     if action == 'disabled':
         action = getattr(item, 'result_while_disabled', None) or 'failure'
-    parts = [pipeline_message(pipeline, action, item)]
     bs = item.current_build_set
+    if action == 'failure' and item.dequeued_missing_requirements:
+        # Released Zuul's text alone: not the pipeline's failure-message.
+        parts = [MISSING_REQUIREMENT]
+    else:
+        parts = [pipeline_message(pipeline, action, item)]
     if action == 'config-error' and bs.config_errors:
         parts.append('\n\n'.join(str(e) for e in bs.config_errors))
     elif action == 'merge-failure' and bs.merge_error:
         parts.append(bs.merge_error)
+    elif action == 'failure' and item.dequeued_missing_requirements:
+        pass
     elif action == 'failure' and item.dequeued_needing_change:
         parts.append(f'This change depends on a change that failed to merge.\n\n'
                      f'Change {item.dequeued_needing_change} is needed.')

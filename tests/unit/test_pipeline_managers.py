@@ -806,3 +806,50 @@ def test_a_pre_fail_without_fail_fast_cancels_nothing():
     bs.builds['job1'].pre_fail = True
     mgr.on_build_pre_fail(bs.builds['job1'])
     assert not bs.builds['jobA'].canceled and bs.skipped == {}
+
+
+# -- per-branch shared queues ----------------------------------------------------
+
+def test_per_branch_queue_tests_a_stable_change_alone_behind_nothing():
+    """``- queue: {name: integrated, per-branch: true}``: the scheduler
+    names the queue with the branch; a stable change does not join the
+    master change's queue (it is tested alone and merges while the master
+    change is still running, and is not reset when that one fails)."""
+    ctx, manager = _setup(_pipeline(), queues={'integrated': ['org/a', 'org/b']},
+                          broken={1}, nodes=True)
+    ctx.get_queue_config = lambda pipeline, change: (
+        f'integrated:{change.branch}', ['org/a', 'org/b'])
+    ctx.queue_settings = lambda pipeline, change: SimpleNamespace(per_branch=True)
+    master = _change(ctx, 1, 'org/a')
+    stable = Change('gerrit', 'org/b', 'refs/changes/02/2/1', number=2, patchset=1,
+                    branch_name='stable/1')
+    ctx.changes[2] = stable
+    manager.add_change(master)
+    manager.add_change(stable)
+    assert [(q.name, q.branch, [i.change.number for i in q.queue])
+            for q in manager.queues] == [('integrated:master', 'master', [1]),
+                                         ('integrated:stable/1', 'stable/1', [2])]
+    _running(ctx, manager)
+    assert sorted(b.tested for b in ctx.running) == [[1], [2]]
+    # the stable change finishes first and merges; the master one is running
+    stable_build = next(b for b in ctx.running if b.tested == [2])
+    manager.on_build_completed(stable_build, m.SUCCESS)
+    manager.process_queues()
+    assert ctx.reports == [(2, 'success')] and stable.status == 'MERGED'
+    master_build = next(b for b in ctx.running if b.tested == [1])
+    assert not master_build.finished
+    manager.on_build_completed(master_build, m.FAILURE)
+    manager.process_queues()
+    assert ctx.reports == [(2, 'success'), (1, 'failure')]
+    assert len(ctx.merges) == 2      # nobody was re-merged: no reset
+
+
+def test_shared_queue_without_per_branch_holds_every_branch():
+    ctx, manager = _setup(_pipeline(), queues={'integrated': ['org/a', 'org/b']})
+    manager.add_change(_change(ctx, 1, 'org/a'))
+    stable = Change('gerrit', 'org/b', 'refs/changes/02/2/1', number=2, patchset=1,
+                    branch_name='stable/1')
+    ctx.changes[2] = stable
+    manager.add_change(stable)
+    assert [(q.name, [i.change.number for i in q.queue]) for q in manager.queues] == \
+        [('integrated', [1, 2])]

@@ -127,6 +127,12 @@ def _cycle_failure(item: m.QueueItem) -> str:
             f'{", ".join(failed)} failed, so no change of the cycle merges.')
 
 
+def _job_errors_only(errors) -> bool:
+    """Whether an item's config errors are all plain text (the job graph
+    could not be frozen), not errors of a configuration file."""
+    return bool(errors) and all(isinstance(e, str) for e in errors)
+
+
 def format_report(pipeline, item: m.QueueItem, action: str,
                   build_page: str | None = None) -> str:
     """The full message for ``action`` on ``item``. A ``disabled`` report
@@ -138,6 +144,11 @@ def format_report(pipeline, item: m.QueueItem, action: str,
     if action == 'failure' and item.dequeued_missing_requirements:
         # Released Zuul's text alone: not the pipeline's failure-message.
         parts = [MISSING_REQUIREMENT]
+    elif action == 'config-error' and _job_errors_only(bs.config_errors):
+        # Errors freezing the jobs (allowed-projects, post-review, an
+        # abstract job...) are no syntax errors: released Zuul reports
+        # their text alone; a pipeline's own config-error message stays.
+        parts = [getattr(pipeline, 'config_error_message', None) or '']
     else:
         parts = [pipeline_message(pipeline, action, item)]
     if action == 'config-error' and bs.config_errors:

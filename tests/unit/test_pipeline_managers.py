@@ -853,3 +853,33 @@ def test_shared_queue_without_per_branch_holds_every_branch():
     manager.add_change(stable)
     assert [(q.name, [i.change.number for i in q.queue]) for q in manager.queues] == \
         [('integrated', [1, 2])]
+
+
+# -- the early gate reset ---------------------------------------------------------
+
+def test_gate_resets_the_items_behind_as_soon_as_a_job_ahead_fails():
+    """The first failing voting job of an item makes it failing at once:
+    the items behind are re-tested without it right then, while its other
+    jobs still run (they are not waited for), and it is reported only when
+    they end."""
+    ctx, manager = _setup(_pipeline(), jobs=('job1', 'job2'), nodes=True)
+    for n in (1, 2, 3):
+        manager.add_change(_change(ctx, n))
+    _running(ctx, manager)
+    first = {b.job.name: b for b in ctx.running if b.tested == [1]}
+    behind = [b for b in ctx.running if b.tested != [1]]
+    assert sorted(b.tested for b in behind) == [[1, 2], [1, 2], [1, 2, 3], [1, 2, 3]]
+    merges_before = len(ctx.merges)
+    manager.on_build_completed(first['job1'], m.FAILURE)
+    manager.process_queues()
+    # reset now: the builds behind are canceled, new merges without 1
+    assert all(b.canceled for b in behind)
+    assert ctx.merges[merges_before:] == [[2], [2, 3]]
+    assert not first['job2'].finished and not first['job2'].canceled
+    assert ctx.reports == []                 # item 1 waits for its job2
+    _running(ctx, manager)
+    assert sorted(b.tested for b in ctx.running if not b.finished and not b.canceled
+                  and b.tested != [1]) == [[2], [2], [2, 3], [2, 3]]
+    manager.on_build_completed(first['job2'], m.SUCCESS)
+    manager.process_queues()
+    assert ctx.reports == [(1, 'failure')]

@@ -76,7 +76,7 @@ from zuul.executor.runner import (
 )
 from zuul.executor.sandbox import BubblewrapSandbox, SandboxMounts, user_files
 from zuul.executor.settings import ExecutorSettings
-from zuul.executor.sshagent import SshAgent
+from zuul.executor.sshagent import SshAgent, add_build_keys
 from zuul.executor.vars import git_head, zuul_vars
 from zuul.executor.workspace import MergeConflictError, Workspace, WorkspaceError, src_dir
 from zuul.lib import safefile, yamlutil
@@ -163,10 +163,13 @@ class BuildExecution:
     def _start_agent(self) -> None:
         """One agent per build, holding the node key: no build can list,
         remove or use another's (zuul.executor.sshagent)."""
-        if self.ssh_auth_sock is not None or not self.settings.private_key_file:
+        if self.ssh_auth_sock is not None or not (self.settings.private_key_file or
+                                                  self.request.ssh_keys):
             return
-        self.agent = SshAgent(self.jobdir.agent_socket).start(self.settings.private_key_file)
+        self.agent = SshAgent(self.jobdir.agent_socket).start(
+            self.settings.private_key_file or None)
         self.ssh_auth_sock = self.agent.socket_path
+        add_build_keys(self.agent, self.request.ssh_keys)
 
     # -- disk limit ------------------------------------------------------
     def _watch_disk(self) -> None:

@@ -102,6 +102,18 @@ class SshAgent:
                 pass
 
 
+def add_build_keys(agent: SshAgent, keys) -> None:
+    """Give the build's agent the keys its request carries besides the
+    node key (``ExecuteRequest.ssh_keys``: the project key of a
+    post-review job). They go into this build's agent only, never into a
+    file of the build; an error names the key, never shows it."""
+    for key in keys or ():
+        try:
+            agent.add_key_text(key.private_key)
+        except SshAgentError:
+            raise SshAgentError(f'unable to add the {key.name} to the ssh-agent') from None
+
+
 def _memory_dir() -> str:
     for candidate in ('/dev/shm', '/run/shm'):
         if os.path.isdir(candidate):

@@ -129,6 +129,8 @@ class SchedulerService:
                                                stats=stats, history=history)
         scheduler.executor = ExecutorAdapter(self.executor_client, scheduler, hostnames,
                                              self.layouts.job_spec_for, self._merge_mode)
+        from zuul.zk.ssh_keys import ProjectSshKeys
+        scheduler.executor.project_ssh_keys = ProjectSshKeys(self.keystore)
         scheduler.nodes = NodesAdapter(self.node_client, scheduler,
                                        launcher_client=self.launcher_node_client,
                                        relative_priority=conf.scheduler.relative_priority)

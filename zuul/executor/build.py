@@ -107,6 +107,8 @@ class BuildExecution:
         self.ssh_auth_sock = ssh_auth_sock
         self.agent: SshAgent | None = None
         self.progress = progress or (lambda phase: None)
+        # Called as each playbook ends: (phase, RESULT_*) (executor metrics).
+        self.on_playbook_end = lambda phase, result: None
         self.on_pre_fail = on_pre_fail or (lambda line: None)
         self.failure_regexes: list = []
         # The console line that matched ``failure-output``, if one did.
@@ -482,6 +484,7 @@ class BuildExecution:
             'RESULT_NORMAL' if outcome.ok else
             'RESULT_UNREACHABLE' if outcome.unreachable else 'RESULT_FAILED')
         self._log_line(f'{_LABELS[playbook.phase]} END {status}: [{playbook.label}]')
+        self.on_playbook_end(playbook.phase, status)
         return outcome
 
     def _take_semaphores(self, playbook: PreparedPlaybook, deadline: float | None,

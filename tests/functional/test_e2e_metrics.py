@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -19,12 +20,14 @@ import urllib.request
 
 import pytest
 
+from nodepool.driver.metrics import prometheus_name
 from nodepool.zk.localserver import free_port
 from tests.functional import test_builder_support as builder_support
 from tests.functional import test_nodepool_support as nodepool_support
 from tests.functional.system_support import zuul_system  # noqa: F401 - fixture
 from tests.functional.test_builder_cli import zk_section
 from tests.functional.test_nodepool_failover import CONFIG as SIM_CONFIG
+from tests.harness import docs
 from tests.harness.waiting import wait_for
 from zuul.configloader.zuulconf import load_zuul_conf
 from zuul.driver.registry import default_registry
@@ -70,6 +73,69 @@ class StatsdListener:
 
     def kinds(self, name: str) -> set[str]:
         return {kind for _, kind in self.metrics[name]}
+
+
+DOC = 'doc/source/operations/monitoring.rst'
+
+
+def documented(daemon: str) -> list[tuple[str, list[str], str | None]]:
+    """The page's list for ``daemon`` (``# zuul-executor`` ...): (statsd
+    name pattern, types, Prometheus series pattern or None)."""
+    (block,) = docs.code_blocks(DOC, 'text')
+    out, current = [], None
+    for line in block.splitlines():
+        if line.startswith('# '):
+            current = line[2:].strip()
+        elif line.strip() and current == daemon:
+            fields = line.split()
+            out.append((fields[0], fields[1].split(','), fields[2] if len(fields) > 2
+                        else None))
+    assert out, f'no metrics listed for {daemon}'
+    return out
+
+
+def check_documented(daemon: str, statsd, parts: dict, prometheus_text: str | None,
+                     unobserved=()) -> int:
+    """Every metric the page lists for ``daemon`` (its ``<part>``s filled
+    from ``parts``) was received with the listed types, and its
+    Prometheus series, as the page writes it, is served. Returns how many
+    were checked."""
+    checked = 0
+    for pattern, kinds, prom in documented(daemon):
+        if pattern in unobserved:
+            continue
+        name = re.sub(r'<([^>]+)>', lambda m: parts[m.group(1)], pattern)
+        assert name in statsd.metrics, f'{name} (listed as {pattern}) was not received'
+        wanted = {'counter': 'c', 'gauge': 'g', 'timer': 'ms'}
+        assert {wanted[k] for k in kinds} <= statsd.kinds(name), (name, statsd.kinds(name))
+        if prom is not None and prometheus_text is not None:
+            series = re.sub(r'<([^>]+)>', lambda m: prometheus_name(parts[m.group(1)]), prom)
+            assert re.search(rf'^{re.escape(series)}(_count|_sum)? ', prometheus_text,
+                             re.MULTILINE), f'{series} (listed as {prom}) is not served'
+        checked += 1
+    return checked
+
+
+def eventually_documented(daemon: str, statsd, parts: dict, metrics_url: str | None,
+                          unobserved=(), timeout: float = 60) -> int:
+    """``check_documented`` once what is sent has arrived (the daemon's
+    /metrics read again each time); on timeout its assertion tells what
+    is missing."""
+    def attempt():
+        statsd.drain()
+        text = _get(metrics_url)[1] if metrics_url else None
+        return check_documented(daemon, statsd, parts, text, unobserved)
+
+    def ok():
+        try:
+            return attempt() > 0
+        except AssertionError:
+            return False
+    try:
+        wait_for(ok, timeout=timeout, what=f'the metrics listed for {daemon}')
+    except TimeoutError:
+        pass
+    return attempt()
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -134,6 +200,21 @@ def test_zuul_daemons_send_metrics_and_serve_them(zuul_system):  # noqa: F811
         assert 'process_resident_memory_bytes ' in text
         assert _get(f'{base}/health/live')[0] == 200
         assert _get(f'{base}/health/ready') == (200, 'running\n'), name
+    # Everything the page lists for these daemons, under the names it gives.
+    scheduler_parts = {'tenant': 'example', 'pipeline': 'check', 'host': '127_0_0_1',
+                       'project': 'org.app', 'branch': 'master', 'job': 'check-marker',
+                       'RESULT': 'SUCCESS'}
+    assert eventually_documented('zuul-scheduler', statsd, scheduler_parts,
+                                 f'http://127.0.0.1:{ports["scheduler"]}/metrics') == 11
+    assert eventually_documented(
+        'zuul-executor', statsd,
+        {'executor': 'executor1_example_org', 'phase': 'run', 'result': 'RESULT_NORMAL'},
+        f'http://127.0.0.1:{ports["executor"]}/metrics',
+        # its merger functions are disabled here: zuul-merger's test below
+        unobserved={'zuul.executor.<executor>.merger.<result>'}) == 10
+    assert eventually_documented('zuul-merger', statsd,
+                                 {'merger': 'merger1_example_org', 'result': 'SUCCESS'},
+                                 f'http://127.0.0.1:{ports["merger"]}/metrics') == 1
     # a paused executor says so, and is still ready (released Zuul's rule)
     subprocess.run([sys.executable, '-m', 'zuul.cmd.executor', '-c',
                     system.daemon('executor1').conf_path, 'pause'], check=True,
@@ -199,6 +280,11 @@ def test_nodepool_launcher_sends_node_and_launch_metrics(launcher_process, reque
              statsd.last('nodepool.nodes.in-use') == '0' and
              statsd.last('nodepool.nodes.used') in ('0', '1'), timeout=30,
              what='the node released')
+    parts = {'state': 'in-use', 'provider': 'shared-sim', 'label': 'small', 'result': 'ready',
+             'az': 'sim-az', 'requestor': 'test-zuul', 'call': 'create'}
+    assert eventually_documented('nodepool-launcher', statsd, parts, f'{web}/metrics',
+                                 # no diskimage here: tests/unit/test_stats.py
+                                 unobserved={'nodepool.launch.image.<image>.<result>'}) == 8
     status, text = _get(f'{web}/metrics')
     assert status == 200 and 'nodepool_launch_ready_total 1\n' in text
     assert 'nodepool_launch_ready_ms_count 1\n' in text
@@ -245,6 +331,10 @@ def test_nodepool_builder_sends_build_and_upload_metrics(upload_provider, zk_chr
                  and n.endswith('.size')]
         assert sizes and all(int(statsd.last(n)) > 0 for n in sizes)
         assert statsd.kinds(f'nodepool.image_update.tiny.{provider}') == {'c', 'ms'}
+        fmt = sizes[0].split('.')[-2]
+        assert eventually_documented(
+            'nodepool-builder', statsd, {'image': 'tiny', 'format': fmt, 'provider': provider},
+            f'http://127.0.0.1:{port}/metrics') == 5
         status, text = _get(f'http://127.0.0.1:{port}/metrics')
         assert status == 200 and 'nodepool_dib_image_build_tiny_status_rc 0\n' in text
         assert _get(f'http://127.0.0.1:{port}/health/live')[0] == 200

@@ -288,3 +288,30 @@ def test_builder_figures(listener, tmp_path):
     assert lines[4] == 'nodepool.dib_image_build.broken.status.rc:3|g'
     assert lines[-2:] == ['nodepool.image_update.tiny.cloud1:1|c',
                           'nodepool.image_update.tiny.cloud1:4000|ms']
+
+
+# -- the monitoring page's examples, as printed -----------------------------------------
+
+MONITORING = 'doc/source/operations/monitoring.rst'
+
+
+def test_the_documented_prometheus_settings_load_as_printed(tmp_path, caplog):
+    import shlex
+
+    from nodepool.cmd.builder import parser as builder_parser
+    from tests.harness import docs
+    from zuul.configloader.zuulconf import load_zuul_conf
+    (ini,) = docs.code_blocks(MONITORING, 'ini')
+    path = tmp_path / 'zuul.conf'
+    path.write_text(ini)
+    with caplog.at_level('WARNING'):
+        conf = load_zuul_conf(str(path))
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    assert (conf.scheduler.prometheus_port, conf.merger.prometheus_port,
+            conf.executor.prometheus_port) == (9091, 9092, 9093)
+    assert conf.scheduler.prometheus_addr == '0.0.0.0'
+    (console,) = docs.code_blocks(MONITORING, 'console')
+    argv = shlex.split(console.strip().removeprefix('$ '))
+    assert argv[0] == 'nodepool-builder'
+    args = builder_parser().parse_args(argv[1:])
+    assert (args.prometheus_port, args.prometheus_address) == (9094, '0.0.0.0')

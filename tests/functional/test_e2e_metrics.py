@@ -138,6 +138,14 @@ def eventually_documented(daemon: str, statsd, parts: dict, metrics_url: str | N
     return attempt()
 
 
+def _wait_for_metrics(statsd, wanted, timeout: float = 60, stop=lambda: False) -> None:
+    try:
+        wait_for(lambda: stop() or statsd.has(*wanted), timeout=timeout, what='metrics')
+    except TimeoutError:
+        raise AssertionError(f'missing: {sorted(set(wanted) - set(statsd.metrics))}; '
+                             f'received: {sorted(statsd.metrics)}') from None
+
+
 def _get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=30) as r:
@@ -179,8 +187,7 @@ def test_zuul_daemons_send_metrics_and_serve_them(zuul_system):  # noqa: F811
               f'{executor}.pct_used_hdd', f'{executor}.pause',
               f'{merger}.merger.SUCCESS', 'zuul.mergers.online', 'zuul.executors.online',
               'zuul.executors.accepting']
-    wait_for(lambda: statsd.has(*wanted), timeout=60,
-             what=f'every metric ({sorted(set(wanted) - set(statsd.metrics))} missing)')
+    _wait_for_metrics(statsd, wanted)
     assert statsd.metrics[f'{executor}.builds'] == [('1', 'c')]
     assert statsd.kinds(f'{executor}.starting_builds') == {'g', 'ms'}
     assert statsd.kinds(f'{executor}.running_builds') == {'g'}
@@ -266,11 +273,7 @@ def test_nodepool_launcher_sends_node_and_launch_metrics(launcher_process, reque
               'nodepool.nodes.in-use', 'nodepool.label.small.nodes.in-use',
               'nodepool.provider.shared-sim.nodes.in-use',
               'nodepool.provider.shared-sim.max_servers']
-    try:
-        wait_for(lambda: statsd.has(*wanted), timeout=30, what='the launch metrics')
-    except TimeoutError:
-        raise AssertionError(f'missing: {sorted(set(wanted) - set(statsd.metrics))}; '
-                             f'received: {sorted(statsd.metrics)}') from None
+    _wait_for_metrics(statsd, wanted)
     assert statsd.kinds('nodepool.launch.ready') == {'c', 'ms'}
     assert statsd.last('nodepool.provider.shared-sim.max_servers') == '5'
     wait_for(lambda: statsd.has('nodepool.nodes.in-use') and
@@ -320,9 +323,7 @@ def test_nodepool_builder_sends_build_and_upload_metrics(upload_provider, zk_chr
                   'nodepool.dib_image_build.tiny.status.duration',
                   'nodepool.dib_image_build.tiny.status.last_build',
                   f'nodepool.image_update.tiny.{provider}']
-        wait_for(lambda: proc.poll() is not None or statsd.has(*wanted), timeout=120,
-                 what=f'the build and upload metrics ({sorted(set(wanted) - set(statsd.metrics))}'
-                      ' missing)')
+        _wait_for_metrics(statsd, wanted, timeout=120, stop=lambda: proc.poll() is not None)
         assert proc.poll() is None, (tmp_path / 'builder.log').read_text()
         assert statsd.last('nodepool.dib_image_build.tiny.status.rc') == '0'
         assert abs(int(statsd.last('nodepool.dib_image_build.tiny.status.last_build')) -

@@ -5,6 +5,7 @@ what Zuul reports and merges is read back from Gerrit."""
 
 from __future__ import annotations
 
+import pathlib
 import textwrap
 
 import pytest
@@ -645,7 +646,7 @@ def test_approval_removed_mid_gate_dequeues_at_once(zuul_system, launcher,  # no
     requirement."), and the change behind it merges."""
     system = zuul_system
     _, zk = launcher
-    marker = tmp_path / 'release-gate-jobs'
+    marker = pathlib.Path(zuul_system.root) / 'release-gate-jobs'  # trusted playbooks see it
     system.create_projects(app_config=GATE_WAITS_APP)
     system.store.push_branch('org/project-config', 'master', {
         'zuul.d/gate-waits.yaml': textwrap.dedent("""

@@ -11,6 +11,7 @@ zuul-executor running ansible-playbook, the scheduler service):
 
 from __future__ import annotations
 
+import pathlib
 import textwrap
 
 from tests.functional.system_support import zuul_system  # noqa: F401 - fixture
@@ -134,7 +135,7 @@ def test_per_branch_queue_merges_a_stable_change_past_a_running_master_one(
     test releases it; the stable change, approved after, is tested alone
     in its branch's queue and merges meanwhile."""
     system = zuul_system
-    marker = tmp_path / 'release-master'
+    marker = pathlib.Path(system.root) / 'release-master'   # trusted playbooks see it
     files = dict(PER_BRANCH_CONFIG)
     files['playbooks/gate-waits.yaml'] = f"""
         - hosts: localhost

@@ -165,22 +165,30 @@ def test_the_key_never_shows_in_a_repr_of_the_request():
 # -- the build's agent ----------------------------------------------------------------
 
 def test_the_build_agent_holds_the_key_and_no_file_does(zk_chroot, tmp_path, monkeypatch):
-    from zuul.executor import sshagent
+    """Handed to ``ssh-add -`` on stdin: no file ever holds it, and the
+    agent lists it as ``(stdin)`` -- what zuul-jobs' add-build-sshkey keeps
+    when it removes the node key (``sshagent_remove_keys`` removes every
+    key whose comment is not ``(stdin)``)."""
     keys = ssh_keys(zk_chroot.client())
     spec = SshKeySpec('project key of org/app', keys.private_key('gerrit', 'org/app'))
-    handover = tmp_path / 'shm'       # where ssh-add is handed the key (a tmpfs in use)
-    handover.mkdir()
-    monkeypatch.setattr(sshagent, '_memory_dir', lambda: str(handover))
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(os, 'open', lambda path, *a, **kw: opened.append(path) or
+                        real_open(path, *a, **kw))
     agent = SshAgent(str(tmp_path / 'agent.sock')).start()
     try:
         add_build_keys(agent, [spec])
+        env = dict(os.environ, SSH_AUTH_SOCK=agent.socket_path)
         listed = subprocess.run(['ssh-add', '-L'], capture_output=True, text=True,
-                                env=dict(os.environ, SSH_AUTH_SOCK=agent.socket_path)).stdout
+                                env=env).stdout
         assert keys.public_key('gerrit', 'org/app').split()[1] in listed
+        fingerprints = subprocess.run(['ssh-add', '-l'], capture_output=True, text=True,
+                                      env=env).stdout
+        assert '(stdin)' in fingerprints, fingerprints
         with pytest.raises(SshAgentError) as raised:
             add_build_keys(agent, [SshKeySpec('project key of org/bad', 'not a key')])
         assert 'project key of org/bad' in str(raised.value)
         assert 'not a key' not in str(raised.value)
     finally:
         agent.stop()
-    assert os.listdir(handover) == []       # the hand-over file is gone
+    assert [p for p in opened if p != os.devnull] == []     # no file held the key

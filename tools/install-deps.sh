@@ -7,7 +7,8 @@ set -euo pipefail
 top="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$top"
 
-debs=(zookeeper libnetty-java openssh-server openssh-client bubblewrap git iproute2 chromium chromium-driver postgresql)
+# rsync: Ansible's synchronize (zuul-jobs roles, the corpus tier)
+debs=(zookeeper libnetty-java openssh-server openssh-client bubblewrap git iproute2 chromium chromium-driver postgresql rsync)
 # Debian's python3 needs python3-venv for virtualenvs; other builds carry it.
 python3 -c 'import ensurepip' >/dev/null 2>&1 || debs+=(python3-venv)
 missing=()

@@ -168,6 +168,7 @@ class BuildWorker(Worker):
             b.counters['builds_failed'] += 1
             log.warning('Build %s-%s failed after %.1fs: %s (log: %s)', image.name,
                         build.id, result.duration, result.reason, log_path)
+        b.stats.build_done(image.name, result, dib.output_files(output, result.formats))
         try:
             b.images.store_build(image.name, build)
         except ImageRecordGoneError:

@@ -19,6 +19,7 @@ import uuid
 from nodepool.builder.build_worker import BuildWorker
 from nodepool.builder.cleanup import CleanupWorker
 from nodepool.builder.settings import BuilderSettings
+from nodepool.builder.stats import BuilderStats
 from nodepool.builder.upload_worker import UploadWorker
 from nodepool.builder.worker import PassTicker
 from nodepool.config import NodepoolConfig, ProviderConfig
@@ -57,7 +58,7 @@ def read_builder_id(images_dir: str) -> str:
 class NodepoolBuilder:
     def __init__(self, config: NodepoolConfig, zk: NodepoolZooKeeper,
                  settings: BuilderSettings | None = None,
-                 registry: DriverRegistry | None = None, clock=time.time):
+                 registry: DriverRegistry | None = None, clock=time.time, metrics=None):
         if not config.images_dir:
             raise BuilderError('nodepool.yaml has no images-dir: the builder needs a '
                                'directory to write images to')
@@ -73,6 +74,9 @@ class NodepoolBuilder:
         self.adapters: dict[str, ProviderAdapter] = {}
         self.broken_providers: dict[str, str] = {}
         self.counters: collections.Counter = collections.Counter()
+        # nodepool.dib_image_build.* and nodepool.image_update.* (stats.py)
+        self.stats = BuilderStats(metrics)
+        self.metrics = self.stats.metrics
         self.changed = threading.Condition()
         self.stopping = threading.Event()
         self.build_workers: list[BuildWorker] = []

@@ -34,6 +34,8 @@ class BuildResult:
     formats: list[str]
     reason: str = ''
     duration: float = 0.0
+    #: The build command's exit code (None: it did not run, or was killed).
+    rc: int | None = None
 
 
 def build_command(image: DiskImage, formats: list[str], output: str) -> list[str]:
@@ -122,9 +124,10 @@ def run_build(image: DiskImage, formats: list[str], output: str, log_path: str,
                           f'{", ".join(os.path.basename(output) + "." + f for f in missing)}')
         log.write(f'# {time.strftime("%Y-%m-%d %H:%M:%S")} '
                   f'{"failed: " + reason if reason else "succeeded"} after {duration:.1f}s\n')
+    rc = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else None
     if reason:
-        return BuildResult(False, [], reason, duration)
-    return BuildResult(True, [f for f in formats if f in produced], '', duration)
+        return BuildResult(False, [], reason, duration, rc or None)
+    return BuildResult(True, [f for f in formats if f in produced], '', duration, rc)
 
 
 def _wait(proc: subprocess.Popen, timeout: float, stop: threading.Event,

@@ -109,6 +109,7 @@ class UploadWorker(Worker):
         else:
             upload.set_state(READY, b.clock())
             b.counters['uploads_ready'] += 1
+            b.stats.upload_done(image, provider_name, time.monotonic() - start)
             log.info('Upload %s-%s-%s to %s ready in %.1fs: %s', image, build.id, upload.id,
                      provider_name, time.monotonic() - start, upload.external_id)
         try:

@@ -32,6 +32,10 @@ def parser() -> argparse.ArgumentParser:
                    help='uploads at the same time (default 4)')
     p.add_argument('--cleanup-interval', type=float, default=60.0,
                    help='seconds between cleanup passes (default 60)')
+    p.add_argument('--prometheus-port', type=int, default=None,
+                   help='serve /metrics and /health/* for Prometheus on this port')
+    p.add_argument('--prometheus-address', default='0.0.0.0',
+                   help='the address to serve them on (default 0.0.0.0)')
     return p
 
 
@@ -61,12 +65,43 @@ def main(argv: list[str] | None = None) -> int:
                                upload_workers=args.upload_workers,
                                cleanup_interval=args.cleanup_interval)
     with PidFile(pidfile):
-        return run(config, settings)
+        return run(config, settings, args.prometheus_port, args.prometheus_address)
 
 
-def run(config, settings: BuilderSettings) -> int:
+class BuilderService:
+    """The builder, with statsd (STATSD_HOST, STATSD_PORT, STATSD_PREFIX, as
+    released Nodepool) and, given a port, its Prometheus endpoint."""
+
+    def __init__(self, config, zk, settings: BuilderSettings,
+                 prometheus_port: int | None = None, prometheus_address: str = '0.0.0.0'):
+        from nodepool.driver.metrics import from_environment
+        self.builder = NodepoolBuilder(config, zk, settings, metrics=from_environment())
+        self.prometheus_port = prometheus_port
+        self.prometheus_address = prometheus_address
+        self.prometheus = None
+
+    def start(self) -> None:
+        from nodepool.driver.metrics import MetricsServer
+        self.builder.start()
+        if self.prometheus_port is not None:
+            try:
+                self.prometheus = MetricsServer(self.builder.metrics, self.prometheus_port,
+                                                self.prometheus_address).start()
+            except OSError as e:
+                log.error('Prometheus endpoint not started on %s:%s: %s',
+                          self.prometheus_address, self.prometheus_port, e.strerror or e)
+
+    def stop(self) -> None:
+        if self.prometheus is not None:
+            self.prometheus.stop()
+        self.builder.stop()
+
+
+def run(config, settings: BuilderSettings, prometheus_port: int | None = None,
+        prometheus_address: str = '0.0.0.0') -> int:
     return run_daemon('nodepool-builder', config,
-                      lambda zk: NodepoolBuilder(config, zk, settings), (BuilderError,))
+                      lambda zk: BuilderService(config, zk, settings, prometheus_port,
+                                                prometheus_address), (BuilderError,))
 
 if __name__ == '__main__':
     sys.exit(main())

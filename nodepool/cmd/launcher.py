@@ -54,8 +54,11 @@ def main(argv: list[str] | None = None) -> int:
 class LauncherService:
     """The launcher and its status web app (``webapp`` in nodepool.yaml)."""
 
-    def __init__(self, config, zk, settings: LauncherSettings):
-        self.launcher = Launcher(config, zk, settings)
+    def __init__(self, config, zk, settings: LauncherSettings, metrics=None):
+        from nodepool.driver.metrics import from_environment
+        # statsd as released Nodepool: STATSD_HOST, STATSD_PORT, STATSD_PREFIX.
+        self.launcher = Launcher(config, zk, settings,
+                                 metrics=metrics if metrics is not None else from_environment())
         self.webapp = WebApp(config, zk, self.launcher)
 
     def start(self) -> None:

@@ -22,6 +22,7 @@ from nodepool.launcher.pool_worker import PoolWorker
 from nodepool.launcher.ratelimit import rate_limited
 from nodepool.launcher.settings import LauncherSettings
 from nodepool.launcher.state_machine import NodeDeleteStateMachine
+from nodepool.launcher.stats import LauncherStats, StatsReporter, TimedAdapter
 from nodepool.zk import paths
 from nodepool.zk.api import NodepoolZooKeeper
 from nodepool.zk.cache import RecordCache
@@ -36,8 +37,13 @@ class Launcher:
 
     def __init__(self, config: NodepoolConfig, zk: NodepoolZooKeeper,
                  settings: LauncherSettings | None = None,
-                 registry: DriverRegistry | None = None, clock=time.time):
+                 registry: DriverRegistry | None = None, clock=time.time,
+                 metrics=None):
         self.config = config
+        # nodepool.* metrics (nodepool/launcher/stats.py): statsd, Prometheus.
+        self.stats = LauncherStats(metrics, config)
+        self.metrics = self.stats.metrics
+        self.stats_reporter: StatsReporter | None = None
         self.zk = zk
         self.settings = settings or LauncherSettings()
         self.registry = registry or default_registry()
@@ -70,6 +76,7 @@ class Launcher:
                                          on_change=self._request_changed)
         self.node_cache.start()
         self.request_cache.start()
+        self.stats_reporter = StatsReporter(self.stats, self.node_cache.values).start()
         if any(label.diskimage for pool in self.config.pools()
                for label in pool.labels.values()):
             # Labels that boot built images launch from the newest ready
@@ -94,7 +101,8 @@ class Launcher:
             adapter = self.registry.get(provider.driver).get_adapter(provider)
             # Every API call of the framework to this provider honours its
             # ``rate`` (the adapter itself never sees the limit).
-            self.adapters[provider.name] = rate_limited(adapter, provider.rate)
+            self.adapters[provider.name] = rate_limited(
+                TimedAdapter(adapter, provider.name, self.stats), provider.rate)
             limit = provider.max_concurrency
             self._semaphores[provider.name] = threading.Semaphore(limit) if limit > 0 else None
             try:
@@ -130,6 +138,8 @@ class Launcher:
         for cache in (self.node_cache, self.request_cache, self.image_cache):
             if cache is not None:
                 cache.stop()
+        if self.stats_reporter is not None:
+            self.stats_reporter.stop()
         for adapter in self.adapters.values():
             try:
                 adapter.stop()
@@ -148,6 +158,8 @@ class Launcher:
             worker.wake()
 
     def _node_changed(self, name, node) -> None:
+        if self.stats_reporter is not None:
+            self.stats_reporter.changed()
         self.wake_workers()
         if self.cleanup is not None and (node is None or node.state in (USED, IN_USE, DELETING)
                                          or node.allocated_to is None):

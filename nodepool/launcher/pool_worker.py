@@ -520,6 +520,10 @@ class PoolWorker(threading.Thread):
 
     def _launch_done(self, machine: NodeLaunchStateMachine) -> None:
         self.launcher.untrack(machine)
+        try:
+            self.launcher.stats.launch_done(machine)
+        except Exception:
+            log.exception('Unable to report the launch of node %s', machine.node.id)
         with self._creating:
             self._launching.discard(machine.node.id)
         if not machine.succeeded:

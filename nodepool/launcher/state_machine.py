@@ -80,8 +80,12 @@ class NodeLaunchStateMachine:
         self.semaphore = semaphore
         self.state = START
         self.error: str | None = None
+        self.exception: Exception | None = None
         self.abandoned = False
         self.thread: threading.Thread | None = None
+        # time.monotonic() at the start and the end of the launch (metrics)
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -99,6 +103,7 @@ class NodeLaunchStateMachine:
     def run(self) -> None:
         if self.semaphore is not None:
             self.semaphore.acquire()
+        self.started_at = time.monotonic()
         try:
             self._launch()
             self.state = DONE
@@ -106,10 +111,12 @@ class NodeLaunchStateMachine:
                      self.node.interface_ip)
         except Exception as e:
             self.error = str(e) or e.__class__.__name__
+            self.exception = e
             log.warning('Node %s failed to launch: %s', self.node.id, self.error)
             self._remove()
             self.state = FAILED
         finally:
+            self.ended_at = time.monotonic()
             if self.semaphore is not None:
                 self.semaphore.release()
             if self.on_done is not None:

@@ -15,6 +15,11 @@ the ``nodepool`` command's table (``text/plain``), or with JSON for the
 ``/dib-image-list``  image builds
 ``/image-list``      image uploads
 ``/ready``           200 once every pool worker is registered, else 503
+
+and, for Prometheus, the launcher's metrics (nodepool/launcher/stats.py) at
+``/metrics`` with the health paths of released Zuul's endpoint:
+``/health/live`` (200), ``/health/ready`` (as ``/ready``) and
+``/health/status`` (``running`` or ``starting``).
 """
 
 from __future__ import annotations
@@ -109,6 +114,13 @@ class WebApp:
     def ready(self) -> bool:
         return self.launcher is not None and self.launcher.registered()
 
+    def _metrics_answer(self, route: str) -> tuple[int, str, str]:
+        from nodepool.driver.metrics import Metrics, MetricsServer
+        metrics = getattr(self.launcher, 'metrics', None) or Metrics(None)
+        status, ctype, body = MetricsServer.answer_for(
+            metrics, route, lambda: 'running' if self.ready() else 'starting')
+        return status, ctype.split(';')[0], body
+
     def answer(self, path: str, accept: str) -> tuple[int, str, str]:
         """(status, content type, body) for a GET of ``path``."""
         url = urlparse(path)
@@ -116,6 +128,8 @@ class WebApp:
         if route == '/ready':
             return (200, 'text/plain', 'OK\n') if self.ready() else \
                 (503, 'text/plain', 'not ready\n')
+        if route == '/metrics' or route.startswith('/health/'):
+            return self._metrics_answer(route)
         as_json = route.endswith('.json') or 'application/json' in (accept or '')
         route = route.removesuffix('.json')
         make = ENDPOINTS.get(route)

@@ -642,7 +642,9 @@ def test_approval_removed_mid_gate_dequeues_at_once(zuul_system, launcher,  # no
                                                     tmp_path):
     """Workflow +1 taken back while the gate job runs on a launched node:
     the item leaves within seconds, its build is stopped and its node
-    returned, nothing is voted, and the change behind it merges."""
+    returned, it is reported as released Zuul does (the gate's failure
+    vote and "This change is unable to merge due to a missing merge
+    requirement."), and the change behind it merges."""
     system = zuul_system
     _, zk = launcher
     marker = pathlib.Path(system.root) / 'release-gate-jobs'
@@ -701,9 +703,12 @@ def test_approval_removed_mid_gate_dequeues_at_once(zuul_system, launcher,  # no
              what='the change behind to merge')
     system.settle()
     assert store.get_change(first.number).status == 'NEW'
-    assert system.verified(first) == 0      # the gate's start reset it; no -2
+    assert system.verified(first) == -2     # the gate's failure vote
+    reports = [text for text in system.messages(first)
+               if 'missing merge requirement' in text]
+    assert reports == ['This change is unable to merge due to a missing merge requirement.']
     assert not [text for text in system.messages(first)
-                if 'failed' in text.lower() or 'merge failed' in text.lower()]
+                if 'build failed' in text.lower() or 'merge failed' in text.lower()]
     # the change behind was re-tested without it
     last = [b for b in system.builds if b.build_set.item.change.number == second.number]
     assert last[-1].build_set.dependent_items == ()

@@ -12,11 +12,27 @@ import os
 import time
 
 import pytest
+from kazoo.client import KazooClient
 
 from tests.functional.system_support import zuul_system  # noqa: F401
 from tests.functional.test_scheduler_restart import _projects
 from tests.harness.daemons import DaemonProcess
 from tests.harness.waiting import wait_for
+from zuul.zk.pipeline_state import PipelineStateStore
+
+
+def _saved_running_builds(store) -> dict:
+    """Job name -> how many unfinished builds the gate's saved state in
+    ZooKeeper holds (read through ``store``, a PipelineStateStore, as the
+    standby will read it)."""
+    state = store.load('example', 'gate') or {}
+    counts: dict = {}
+    for queue in state.get('queues', ()):
+        for item in queue.get('items', ()):
+            for name, build in (item['buildset'].get('builds') or {}).items():
+                if build.get('result') is None:
+                    counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def _session_timeout(system, seconds: int) -> None:
@@ -68,7 +84,17 @@ def test_standby_takes_over_when_the_leader_is_killed_mid_gate(zuul_system):  # 
                  for q in p['change_queues'] for h in q['heads'] for i in h
                  for job in i['jobs']),
              timeout=240, what='both gate builds running')
-    time.sleep(1.5)      # a batch save after the builds started
+    # The leader saves in batches: kill it once ZooKeeper holds both
+    # running builds (what the standby must adopt), not after a guess.
+    client = KazooClient(hosts=system.conf.zookeeper.hosts)
+    client.start(timeout=30)
+    try:
+        saved = PipelineStateStore(client)
+        wait_for(lambda: _saved_running_builds(saved) == {'held': 2}, timeout=60,
+                 what='the running gate builds saved in ZooKeeper')
+    finally:
+        client.stop()
+        client.close()
     killed_at = time.monotonic()
     leader.kill()
     wait_for(lambda: 'Scheduler started with tenants' in standby.log(), timeout=60,

@@ -221,7 +221,10 @@ def test_tenant_info_and_keys(system):
     status, pem = get(system, f'{T}/key/org/app.pub')
     assert status == 200 and pem.startswith('-----BEGIN PUBLIC KEY-----')
     assert 'org/nope' in error(system, f'{T}/key/org/nope.pub', 404)
-    assert 'no per-project SSH keys' in error(system, f'{T}/project-ssh-key/org/app.pub', 501)
+    status, line = get(system, f'{T}/project-ssh-key/org/app.pub')
+    assert status == 200 and line.startswith('ssh-rsa ') and line.endswith('\n')
+    assert get(system, f'{T}/project-ssh-key/review.example.org/org/app.pub') == (200, line)
+    assert get(system, f'{T}/project-ssh-key/org/lib.pub')[1] != line
     assert 'org/nope' in error(system, f'{T}/project-ssh-key/org/nope.pub', 404)
     assert 'project-ssh-key/<project>.pub' in error(
         system, f'{T}/project-ssh-key/org/app', 404)

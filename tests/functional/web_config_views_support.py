@@ -21,11 +21,12 @@ from nodepool.zk.api import NodepoolZooKeeper
 from nodepool.zk.records import Node
 from nodepool.zk.requestor import NodeRequestClient
 from tests.unit.scheduler_support import enqueue_ref, start_system
-from tests.unit.web_auth_support import KeyStore, authenticators, token
+from tests.unit.web_auth_support import authenticators, token
 from zuul.lib.rpc import RPCClient, RPCListener
 from zuul.scheduler.nodes import NodesAdapter
 from zuul.scheduler.rpc_handlers import handlers
 from zuul.web.server import ZuulWeb
+from zuul.zk.keys import ZooKeeperKeyStore
 
 MAIN = """
 - authorization-rule:
@@ -149,8 +150,10 @@ def start(tmp_path, gearman_server, zk_client):
     scheduler, executor = start_system(tmp_path, MAIN, REPOS)
     zk = NodepoolZooKeeper(zk_client)
     scheduler.nodes = NodesAdapter(NodeRequestClient(zk), scheduler)
+    # Project keys in the real ZooKeeper (2048-bit keys keep it quick).
+    keystore = ZooKeeperKeyStore(zk_client, key_bits=2048)
     listener = RPCListener('127.0.0.1', gearman_server.port,
-                           handlers(scheduler, scheduler.layouts, KeyStore()),
+                           handlers(scheduler, scheduler.layouts, keystore),
                            name='zuul-scheduler')
     listener.start()
     rpc = RPCClient('127.0.0.1', gearman_server.port, timeout=60)

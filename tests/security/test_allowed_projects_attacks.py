@@ -50,7 +50,7 @@ def tenant(tmp_path):
 def _refused(tenant, item, job, reason=None):
     jobs, errors = tenant.freeze('gate', item)
     assert job not in [j.name for j in jobs]
-    reason = reason or f'Project org/lib is not allowed to run job "{job}"'
+    reason = reason or f'Project org/lib is not allowed to run job {job}.'
     assert any(reason in str(e) for e in errors), errors
 
 

@@ -4,6 +4,8 @@ managers' collaborator interface (see test_pipeline_managers)."""
 
 from types import SimpleNamespace
 
+import pytest
+
 from tests.unit.test_pipeline_managers import _change, _pipeline, _setup
 from zuul.manager.cycles import dependency_groups
 from zuul.model import item as m
@@ -38,6 +40,29 @@ def test_dependency_groups_without_a_cycle_are_single_changes():
     needs = {1: [2, 3], 2: [3], 3: []}
     groups = dependency_groups(changes[1], lambda c: [changes[n] for n in needs[c.number]])
     assert [[c.number for c in g] for g in groups] == [[3], [2], [1]]
+
+
+@pytest.mark.parametrize('needs', [
+    # A needs B and C, C needs B: B is reached first through A, then again
+    # through C after it finished -- a cross edge, not a cycle.
+    {1: [2, 3], 3: [2], 2: []},
+    # the same diamond walked in the other order
+    {1: [3, 2], 3: [2], 2: []},
+])
+def test_a_diamond_of_depends_on_is_no_cycle(needs):
+    changes = {n: SimpleNamespace(key=n, number=n) for n in needs}
+    groups = dependency_groups(changes[1], lambda c: [changes[n] for n in needs[c.number]])
+    assert all(len(g) == 1 for g in groups), [[c.number for c in g] for g in groups]
+    order = [g[0].number for g in groups]
+    assert order[-1] == 1 and order.index(2) < order.index(3)
+
+
+def test_a_wider_diamond_with_a_real_cycle_beside_it():
+    # 1 needs 2 and 4; 2 needs 3; 4 needs 3 (diamond); 3 and 5 need each other
+    needs = {1: [2, 4], 2: [3], 4: [3], 3: [5], 5: [3]}
+    changes = {n: SimpleNamespace(key=n, number=n) for n in needs}
+    groups = dependency_groups(changes[1], lambda c: [changes[n] for n in needs[c.number]])
+    assert sorted(sorted(c.number for c in g) for g in groups) == [[1], [2], [3, 5], [4]]
 
 
 # -- gate -------------------------------------------------------------------------

@@ -265,6 +265,45 @@ def test_item_being_dequeued_is_not_restored():
     assert [i.change.number for i in new_mgr.all_items()] == [1, 3]
 
 
+def test_item_being_reported_for_a_lost_requirement_is_not_restored():
+    """Its failure report is the dequeue: a scheduler killed while sending
+    it must not bring the unapproved change back into the gate."""
+    ctx, mgr, changes = _gate_mid_run()
+    items = list(mgr.all_items())
+    items[1].reporting = 'failure'
+    items[1].dequeued_missing_requirements = True
+    items[2].reporting = 'failure'          # an ordinary failure report: restored
+    new_mgr = manager_for(mgr.pipeline, ctx)
+    Restorer(new_mgr, _Connections({c.number: c for c in changes})).restore(snapshot(mgr))
+    assert [i.change.number for i in new_mgr.all_items()] == [1, 3]
+
+
+def test_retry_counts_survive_a_restore_and_attempts_still_bound_the_job():
+    """A build set whose job was already retried keeps its tries through
+    a restart: the next RETRY of a job with ``attempts: 3`` is its last."""
+    ctx, mgr, changes = _gate_mid_run()
+    first = next(iter(mgr.all_items()))
+    bs = first.current_build_set
+    assert bs.tries == {'job1': 1, 'job2': 1}
+    job = bs.job('job1')
+    mgr.on_build_completed(bs.builds['job1'], m.RETRY)      # try 1 lost
+    mgr.process_queues()                                    # try 2 starts
+    assert bs.tries['job1'] == 2
+    new_mgr = manager_for(mgr.pipeline, ctx)
+    ctx.manager = new_mgr
+    Restorer(new_mgr, _Connections({c.number: c for c in changes})).restore(snapshot(mgr))
+    restored = next(iter(new_mgr.all_items())).current_build_set
+    assert restored.tries == {'job1': 2, 'job2': 1}
+    new_mgr.process_queues()                                # jobs frozen, builds bound
+    build = restored.builds['job1']
+    assert restored.job('job1').attempts == job.attempts == 3
+    new_mgr.on_build_completed(build, m.RETRY)              # try 2 lost: try 3 starts
+    new_mgr.process_queues()
+    assert restored.tries['job1'] == 3
+    new_mgr.on_build_completed(restored.builds['job1'], m.RETRY)
+    assert restored.result_of('job1') == m.RETRY_LIMIT      # never a 4th try
+
+
 class _FlakyConnections(_Connections):
     """Lookups fail with a connection error ``failures`` times first."""
 

@@ -334,3 +334,25 @@ def test_stream_merging_rewrites_command_arguments(args, expected):
     from zuul.ansible.streams import merged_args
     merged = merged_args(args)
     assert (merged[0] if merged else None) == expected
+
+
+def test_trusted_homes_carry_the_nodes_host_keys_and_ansible_sees_its_own_collections(
+        tmp_path):
+    """zuul-jobs' roles need both: ``synchronize`` runs rsync over a plain
+    ssh that reads ~/.ssh/known_hosts (released Zuul's HOME holds the
+    build's), and its modules come from the collections installed with
+    the Ansible that runs (never from a user's or the system's
+    collection directories)."""
+    from zuul.executor.ansiblecfg import render_config
+    from zuul.executor.jobdir import JobDir
+    jobdir = JobDir(str(tmp_path), 'b' * 32)
+    jobdir.create()
+    with open(jobdir.known_hosts, 'w') as f:
+        f.write('10.0.0.1 ssh-ed25519 AAAAC3Nza\n')
+    home = jobdir.playbook_home('pre_run', 0)
+    with open(os.path.join(home, '.ssh', 'known_hosts')) as f:
+        assert f.read() == '10.0.0.1 ssh-ed25519 AAAAC3Nza\n'
+    assert os.stat(os.path.join(home, '.ssh')).st_mode & 0o777 == 0o700
+    config = render_config(jobdir, trusted=True)
+    assert f'collections_path = {jobdir.no_plugins}\n' in config
+    assert 'collections_scan_sys_path = True\n' in config

@@ -82,6 +82,63 @@ def test_files_and_irrelevant_files_matchers():
     assert freeze_job(layout, 'unit', 'master', ['doc/a', 'zuul/x.py']) is not None
 
 
+def test_a_child_without_file_matchers_inherits_its_parents():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: docs-base, files: ['^doc/.*'], irrelevant-files: ['^doc/draft/.*']}
+- job: {name: docs-build, parent: docs-base, run: playbooks/docs.yaml}
+''')
+    assert freeze_job(layout, 'docs-build', 'master', ['zuul/x.py']) is None
+    assert freeze_job(layout, 'docs-build', 'master', ['doc/index.rst']) is not None
+    assert freeze_job(layout, 'docs-build', 'master', ['doc/draft/x.rst']) is None
+    # unknown files (a branch tip, a timer) match, as before
+    assert freeze_job(layout, 'docs-build', 'master', None) is not None
+
+
+def test_the_later_parent_variant_files_replace_the_earlier():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: lint-base, files: ['^src/.*']}
+- job: {name: lint-base, files: ['^tests/.*']}
+- job: {name: lint, parent: lint-base}
+''')
+    assert freeze_job(layout, 'lint', 'master', ['tests/t.py']) is not None
+    assert freeze_job(layout, 'lint', 'master', ['src/a.py']) is None
+
+
+def test_a_child_setting_files_replaces_the_parents_but_keeps_irrelevant_files():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: parent, files: ['^src/.*'], irrelevant-files: ['\\.md$']}
+- job: {name: child, parent: parent, files: ['^tests/.*']}
+''')
+    assert freeze_job(layout, 'child', 'master', ['src/a.py']) is None
+    assert freeze_job(layout, 'child', 'master', ['tests/t.py']) is not None
+    assert freeze_job(layout, 'child', 'master', ['tests/README.md']) is None
+
+
+def test_file_matchers_do_not_choose_variants_the_branch_does():
+    # A variant whose files do not match still applies its other
+    # attributes; its files are the job's (the job then does not run).
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: unit, timeout: 100}
+- job: {name: unit, files: ['^src/.*'], timeout: 50}
+''')
+    assert freeze_job(layout, 'unit', 'master', ['README']) is None
+    assert freeze_job(layout, 'unit', 'master', ['src/a.c']).get('timeout') == 50
+
+
+def test_a_project_pipeline_variant_files_decide_last():
+    layout = Layout().add('''
+- job: {name: base, parent: null}
+- job: {name: docs, files: ['^doc/.*']}
+''')
+    entry = layout.pp({'docs': {'files': ['^api/.*']}})
+    assert freeze_job(layout, 'docs', 'master', ['api/x.yaml'], [entry]) is not None
+    assert freeze_job(layout, 'docs', 'master', ['doc/x.rst'], [entry]) is None
+
+
 def test_implicit_branch_matcher_and_its_absence():
     untrusted = _sc('org/project', 'stable/1', trusted=False, implicit=True)
     layout = Layout().add('- job: {name: base, parent: null}\n')
@@ -228,7 +285,7 @@ def test_secrets_imply_post_review_and_pipeline_rules():
     assert errors and 'secrets' in errors[0]
     _, errors = freeze_job_graph(layout, 'org/p', gate, 'master',
                                  job_list=[layout.pp('only-here')])
-    assert errors and 'not allowed' in errors[0]
+    assert errors == ['Project org/p is not allowed to run job only-here.']
 
 
 @pytest.mark.parametrize('text,reason', [

@@ -11,6 +11,7 @@ from zuul.manager import manager_for
 from zuul.manager.cycles import CYCLE_REFUSED, Dependencies, dependency_groups
 from zuul.model import item as m
 from zuul.model.change import Change, Ref
+from zuul.scheduler.reporting import format_report
 from zuul.scheduler.semaphores import SemaphoreHandler
 
 
@@ -554,8 +555,10 @@ def test_gate_item_that_loses_its_approval_leaves_at_once(caplog):
         left = manager.recheck_change(_now(first), _event('ev-unapprove'))
     assert [i.change.number for i in left] == [1]
     assert left[0].dequeued_missing_requirements
-    # dequeue reporter only: no failure, no merge-failure
-    assert ctx.reports == [(1, 'dequeue')]
+    # released Zuul: the failure report (not the dequeue reporters), once
+    assert ctx.reports == [(1, 'failure')]
+    assert format_report(_pipeline(failure_message='Build failed.'), left[0], 'failure') == \
+        'This change is unable to merge due to a missing merge requirement.'
     assert builds[1].canceled and builds[1].result == m.CANCELED
     assert 'nodes-1' in ctx.returned_nodes
     lines = [r.getMessage() for r in caplog.records if 'Dequeuing 1,1' in r.getMessage()]
@@ -563,9 +566,33 @@ def test_gate_item_that_loses_its_approval_leaves_at_once(caplog):
     # the change behind was reset and is tested (and merges) without it
     assert builds[2].canceled
     ctx.run()
-    assert ctx.reports == [(1, 'dequeue'), (2, 'success')]
+    assert ctx.reports == [(1, 'failure'), (2, 'success')]
     assert ctx.history[-1] == ('job1', m.SUCCESS, (2,))
     assert not list(manager.all_items())
+
+
+def test_any_pipeline_reports_a_lost_requirement_through_its_failure_actions():
+    """The generic path (any driver may call it): an independent pipeline
+    too, and the failure counts towards disable-after-consecutive-failures."""
+    ctx, manager = _setup(_pipeline('check', 'independent',
+                                    disable_after_consecutive_failures=5))
+    first = _change(ctx, 1)
+    manager.add_change(first)
+    _running(ctx, manager)
+    (item,) = list(manager.all_items())
+    left = manager.dequeue_missing_requirements(item, _event('ev-label-removed'))
+    assert [i.change.number for i in left] == [1]
+    assert ctx.reports == [(1, 'failure')] and manager.consecutive_failures == 1
+    assert not list(manager.all_items())
+
+
+def test_a_quiet_or_already_reported_item_is_not_reported_twice():
+    ctx, manager = _setup(_pipeline(), nodes=True)
+    change = _change(ctx, 1)
+    item = manager.add_change(change)
+    item.reported = True
+    manager.dequeue_missing_requirements(item)
+    assert ctx.reports == []
 
 
 def test_requirements_still_met_keep_the_item():
@@ -823,3 +850,80 @@ def test_a_merge_reported_off_the_loop_holds_the_gate_head_without_resetting_beh
     manager.on_report_completed(pending[-1], True)
     ctx.run()
     assert not list(manager.all_items())
+
+
+# -- per-branch shared queues ----------------------------------------------------
+
+def test_per_branch_queue_tests_a_stable_change_alone_behind_nothing():
+    """``- queue: {name: integrated, per-branch: true}``: the scheduler
+    names the queue with the branch; a stable change does not join the
+    master change's queue (it is tested alone and merges while the master
+    change is still running, and is not reset when that one fails)."""
+    ctx, manager = _setup(_pipeline(), queues={'integrated': ['org/a', 'org/b']},
+                          broken={1}, nodes=True)
+    ctx.get_queue_config = lambda pipeline, change: (
+        f'integrated:{change.branch}', ['org/a', 'org/b'])
+    ctx.queue_settings = lambda pipeline, change: SimpleNamespace(per_branch=True)
+    master = _change(ctx, 1, 'org/a')
+    stable = Change('gerrit', 'org/b', 'refs/changes/02/2/1', number=2, patchset=1,
+                    branch_name='stable/1')
+    ctx.changes[2] = stable
+    manager.add_change(master)
+    manager.add_change(stable)
+    assert [(q.name, q.branch, [i.change.number for i in q.queue])
+            for q in manager.queues] == [('integrated:master', 'master', [1]),
+                                         ('integrated:stable/1', 'stable/1', [2])]
+    _running(ctx, manager)
+    assert sorted(b.tested for b in ctx.running) == [[1], [2]]
+    # the stable change finishes first and merges; the master one is running
+    stable_build = next(b for b in ctx.running if b.tested == [2])
+    manager.on_build_completed(stable_build, m.SUCCESS)
+    manager.process_queues()
+    assert ctx.reports == [(2, 'success')] and stable.status == 'MERGED'
+    master_build = next(b for b in ctx.running if b.tested == [1])
+    assert not master_build.finished
+    manager.on_build_completed(master_build, m.FAILURE)
+    manager.process_queues()
+    assert ctx.reports == [(2, 'success'), (1, 'failure')]
+    assert len(ctx.merges) == 2      # nobody was re-merged: no reset
+
+
+def test_shared_queue_without_per_branch_holds_every_branch():
+    ctx, manager = _setup(_pipeline(), queues={'integrated': ['org/a', 'org/b']})
+    manager.add_change(_change(ctx, 1, 'org/a'))
+    stable = Change('gerrit', 'org/b', 'refs/changes/02/2/1', number=2, patchset=1,
+                    branch_name='stable/1')
+    ctx.changes[2] = stable
+    manager.add_change(stable)
+    assert [(q.name, [i.change.number for i in q.queue]) for q in manager.queues] == \
+        [('integrated', [1, 2])]
+
+
+# -- the early gate reset ---------------------------------------------------------
+
+def test_gate_resets_the_items_behind_as_soon_as_a_job_ahead_fails():
+    """The first failing voting job of an item makes it failing at once:
+    the items behind are re-tested without it right then, while its other
+    jobs still run (they are not waited for), and it is reported only when
+    they end."""
+    ctx, manager = _setup(_pipeline(), jobs=('job1', 'job2'), nodes=True)
+    for n in (1, 2, 3):
+        manager.add_change(_change(ctx, n))
+    _running(ctx, manager)
+    first = {b.job.name: b for b in ctx.running if b.tested == [1]}
+    behind = [b for b in ctx.running if b.tested != [1]]
+    assert sorted(b.tested for b in behind) == [[1, 2], [1, 2], [1, 2, 3], [1, 2, 3]]
+    merges_before = len(ctx.merges)
+    manager.on_build_completed(first['job1'], m.FAILURE)
+    manager.process_queues()
+    # reset now: the builds behind are canceled, new merges without 1
+    assert all(b.canceled for b in behind)
+    assert ctx.merges[merges_before:] == [[2], [2, 3]]
+    assert not first['job2'].finished and not first['job2'].canceled
+    assert ctx.reports == []                 # item 1 waits for its job2
+    _running(ctx, manager)
+    assert sorted(b.tested for b in ctx.running if not b.finished and not b.canceled
+                  and b.tested != [1]) == [[2], [2], [2, 3], [2, 3]]
+    manager.on_build_completed(first['job2'], m.SUCCESS)
+    manager.process_queues()
+    assert ctx.reports == [(1, 'failure')]

@@ -64,8 +64,8 @@ def test_debug_explains_which_jobs_run_in_the_report(tmp_path):
     notes = item.current_build_set.debug_messages
     assert notes[0].startswith('Job app-unit runs, frozen from: ')
     assert 'app-unit@' in notes[0]
-    assert notes[1] == ('Job app-docs does not run: no variant matches branch master '
-                        'and the files changed')
+    assert notes[1] == ('Job app-docs does not run: the files changed do not match its '
+                        'files/irrelevant-files')
     item.current_build_set.jobs = jobs
     report = format_report(tenant.pipeline('check'), item, 'failure')
     assert 'Debug information:\n  Job app-unit runs' in report

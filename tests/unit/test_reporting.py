@@ -87,3 +87,19 @@ def test_report_build_page_needs_a_web_root_and_defaults_to_zuul_conf():
     assert build_page_base(Tenant('t', report_build_page=True),
                            'https://zuul.example.org') == 'https://zuul.example.org/t/t/build/'
     assert build_page_base(None, 'https://zuul.example.org') is None
+
+
+def test_a_job_error_is_reported_in_its_own_words_a_syntax_error_with_the_header():
+    from zuul.model.errors import ConfigError
+    pipeline = SimpleNamespace(name='check')
+    item = _item()
+    refused = 'Project org/project is not allowed to run job only-here.'
+    item.current_build_set.config_errors = [refused]
+    assert format_report(pipeline, item, 'config-error') == refused
+    custom = SimpleNamespace(name='check', config_error_message='Config trouble.')
+    assert format_report(custom, item, 'config-error') == f'Config trouble.\n\n{refused}'
+    item.current_build_set.config_errors = [ConfigError('unknown attribute "x"',
+                                                        path='.zuul.yaml', line=3)]
+    assert format_report(pipeline, item, 'config-error').startswith(
+        'Zuul encountered a syntax error while parsing its configuration in the repo '
+        'org/project on branch master.')

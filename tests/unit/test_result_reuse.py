@@ -87,6 +87,22 @@ def test_each_input_changed_alone_changes_the_hash(what, kwargs):
     assert _hash(**kwargs) != _hash(), what
 
 
+def test_a_role_repository_is_an_input_of_its_own():
+    """A role repo that is no required project nor a playbook's project:
+    its branch heads are hashed through the role alone."""
+    spec = _spec(run=[PlaybookSpec('gerrit', 'org/app', 'master', 'playbooks/run',
+                                   roles=[RoleSpec('gerrit', 'org/roles')])])
+    assert ('gerrit', 'org/roles') in reuse.used_projects(spec, _item())
+
+    def with_roles(sha):
+        item = _item()
+        item.current_build_set.repo_state['gerrit']['org/roles'] = {
+            'refs/heads/master': sha * 40}
+        return reuse.input_hash('t1', item, _job(), spec, [])
+    assert with_roles('7') is not None
+    assert with_roles('7') != with_roles('8')
+
+
 def test_secrets_are_hashed_as_a_digest_never_in_plaintext():
     material = reuse.job_material(_spec())
     text = repr(material)

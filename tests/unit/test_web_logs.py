@@ -30,6 +30,13 @@ def log_root(tmp_path):
     (build / 'leak.txt').symlink_to(tmp_path / 'secret')
     (build / 'leakdir').symlink_to(tmp_path)
     os.mkfifo(build / 'pipe')
+    # Beside the builds: a half-archived build (logarchive writes
+    # .<uuid>.tmp-<pid>/ then renames it) and files of the root itself.
+    partial = root / f'.{"e" * 32}.tmp-4242'
+    partial.mkdir()
+    (partial / 'job-output.txt').write_text('SECRET half-written\n')
+    (root / 'README').write_text('SECRET operator notes\n')
+    (root / '.htpasswd').write_text('SECRET admin:x\n')
     return root
 
 
@@ -131,6 +138,12 @@ def test_directories_are_listed(web):
     '/logs//etc/passwd',
     '/logs/..',
     '/logs/%2e%2e/secret',
+    f'/logs/.{"e" * 32}.tmp-4242/job-output.txt',     # an archive being written
+    f'/logs/.{"e" * 32}.tmp-4242/',
+    f'/logs/.{"e" * 32}.tmp-4242/?format=listing',
+    '/logs/README',                                   # files of the log root itself
+    '/logs/README?format=json',
+    '/logs/.htpasswd',
 ])
 def test_missing_and_escaping_paths_are_404(web, path):
     status, _, body = fetch(web, path)

@@ -116,7 +116,7 @@ def samples(system) -> list[tuple[str, str, int]]:
         ('POST', f'{T}/project/org/app/autohold', 401), ('POST', f'{T}/promote', 401),
         ('GET', f'{T}/autohold/{NO_HOLD}', 404), ('DELETE', f'{T}/autohold/{NO_HOLD}', 401),
         ('GET', f'{T}/authorizations', 401), ('GET', f'{T}/key/org/app.pub', 200),
-        ('GET', f'{T}/project-ssh-key/org/app.pub', 501),
+        ('GET', f'{T}/project-ssh-key/org/app.pub', 200),
         ('GET', f'{T}/config-errors', 200), ('GET', f'{T}/semaphores', 200),
         ('GET', f'{T}/nodes', 200), ('GET', f'{T}/autohold', 200),
         ('GET', f'{T}/images', 200), ('GET', f'{T}/flavors', 200),

@@ -74,13 +74,15 @@ def main(argv=None) -> int:
         claim.refresh()
     setup_logging(config.get('executor', 'log_config', fallback=None), args.foreground)
     from zuul.lib.gearlib import GearTLS
+    from zuul.lib.stats import metrics_server
     zk, records = _build_records(config)
     server = ExecutorServer(settings, config.get('gearman', 'server', fallback='127.0.0.1'),
                             config.getint('gearman', 'port', fallback=4730),
                             build_merger(config, settings),
                             serve_merger=not config.getboolean('executor', 'disable_merger',
                                                                fallback=False),
-                            tls=GearTLS.from_config(config), build_records=records)
+                            tls=GearTLS.from_config(config), build_records=records,
+                            metrics=_metrics(config))
     done = threading.Event()
 
     def graceful():
@@ -101,16 +103,30 @@ def main(argv=None) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
             signal.signal(sig, on_signal)
         server.start()
+        prometheus = metrics_server(
+            server.metrics, config.get('executor', 'prometheus_port', fallback=None),
+            config.get('executor', 'prometheus_addr', fallback=None),
+            lambda: 'paused' if server.paused else 'running')
         commands = CommandSocket(socket_path(config, settings), {
             'stop': stop, 'graceful': graceful, 'pause': server.pause,
             'resume': server.resume})
         commands.start()
         done.wait()
         commands.stop()
+        if prometheus is not None:
+            prometheus.stop()
     if zk is not None:
         zk.stop()
         zk.close()
     return 0
+
+
+def _metrics(config):
+    """[statsd] server, port, prefix (as every Zuul daemon reads them)."""
+    from nodepool.driver.metrics import Metrics
+    host = config.get('statsd', 'server', fallback=None)
+    return Metrics(host or None, config.getint('statsd', 'port', fallback=8125),
+                   config.get('statsd', 'prefix', fallback=None))
 
 
 def _build_records(config):

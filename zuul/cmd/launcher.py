@@ -62,8 +62,14 @@ def main(argv=None) -> int:
                          tls=conf.zookeeper.tls())
         launcher = ZuulLauncher(client, conf.connections, settings)
         launcher.start()
+        from nodepool.driver.metrics import Metrics
+        from zuul.lib.stats import metrics_server
+        prometheus = metrics_server(Metrics(None), settings.prometheus_port,
+                                    settings.prometheus_addr)
         install_signal_handlers(on_term=stopped.set)
         stopped.wait()
+        if prometheus is not None:
+            prometheus.stop()
         launcher.stop()
         client.stop()
         client.close()

@@ -40,8 +40,10 @@ def build_server(conf: ZuulConf):
                     git_user_email=settings.git_user_email,
                     git_user_name=settings.git_user_name)
     from zuul.lib.gearlib import GearTLS
+    from zuul.lib.stats import daemon_metrics
     return MergeServer([(conf.gearman.server, conf.gearman.port)], merger,
-                       hostname=settings.hostname, tls=GearTLS.of(conf.gearman))
+                       hostname=settings.hostname, tls=GearTLS.of(conf.gearman),
+                       metrics=daemon_metrics(conf.statsd))
 
 
 def socket_path(conf: ZuulConf) -> str:
@@ -75,6 +77,9 @@ def main(argv=None) -> int:
         server = build_server(conf)
         install_signal_handlers(done.set)
         server.start()
+        from zuul.lib.stats import metrics_server
+        prometheus = metrics_server(server.metrics, conf.merger.prometheus_port,
+                                    conf.merger.prometheus_addr)
         commands = CommandSocket(socket_path(conf), {
             'stop': done.set, 'pause': server.pause, 'resume': server.resume})
         commands.start()
@@ -82,6 +87,8 @@ def main(argv=None) -> int:
         commands.stop()
         log.info('Stopping: waiting for the running merge jobs')
         server.stop()
+        if prometheus is not None:
+            prometheus.stop()
     return 0
 
 

@@ -163,6 +163,11 @@ def main(argv=None) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, on_signal)
         web.start()
+        from nodepool.driver.metrics import Metrics
+        from zuul.lib.stats import metrics_server
+        prometheus = metrics_server(Metrics(None),
+                                    config.get('web', 'prometheus_port', fallback=None),
+                                    config.get('web', 'prometheus_addr', fallback=None))
         commands = CommandSocket(settings.command_socket, {'stop': done.set})
         try:
             commands.start()
@@ -174,6 +179,8 @@ def main(argv=None) -> int:
         done.wait()
         if commands is not None:
             commands.stop()
+        if prometheus is not None:
+            prometheus.stop()
         web.stop()
         rpc.shutdown()
         if zk is not None:

@@ -74,6 +74,9 @@ class SchedulerSettings:
     relative_priority: bool = False
     default_ansible_version: str | None = None
     jobdir: str | None = None
+    #: Released Zuul's Prometheus endpoint (``/metrics``, ``/health/*``).
+    prometheus_port: int | None = None
+    prometheus_addr: str = '0.0.0.0'
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,9 @@ class MergerSettings:
     pidfile: str = '/var/run/zuul/merger.pid'
     command_socket: str | None = None
     hostname: str | None = None
+    #: Released Zuul's Prometheus endpoint (``/metrics``, ``/health/*``).
+    prometheus_port: int | None = None
+    prometheus_addr: str = '0.0.0.0'
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,9 @@ class ExecutorSettingsConf:
     log_url: str | None = None
     max_log_bytes: int = 1 << 30
     log_retention_days: float = 0
+    #: Released Zuul's Prometheus endpoint (``/metrics``, ``/health/*``).
+    prometheus_port: int | None = None
+    prometheus_addr: str = '0.0.0.0'
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,9 @@ class WebSettings:
     static_cache_expiry: int = 3600
     command_socket: str | None = None
     log_root: str | None = None
+    #: Released Zuul's Prometheus endpoint (``/metrics``, ``/health/*``).
+    prometheus_port: int | None = None
+    prometheus_addr: str = '0.0.0.0'
 
 
 @dataclass(frozen=True)
@@ -135,6 +147,9 @@ class LauncherSettingsConf:
     log_config: str | None = None
     pidfile: str = '/var/run/zuul/launcher.pid'
     hostname: str | None = None
+    #: Released Zuul's Prometheus endpoint (``/metrics``, ``/health/*``).
+    prometheus_port: int | None = None
+    prometheus_addr: str = '0.0.0.0'
     #: Operate only on providers of these connections (space or comma
     #: separated; ``null`` names static providers).  Empty: all.
     connections: str = ''

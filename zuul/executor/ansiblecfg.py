@@ -59,8 +59,12 @@ def render_config(jobdir: JobDir, trusted: bool) -> str:
         f'action_plugins = {os.path.join(PLUGIN_ROOT, "action")}',
         f'library = {os.path.join(PLUGIN_ROOT, "library")}',
         *pinned,
+        # No collection from a user's or the system's directories; those
+        # installed with the Ansible that runs (zuul-manage-ansible's
+        # community package: ansible.posix, community.general ...) are
+        # found on its own sys.path, as released Zuul's jobs find them.
         f'collections_path = {jobdir.no_plugins}',
-        'collections_scan_sys_path = False',
+        'collections_scan_sys_path = True',
         'retry_files_enabled = False',
         'gathering = smart',
         'fact_caching = jsonfile',

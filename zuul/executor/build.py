@@ -76,7 +76,7 @@ from zuul.executor.runner import (
 )
 from zuul.executor.sandbox import BubblewrapSandbox, SandboxMounts, user_files
 from zuul.executor.settings import ExecutorSettings
-from zuul.executor.sshagent import SshAgent
+from zuul.executor.sshagent import SshAgent, add_build_keys
 from zuul.executor.vars import git_head, zuul_vars
 from zuul.executor.workspace import MergeConflictError, Workspace, WorkspaceError, src_dir
 from zuul.lib import safefile, yamlutil
@@ -107,6 +107,8 @@ class BuildExecution:
         self.ssh_auth_sock = ssh_auth_sock
         self.agent: SshAgent | None = None
         self.progress = progress or (lambda phase: None)
+        # Called as each playbook ends: (phase, RESULT_*) (executor metrics).
+        self.on_playbook_end = lambda phase, result: None
         self.on_pre_fail = on_pre_fail or (lambda line: None)
         self.failure_regexes: list = []
         # The console line that matched ``failure-output``, if one did.
@@ -163,10 +165,13 @@ class BuildExecution:
     def _start_agent(self) -> None:
         """One agent per build, holding the node key: no build can list,
         remove or use another's (zuul.executor.sshagent)."""
-        if self.ssh_auth_sock is not None or not self.settings.private_key_file:
+        if self.ssh_auth_sock is not None or not (self.settings.private_key_file or
+                                                  self.request.ssh_keys):
             return
-        self.agent = SshAgent(self.jobdir.agent_socket).start(self.settings.private_key_file)
+        self.agent = SshAgent(self.jobdir.agent_socket).start(
+            self.settings.private_key_file or None)
         self.ssh_auth_sock = self.agent.socket_path
+        add_build_keys(self.agent, self.request.ssh_keys)
 
     # -- disk limit ------------------------------------------------------
     def _watch_disk(self) -> None:
@@ -479,6 +484,7 @@ class BuildExecution:
             'RESULT_NORMAL' if outcome.ok else
             'RESULT_UNREACHABLE' if outcome.unreachable else 'RESULT_FAILED')
         self._log_line(f'{_LABELS[playbook.phase]} END {status}: [{playbook.label}]')
+        self.on_playbook_end(playbook.phase, status)
         return outcome
 
     def _take_semaphores(self, playbook: PreparedPlaybook, deadline: float | None,

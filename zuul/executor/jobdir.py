@@ -102,6 +102,12 @@ class JobDir:
         home = os.path.join(self.playbook_dir(phase, index), 'home')
         shutil.rmtree(home, ignore_errors=True)
         os.makedirs(os.path.join(home, 'tmp'))
+        # The nodes' host keys where a plain ``ssh`` looks (as in released
+        # Zuul, whose HOME holds them): Ansible's own connection is told
+        # the file, but ``synchronize`` runs rsync over ssh without it.
+        if os.path.isfile(self.known_hosts):
+            os.makedirs(os.path.join(home, '.ssh'), mode=0o700)
+            shutil.copyfile(self.known_hosts, os.path.join(home, '.ssh', 'known_hosts'))
         return home
 
     def config_file(self, trusted: bool) -> str:

@@ -263,6 +263,16 @@ class ZuulContext(_Wire):
 
 
 @dataclass
+class SshKeySpec(_Wire):
+    """A private key for the build's ssh-agent: the project key of a
+    post-review job's project (zuul/zk/ssh_keys.py), in OpenSSH's format.
+    As confidential as a secret: kept out of every repr, log and file."""
+
+    name: str
+    private_key: str = field(repr=False)
+
+
+@dataclass
 class ExecuteRequest(_Wire):
     """The argument of ``executor:execute``."""
 
@@ -276,6 +286,9 @@ class ExecuteRequest(_Wire):
     # The tenant's ``infra-failure-patterns``: a failed build whose console
     # matches one is retried (zuul.executor.infrafailure).
     infra_failure_patterns: list[str] = field(default_factory=list)
+    # Keys added to the build's ssh-agent besides the node key (the
+    # project key, for post-review pipelines only).
+    ssh_keys: list[SshKeySpec] = field(default_factory=list, repr=False)
     version: int = SCHEMA_VERSION
 
     _nested = {
@@ -283,6 +296,7 @@ class ExecuteRequest(_Wire):
         'zuul': (ZuulContext, 'one'),
         'nodes': (NodeSpec, 'list'),
         'items': (ItemSpec, 'list'),
+        'ssh_keys': (SshKeySpec, 'list'),
     }
 
     def to_json(self) -> bytes:

@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import threading
+import time
 
 import gear
 
@@ -35,6 +36,7 @@ from zuul.executor.protocol import (
 from zuul.executor.sandbox import BubblewrapSandbox
 from zuul.executor.semaphores import SemaphoreClient
 from zuul.executor.settings import ExecutorSettings
+from zuul.executor.stats import ExecutorStats, executor_key
 from zuul.lib.gearlib import GearWorker, tls_kwargs
 
 log = logging.getLogger('zuul.executor.server')
@@ -63,8 +65,13 @@ class ExecutorServer:
 
     def __init__(self, settings: ExecutorSettings, gearman_host: str, gearman_port: int,
                  merger, governor: CapacityGovernor | None = None,
-                 serve_merger: bool = False, tls=None, build_records=None):
+                 serve_merger: bool = False, tls=None, build_records=None, metrics=None):
         self.settings = settings
+        # zuul.executor.<host>.* (zuul.executor.stats): statsd and Prometheus.
+        self.stats = ExecutorStats(metrics, settings.hostname, settings.job_dir)
+        self.metrics = self.stats.metrics
+        self._starting_since: dict[str, float] = {}
+        self._paused = False
         # zuul.zk.builds.BuildRecords: every build's state and result also
         # in ZooKeeper, so a scheduler that restarted adopts it.
         self.build_records = build_records
@@ -148,18 +155,22 @@ class ExecutorServer:
         if self.serve_merger:
             from zuul.merger.server import MergeServer
             self.merge_server = MergeServer([self.gearman], self.merger,
-                                            hostname=self.settings.hostname, tls=self.tls)
+                                            hostname=self.settings.hostname, tls=self.tls,
+                                            metrics=self.metrics,
+                                            stats_key=executor_key(self.settings.hostname))
             self.merge_server.start()
 
     def pause(self) -> None:
         """Take no new builds (running ones go on); ``resume`` undoes it."""
         with self._lock:
             self._accepting = False
+            self._paused = True
         self._update_registration()
 
     def resume(self) -> None:
         with self._lock:
             self._accepting = True
+            self._paused = False
         self._update_registration()
 
     def graceful_stop(self) -> None:
@@ -209,6 +220,15 @@ class ExecutorServer:
                 self.worker.stopWaitingForJobs()
             if not want and self.governor.reason:
                 log.info('Not accepting builds: %s', self.governor.reason)
+        self._report_stats()
+
+    def _report_stats(self) -> None:
+        with self._lock:
+            running, starting, paused = len(self.builds), len(self.starting), self._paused
+        try:
+            self.stats.report(running, starting, paused)
+        except Exception:   # figures must never stop the executor
+            log.exception('Unable to report the executor figures')
 
     def _governor_loop(self) -> None:
         while not self._stopped.wait(GOVERNOR_INTERVAL):
@@ -223,6 +243,10 @@ class ExecutorServer:
                 log.exception('Error removing expired build logs')
             if self._stopped.wait(LOG_RETENTION_INTERVAL):
                 return
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
 
     @property
     def accepting_work(self) -> bool:
@@ -273,8 +297,11 @@ class ExecutorServer:
                                    on_pre_fail=lambda line: self._send_progress(
                                        job, request, 'run', pre_fail=True),
                                    semaphore_client=self.semaphore_client)
+            build.on_playbook_end = self.stats.playbook_ended
             self.builds[request.uuid] = build
             self.starting.add(request.uuid)
+            self._starting_since[request.uuid] = time.monotonic()
+        self.stats.build_started()
         self._update_registration()
         self.log_streamer.register(request.uuid, build.jobdir.job_output_txt,
                                    root=build.jobdir.root)
@@ -296,7 +323,10 @@ class ExecutorServer:
         with self._lock:
             was_starting = uuid in self.starting
             self.starting.discard(uuid)
+            since = self._starting_since.pop(uuid, None)
         if was_starting:
+            if since is not None:
+                self.stats.starting_ended(time.monotonic() - since)
             self._update_registration()
 
     def _send_progress(self, job, request: ExecuteRequest, phase: str | None,
@@ -323,5 +353,6 @@ class ExecutorServer:
             with self._idle:
                 self.builds.pop(request.uuid, None)
                 self.starting.discard(request.uuid)
+                self._starting_since.pop(request.uuid, None)
                 self._idle.notify_all()
             self._update_registration()

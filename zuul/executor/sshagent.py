@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import tempfile
 
 # Run by ssh-agent: says the agent's pid, then lives exactly as long as
 # the executor holds the other end of its standard input.
@@ -64,19 +63,18 @@ class SshAgent:
             raise SshAgentError(f'ssh-add {key_file} failed: {proc.stderr.strip()}')
 
     def add_key_text(self, private_key: str) -> None:
-        """Add a PEM private key held in memory (a project's key): written
-        for ssh-add to a private file on a tmpfs, removed at once."""
-        directory = tempfile.mkdtemp(prefix='zuul-key-', dir=_memory_dir())
-        path = os.path.join(directory, 'key')
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, 'w') as f:
-                f.write(private_key if private_key.endswith('\n') else private_key + '\n')
-            self.add(path)
-        finally:
-            if os.path.exists(path):
-                os.unlink(path)
-            os.rmdir(directory)
+        """Add a private key held in memory (a project's key): given to
+        ``ssh-add -`` on its standard input, so it is never in a file, and
+        the agent lists it with the comment ``(stdin)`` -- as released Zuul
+        adds it, which zuul-jobs' add-build-sshkey relies on to keep such
+        keys when it removes the node key."""
+        env = dict(os.environ, SSH_AUTH_SOCK=self.socket_path)
+        text = private_key if private_key.endswith('\n') else private_key + '\n'
+        proc = subprocess.run(['ssh-add', '-'], env=env, input=text, capture_output=True,
+                              text=True)
+        if proc.returncode != 0:
+            raise SshAgentError(f'ssh-add of a key held in memory failed: '
+                                f'{proc.stderr.strip()}')
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -102,8 +100,14 @@ class SshAgent:
                 pass
 
 
-def _memory_dir() -> str:
-    for candidate in ('/dev/shm', '/run/shm'):
-        if os.path.isdir(candidate):
-            return candidate
-    raise SshAgentError('no tmpfs (/dev/shm) to hand a key to ssh-add')
+def add_build_keys(agent: SshAgent, keys) -> None:
+    """Give the build's agent the keys its request carries besides the
+    node key (``ExecuteRequest.ssh_keys``: the project key of a
+    post-review job). They go into this build's agent only, never into a
+    file of the build; an error names the key, never shows it."""
+    for key in keys or ():
+        try:
+            agent.add_key_text(key.private_key)
+        except SshAgentError:
+            raise SshAgentError(f'unable to add the {key.name} to the ssh-agent') from None
+

@@ -205,9 +205,8 @@ def zuul_vars(request: ExecuteRequest, jobdir: JobDir, hostname: str,
     if message is not None or (item is not None and item.number is not None):
         data['message'] = encode_message(message or '')
     if item is not None:
+        # No zuul.newrev/oldrev for a change, as released Zuul: zuul-jobs'
+        # set-zuul-log-path-fact tells a ref update by ``zuul.newrev is
+        # defined``.
         data.update(_ref_vars(item, scheme))
-        if item.newrev and item.number is not None:
-            # A change's patchset commit (our own addition, kept).
-            data['newrev'] = item.newrev
-            data['oldrev'] = item.oldrev
     return data

@@ -174,6 +174,9 @@ SEMAPHORE_LIST = 'zuul:semaphore_list'
 #   "state_time": float, "comment": str|null, "hold_job": str|null}]
 NODE_LIST = 'zuul:node_list'
 CONFIG_VIEW_FUNCTIONS = (FREEZE_JOBS, SEMAPHORE_LIST, NODE_LIST)
+# tenant, project (name or canonical name; must be in the tenant).
+# -> str: the project's SSH public key, one OpenSSH line ("ssh-rsa AAAA...").
+PROJECT_SSH_KEY_GET = 'zuul:project_ssh_key_get'
 
 # Functions zuul-web's authenticated actions added (kept apart from
 # ALL_FUNCTIONS, which the test scheduler stand-in serves one by one).

@@ -9,38 +9,20 @@ Metric names follow released Zuul where it has them, e.g.
 
 from __future__ import annotations
 
-import logging
-import socket
+from nodepool.driver.metrics import Metrics, key_part
 
-log = logging.getLogger('zuul.stats')
-
-
-def _key(part: str) -> str:
-    return str(part).replace('.', '_').replace('/', '.').replace(':', '_')
+# zuul.conf's [statsd]: one Metrics per daemon (nodepool/driver/metrics.py
+# sends the lines and keeps the figures for its Prometheus endpoint).
+StatsClient = Metrics
+_key = key_part
 
 
-class StatsClient:
-    def __init__(self, host: str, port: int = 8125, prefix: str | None = None):
-        self.address = (host, int(port))
-        self.prefix = prefix
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-
-    def _send(self, name: str, value, kind: str) -> None:
-        if self.prefix:
-            name = f'{self.prefix}.{name}'
-        try:
-            self.sock.sendto(f'{name}:{value}|{kind}'.encode(), self.address)
-        except OSError as e:  # metrics must never break the scheduler
-            log.debug('statsd send failed: %s', e)
-
-    def incr(self, name: str, count: int = 1) -> None:
-        self._send(name, count, 'c')
-
-    def gauge(self, name: str, value) -> None:
-        self._send(name, value, 'g')
-
-    def timing(self, name: str, ms) -> None:
-        self._send(name, int(ms), 'ms')
+def daemon_metrics(statsd_settings) -> Metrics:
+    """A daemon's Metrics from zuul.conf's ``[statsd]`` (server, port,
+    prefix); without a server nothing is sent, figures are still kept."""
+    if statsd_settings is None or not getattr(statsd_settings, 'server', None):
+        return Metrics(None)
+    return Metrics(statsd_settings.server, statsd_settings.port, statsd_settings.prefix)
 
 
 class SchedulerStats:
@@ -85,3 +67,21 @@ class SchedulerStats:
         self.client.incr(key)
         if build.duration is not None:
             self.client.timing(key, build.duration * 1000)
+
+
+def metrics_server(metrics: Metrics, port, addr: str | None = None, status=None):
+    """Released Zuul's ``prometheus_port``/``prometheus_addr`` of a
+    daemon's section: a started MetricsServer (``/metrics`` and
+    ``/health/*``), or None when no port is set. A port that cannot be
+    bound is logged; the daemon runs on without it."""
+    import logging
+
+    from nodepool.driver.metrics import MetricsServer
+    if port in (None, ''):
+        return None
+    try:
+        return MetricsServer(metrics, int(port), addr or '0.0.0.0', status).start()
+    except (OSError, ValueError) as e:
+        logging.getLogger('zuul.stats').error('Prometheus endpoint not started on %s:%s: %s',
+                                              addr or '0.0.0.0', port, e)
+        return None

@@ -27,6 +27,10 @@ log = logging.getLogger('zuul.manager')
 
 # What a change is told when processing it failed unexpectedly; the
 # exception itself goes only to the scheduler's log.
+# Why an item leaves when its change no longer meets the pipeline's
+# requirements (logged; the report is reporting.MISSING_REQUIREMENT).
+MISSING_REQUIREMENTS = 'it no longer meets the requirements of the pipeline'
+
 INTERNAL_ERROR = ('Zuul was unable to prepare the jobs of this change because of an '
                   'unexpected error. The Zuul operators can find the details in the '
                   'scheduler log under event id {event_id}.')
@@ -268,28 +272,52 @@ class PipelineManager(BundleHandling):
             return None  # an operator enqueued it past the requirements
         if not self.ctx.change_meets_requirements(self.pipeline, change):
             item.dequeued_missing_requirements = True
-            return 'it no longer meets the requirements of the pipeline'
+            return MISSING_REQUIREMENTS
         return None
+
+    def dequeue_missing_requirements(self, item: m.QueueItem, event=None) -> list[m.QueueItem]:
+        """Take out ``item``, whose change no longer meets the pipeline's
+        requirements (whatever the driver, whoever noticed): reported as
+        released Zuul does, through the failure actions (see
+        ``_report_dequeue``). Returns every item that left."""
+        item.dequeued_missing_requirements = True
+        return self.dequeue_item(item, MISSING_REQUIREMENTS, event)
+
+    def _report_dequeue(self, item: m.QueueItem) -> str:
+        """The report of a live item leaving before its result: an item
+        that no longer meets the requirements gets the failure report
+        (its vote is the failure vote) saying "This change is unable to
+        merge due to a missing merge requirement."; any other only the
+        ``dequeue`` reporters. Returns the action recorded."""
+        if item.dequeued_missing_requirements:
+            self._report_result(item, 'failure')
+            self._count_result('failure')
+            return 'failure'
+        self.ctx.report(self.pipeline, item, 'dequeue')
+        return 'dequeued'
 
     def dequeue_item(self, item: m.QueueItem, reason: str, event=None,
                      report: bool = True) -> list[m.QueueItem]:
         """Take ``item`` out before it completes: its builds are canceled,
         node requests canceled and nodes returned, the items behind it are
         reset without it, and the pipeline's ``dequeue`` reporters (if
-        any) are told -- never a failure report. Items that need it leave
-        with it. Returns every item that left."""
+        any) are told -- or, for an item that no longer meets the
+        pipeline's requirements, its failure reporters
+        (``_report_dequeue``). Items that need it leave with it. Returns
+        every item that left."""
         event_id = getattr(event, 'event_id', None) or item.event_id
         log.info('[e: %s] Dequeuing %s from %s: %s', event_id, item.change.describe(),
                  self.name, reason)
         queue = item.queue
         behind = self._items_behind_in_list(item) if queue is not None else []
+        action = 'failure' if item.dequeued_missing_requirements else 'dequeued'
         if item.live:
             if report and not item.quiet and not item.reported:
                 item.reported = True
-                self.ctx.report(self.pipeline, item, 'dequeue')
+                action = self._report_dequeue(item)
         self.remove_item(item)
         if item.live:
-            self.ctx.item_reported(self.pipeline, item, 'dequeued')
+            self.ctx.item_reported(self.pipeline, item, action)
         left = [item]
         if item.bundle is not None:
             for other in item.bundle.items:

@@ -50,9 +50,12 @@ class DependentPipelineManager(PipelineManager):
         return super().add_change(change, event, quiet, live, ignore_requirements)
 
     def get_queue(self, change, create: bool = True) -> m.ChangeQueue | None:
+        """The change's queue: the one of its shared queue's name (with
+        ``per-branch: true`` the name carries the branch, so each branch
+        has its own), else its project's own."""
         name, projects = self.ctx.get_queue_config(self.pipeline, change)
         for queue in self.queues:
-            if (name and queue.name == name) or change.project in queue.projects:
+            if (queue.name == name) if name else (change.project in queue.projects):
                 if change.project not in queue.projects:
                     queue.projects.append(change.project)
                 return queue
@@ -65,9 +68,17 @@ class DependentPipelineManager(PipelineManager):
             window_increase_type=p.window_increase_type,
             window_increase_factor=p.window_increase_factor,
             window_decrease_type=p.window_decrease_type,
-            window_decrease_factor=p.window_decrease_factor)
+            window_decrease_factor=p.window_decrease_factor, branch=self._queue_branch(change))
         self.queues.append(queue)
         return queue
+
+    def _queue_branch(self, change) -> str | None:
+        """The branch a ``per-branch`` shared queue is for (None for a
+        queue of every branch)."""
+        settings = getattr(self.ctx, 'queue_settings', None)
+        if settings is None or not settings(self.pipeline, change).per_branch:
+            return None
+        return getattr(change, 'branch', None)
 
     def enqueue_needed_changes(self, change, event, quiet, deps) -> bool:
         # A needed change in a cycle of its own brings its whole bundle

@@ -21,6 +21,7 @@ import threading
 
 import gear
 
+from nodepool.driver.metrics import Metrics, key_part
 from zuul.lib.gearlib import GearWorker, tls_kwargs
 from zuul.merger.merger import MergerError
 from zuul.merger.protocol import (
@@ -51,11 +52,16 @@ class MergeServer:
     servers ``servers`` [(host, port)], with ``threads`` jobs at once."""
 
     def __init__(self, servers, merger, hostname: str | None = None, threads: int = 1,
-                 tls=None):
+                 tls=None, metrics=None, stats_key: str | None = None):
         self.servers = list(servers)
         self.tls = tls
         self.merger = merger
         self.hostname = hostname or socket.getfqdn()
+        # ``<stats_key>.merger.SUCCESS|FAILURE`` per merge (released Zuul's
+        # name; zuul.merger.<host> for a zuul-merger, zuul.executor.<host>
+        # for an executor's merger functions).
+        self.metrics = metrics or Metrics(None)
+        self.stats_key = stats_key or f'zuul.merger.{key_part(self.hostname)}'
         self.threads = max(1, threads)
         self.workers: list[gear.Worker] = []
         self._threads: list[threading.Thread] = []
@@ -169,6 +175,9 @@ class MergeServer:
         except Exception as exc:
             log.exception('%s%s job %s failed', _tag(request.event_id), name, job.unique)
             result = on_error(request, f'{type(exc).__name__}: {exc}')
+        if name == FUNCTION_MERGE:
+            merged = 'SUCCESS' if getattr(result, 'merged', False) else 'FAILURE'
+            self.metrics.incr(f'{self.stats_key}.merger.{merged}')
         job.sendWorkComplete(result.to_json())
 
     def _fail(self, job) -> None:

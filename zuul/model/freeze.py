@@ -207,12 +207,19 @@ class JobFreezer:
         self.files = files
         self.default_parent = default_parent
         self.project = project
+        # Jobs that matched the branch but not the item's files.
+        self.files_missed: set[str] = set()
 
     def variants_of(self, name: str) -> list[Job]:
         return list(self.layout.jobs.get(name, ()))
 
     def matching(self, name: str) -> list[Job]:
-        return [v for v in self.variants_of(name) if v.matches(self.branch, self.files)]
+        """The variants of ``name`` that apply: chosen by branch only.
+        ``files``/``irrelevant-files`` are attributes of the job being
+        built (inherited, the later variant's replacing the earlier's),
+        matched once it is frozen (``_matches_files``), as released Zuul
+        does."""
+        return [v for v in self.variants_of(name) if v.matches_branch(self.branch)]
 
     def freeze(self, name: str, project_variants=()) -> FrozenJob | None:
         """The frozen job, or None if no variant of ``name`` matches this
@@ -272,7 +279,7 @@ class JobFreezer:
 
     def _freeze(self, name: str, project_variants) -> FrozenJob | None:
         top = self.matching(name)
-        pp = [v for v in project_variants if v.matches(self.branch, self.files)]
+        pp = [v for v in project_variants if v.matches_branch(self.branch)]
         if not top or (project_variants and not pp):
             return None
         frozen = FrozenJob(name=name, source_context=top[0].source_context)
@@ -281,7 +288,24 @@ class JobFreezer:
             self._apply_variant(frozen, variant)
         if any(v.abstract for v in top):
             raise FreezeError(f'Job "{name}" is abstract and may not be run directly')
+        if not self._matches_files(frozen):
+            self.files_missed.add(name)
+            return None
         return frozen
+
+    def _matches_files(self, frozen: FrozenJob) -> bool:
+        """The frozen job's ``files`` and ``irrelevant-files`` (each the
+        one of the last variant applied that sets it: a child without its
+        own inherits its parent's) against the item's files."""
+        if self.files is None:
+            return True
+        matcher = Job(name=frozen.name, source_context=frozen.source_context)
+        for variant in frozen.variants:
+            if variant.file_matchers:
+                matcher.file_matchers = variant.file_matchers
+            if variant.irrelevant_file_matchers:
+                matcher.irrelevant_file_matchers = variant.irrelevant_file_matchers
+        return matcher.matches_files(self.files)
 
     def _parent_of(self, name: str, variant: Job, reference: Job) -> str | None:
         if variant.parent_set:
@@ -523,9 +547,12 @@ def freeze_job_graph(layout, project_name: str, pipeline, branch: str | None,
         try:
             frozen = freezer.freeze(name, variants)
             if frozen is None:
-                if debug is not None:
+                if debug is not None and name in freezer.files_missed:
+                    debug.append(f'Job {name} does not run: the files changed do not '
+                                 'match its files/irrelevant-files')
+                elif debug is not None:
                     debug.append(f'Job {name} does not run: no variant matches branch '
-                                 f'{branch} and the files changed')
+                                 f'{branch}')
                 continue
             _check_run_rules(frozen, project_name, pipeline, branch)
             resolve_nodeset_alternatives(layout, frozen)
@@ -535,7 +562,7 @@ def freeze_job_graph(layout, project_name: str, pipeline, branch: str | None,
                              + '; '.join(frozen.inheritance_path))
         except ConfigurationError as e:
             errors.append(f'{name}: {e.reason}' if not e.reason.startswith(
-                ('Job', 'Unable', 'Inheritance')) else e.reason)
+                ('Job', 'Unable', 'Inheritance', 'Project')) else e.reason)
     try:
         graph.order = graph.resolve()
     except JobGraphError as e:
@@ -616,8 +643,9 @@ def allowed_branches_match(constraints, branch: str | None) -> bool:
 def _check_run_rules(frozen: FrozenJob, project_name: str, pipeline,
                      branch: str | None = None) -> None:
     if not allowed_projects_match(frozen.get('allowed_projects'), project_name):
+        # Released Zuul's wording, which people and tools match on.
         raise FreezeError(f'Project {project_name} is not allowed to run job '
-                          f'"{frozen.name}"')
+                          f'{frozen.name}.')
     if not allowed_branches_match(frozen.get('allowed_branches'), branch):
         raise FreezeError(f'Job "{frozen.name}" is not allowed to run on branch '
                           f'{branch or "(none)"} of {project_name}')

@@ -234,7 +234,8 @@ class QueueItem:
 
     def ready_jobs(self) -> list[JobRef]:
         """Jobs that can start: not started, not skipped, every hard
-        dependency succeeded and every soft dependency (that runs) ended."""
+        dependency succeeded and every soft dependency that runs for this
+        item succeeded (a soft dependency that does not run is ignored)."""
         bs = self.current_build_set
         ready = []
         for job in bs.jobs or ():
@@ -252,14 +253,16 @@ class QueueItem:
         for dep in job.soft_dependencies:
             if bs.job(dep) is None:
                 continue
-            result = bs.result_of(dep)
-            if result is None:
+            if bs.result_of(dep) != SUCCESS:
                 return False
         return True
 
     def skip_dependents_of_failures(self) -> bool:
-        """Mark SKIPPED every job whose hard dependency ended without
-        success (transitively). Returns True if anything changed."""
+        """Mark SKIPPED ("Skipped due to failed job X") every job whose
+        dependency ended without success, transitively: a hard one, or a
+        soft one that ran for this item (as released Zuul: soft only
+        means the job may run without it when it does not run). Returns
+        True if anything changed."""
         bs = self.current_build_set
         changed = True
         any_change = False
@@ -268,7 +271,7 @@ class QueueItem:
             for job in bs.jobs or ():
                 if bs.is_started(job.name):
                     continue
-                for dep in job.hard_dependencies:
+                for dep in job.dependencies:
                     result = bs.result_of(dep)
                     if result is not None and result != SUCCESS:
                         bs.skipped[job.name] = f'Skipped due to failed job {dep}'

@@ -10,7 +10,7 @@ import json
 import logging
 import time
 
-from zuul.executor.protocol import ExecuteRequest, ItemSpec, NodeSpec, ZuulContext
+from zuul.executor.protocol import ExecuteRequest, ItemSpec, NodeSpec, SshKeySpec, ZuulContext
 from zuul.manager.requirements import READY, artifact_entries, requirements_state
 from zuul.model import item as m
 from zuul.model.change import Change
@@ -102,6 +102,17 @@ def node_specs(nodeset) -> list[NodeSpec]:
     return specs
 
 
+def project_ssh_keys(keys, pipeline, item: m.QueueItem) -> list[SshKeySpec]:
+    """The project key of the item's project for the build's ssh-agent,
+    in a post-review pipeline only (released Zuul's rule: a change under
+    review never gets it); ``keys`` a ProjectSshKeys or None."""
+    if keys is None or not getattr(pipeline, 'post_review', False):
+        return []
+    change = item.change
+    return [SshKeySpec(name=f'project key of {change.project}',
+                       private_key=keys.private_key(change.connection, change.project))]
+
+
 class ExecutorAdapter:
     """What SchedulerContext.execute/cancel_build call."""
 
@@ -118,6 +129,8 @@ class ExecutorAdapter:
         # Job ``reuse-results``: successful builds by input hash.
         self.reuse_index = reuse.ReuseIndex(lambda: getattr(scheduler, 'history', None))
         self.pins = reuse.Pinner()
+        # zuul.zk.ssh_keys.ProjectSshKeys (None: no project keys given).
+        self.project_ssh_keys = None
 
     def execute(self, tenant: str, pipeline, item: m.QueueItem, job: m.JobRef, nodeset,
                 build: m.Build) -> None:
@@ -186,7 +199,8 @@ class ExecutorAdapter:
                    for i in items],
             repo_state=launch_repo_state(bs), attempt=bs.tries.get(job.name, 1),
             infra_failure_patterns=infra_failure_patterns(getattr(
-                getattr(tenant_state, 'layout', None), 'tenant', None)))
+                getattr(tenant_state, 'layout', None), 'tenant', None)),
+            ssh_keys=project_ssh_keys(self.project_ssh_keys, pipeline, item))
         log.info('[e: %s] Launching %s build %s', item.event_id, job.name, build.uuid)
         handle = self.client.execute(request, on_progress=self._progress(build),
                                      on_complete=self._complete(build, tenant))

@@ -27,6 +27,10 @@ DEFAULT_MESSAGES = {
     'no-jobs': '',
 }
 
+# Released Zuul's report (through the failure actions) on a change taken
+# out because it no longer meets the pipeline's requirements.
+MISSING_REQUIREMENT = 'This change is unable to merge due to a missing merge requirement.'
+
 # pipeline attribute holding the message for each action
 MESSAGE_ATTRS = {
     'success': 'success_message', 'failure': 'failure_message',
@@ -123,6 +127,12 @@ def _cycle_failure(item: m.QueueItem) -> str:
             f'{", ".join(failed)} failed, so no change of the cycle merges.')
 
 
+def _job_errors_only(errors) -> bool:
+    """Whether an item's config errors are all plain text (the job graph
+    could not be frozen), not errors of a configuration file."""
+    return bool(errors) and all(isinstance(e, str) for e in errors)
+
+
 def format_report(pipeline, item: m.QueueItem, action: str,
                   build_page: str | None = None) -> str:
     """The full message for ``action`` on ``item``. A ``disabled`` report
@@ -130,12 +140,23 @@ def format_report(pipeline, item: m.QueueItem, action: str,
     replaces."""
     if action == 'disabled':
         action = getattr(item, 'result_while_disabled', None) or 'failure'
-    parts = [pipeline_message(pipeline, action, item)]
     bs = item.current_build_set
+    if action == 'failure' and item.dequeued_missing_requirements:
+        # Released Zuul's text alone: not the pipeline's failure-message.
+        parts = [MISSING_REQUIREMENT]
+    elif action == 'config-error' and _job_errors_only(bs.config_errors):
+        # Errors freezing the jobs (allowed-projects, post-review, an
+        # abstract job...) are no syntax errors: released Zuul reports
+        # their text alone; a pipeline's own config-error message stays.
+        parts = [getattr(pipeline, 'config_error_message', None) or '']
+    else:
+        parts = [pipeline_message(pipeline, action, item)]
     if action == 'config-error' and bs.config_errors:
         parts.append('\n\n'.join(str(e) for e in bs.config_errors))
     elif action == 'merge-failure' and bs.merge_error:
         parts.append(bs.merge_error)
+    elif action == 'failure' and item.dequeued_missing_requirements:
+        pass
     elif action == 'failure' and item.dequeued_needing_change:
         parts.append(f'This change depends on a change that failed to merge.\n\n'
                      f'Change {item.dequeued_needing_change} is needed.')

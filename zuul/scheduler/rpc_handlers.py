@@ -24,6 +24,7 @@ def handlers(scheduler, layouts, keystore=None) -> dict:
         p.CONFIG_ERRORS: h.config_errors, p.RECONFIGURE: h.reconfigure,
         p.AUTOHOLD: h.autohold, p.AUTOHOLD_LIST: h.autohold_list,
         p.AUTOHOLD_DELETE: h.autohold_delete, p.AUTH_RULES: h.auth_rules,
+        p.PROJECT_SSH_KEY_GET: h.project_ssh_key_get,
     }
     table.update(launcher_handlers(h._layout))
     table.update(semaphore_handlers(scheduler))
@@ -125,6 +126,10 @@ class _Handlers:
         self.scheduler = scheduler
         self.layouts = layouts
         self.keystore = keystore
+        from zuul.zk.keys import ZooKeeperKeyStore
+        from zuul.zk.ssh_keys import ProjectSshKeys
+        self.ssh_keys = ProjectSshKeys(keystore) \
+            if isinstance(keystore, ZooKeeperKeyStore) else None
 
     # -- helpers --------------------------------------------------------------
 
@@ -277,6 +282,13 @@ class _Handlers:
         if self.keystore is None:
             raise p.RPCError('this scheduler has no key store')
         return self.keystore.get_public_key_pem(connection, project)
+
+    def project_ssh_key_get(self, r):
+        layout = self._layout(r)
+        connection, project = self._project(layout, r.project)
+        if self.ssh_keys is None:
+            raise p.RPCError('this scheduler keeps no project keys in ZooKeeper')
+        return self.ssh_keys.public_key(connection, project) + '\n'
 
     def job_list(self, r):
         layout = self._layout(r)

@@ -85,6 +85,7 @@ class SchedulerService:
         self.scheduler.start()
         self.images.start()
         self._start_connections(since)
+        self._start_metrics()
         log.info('Scheduler started with tenants %s (%d items restored)',
                  sorted(self.scheduler.tenants), self.scheduler.restored_items)
         return True
@@ -129,6 +130,8 @@ class SchedulerService:
                                                stats=stats, history=history)
         scheduler.executor = ExecutorAdapter(self.executor_client, scheduler, hostnames,
                                              self.layouts.job_spec_for, self._merge_mode)
+        from zuul.zk.ssh_keys import ProjectSshKeys
+        scheduler.executor.project_ssh_keys = ProjectSshKeys(self.keystore)
         scheduler.nodes = NodesAdapter(self.node_client, scheduler,
                                        launcher_client=self.launcher_node_client,
                                        relative_priority=conf.scheduler.relative_priority)
@@ -170,15 +173,29 @@ class SchedulerService:
                 self.connections.add(driver.get_connection(name, cc.options))
         return drivers, hostnames
 
+    def _start_metrics(self) -> None:
+        """The Gearman component gauges (zuul.mergers.*, zuul.executors.*)
+        and the Prometheus endpoint (``[scheduler] prometheus_port``)."""
+        from zuul.lib.stats import metrics_server
+        from zuul.scheduler.gearman_stats import GearmanStatsReporter
+        stats = self.scheduler.stats
+        if stats is None or stats.client is None:
+            return
+        host, port, tls = self._gearman()
+        self.gearman_stats = GearmanStatsReporter(stats.client, host, port,
+                                                  tls.get('tls')).start()
+        self.prometheus = metrics_server(stats.client, self.conf.scheduler.prometheus_port,
+                                         self.conf.scheduler.prometheus_addr,
+                                         lambda: 'running' if self.is_leader else 'stopping')
+
     def _stats_and_history(self):
         """The statsd client ([statsd]) and build history ([database]),
         each None when not configured; the history schema migrated."""
         conf = self.conf
         stats = history = None
-        if conf.statsd.server:
-            from zuul.lib.stats import SchedulerStats, StatsClient
-            stats = SchedulerStats(StatsClient(conf.statsd.server, conf.statsd.port,
-                                               conf.statsd.prefix))
+        if conf.statsd.server or conf.scheduler.prometheus_port is not None:
+            from zuul.lib.stats import SchedulerStats, daemon_metrics
+            stats = SchedulerStats(daemon_metrics(conf.statsd))
         if conf.database.dburi:
             from zuul.driver.sql.history import BuildHistory
             history = BuildHistory(conf.database.dburi, conf.database.table_prefix)
@@ -283,6 +300,9 @@ class SchedulerService:
                     log.exception('Error while stopping')
             return
         self.is_leader = False
+        for part in ('gearman_stats', 'prometheus'):
+            if getattr(self, part, None) is not None:
+                getattr(self, part).stop()
         for stop in (lambda: self.timer.stop(),
                      lambda: self.connections.stop(), lambda: self.scheduler.stop(),
                      lambda: self.rpc.stop(), lambda: self.node_client.stop(),

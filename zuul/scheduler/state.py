@@ -131,6 +131,7 @@ def _item_data(item: m.QueueItem, nodes) -> dict:
             'reported_start': item.reported_start,
             'reporting': getattr(item, 'reporting', None),
             'reporting_time': getattr(item, 'reporting_time', None),
+            'dequeued_missing_requirements': item.dequeued_missing_requirements,
             'ahead': item.item_ahead.id if item.item_ahead is not None else None,
             'bundle': item.bundle.id if item.bundle is not None else None,
             'buildset': _buildset_data(item.current_build_set, nodes)}
@@ -246,7 +247,8 @@ class Restorer:
         return change if change is not None else _change_from_data(data, self.connections)
 
     def _item(self, manager, holder: list, idata: dict) -> m.QueueItem | None:
-        if idata.get('reporting') == 'dequeue':
+        if idata.get('reporting') == 'dequeue' or (
+                idata.get('reporting') and idata.get('dequeued_missing_requirements')):
             log.info('Not restoring item %s of %s: it was being dequeued',
                      idata.get('id'), manager.name)
             return None

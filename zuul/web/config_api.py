@@ -137,7 +137,7 @@ class ConfigViewsAPI:
         name = '/'.join(rest)
         if not name.endswith('.pub') or name == '.pub':
             raise HTTPError(404, 'the key URL is project-ssh-key/<project>.pub')
-        project = self.api._call(p.PROJECT_GET, tenant=tenant, project=name[:-len('.pub')])
-        raise HTTPError(501, f'this Zuul keeps no per-project SSH keys (project '
-                             f'{project["name"]}): jobs get no project SSH key to push with')
+        from zuul.web.api import TextResult
+        return TextResult(self.api._call(p.PROJECT_SSH_KEY_GET, tenant=tenant,
+                                         project=name[:-len('.pub')]))
 

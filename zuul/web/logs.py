@@ -78,7 +78,8 @@ def content_type(name: str) -> tuple[str, str | None]:
 
 def _components(parts) -> list[str]:
     """The request path's components; None if any is unsafe or the first
-    is not a build dir name."""
+    is not a build dir name (so neither a dot file of the log root nor an
+    archive still being written, ``.<uuid>.tmp-<pid>/``, is served)."""
     out = []
     for part in parts:
         if part in ('', '.', '..') or '/' in part or '\x00' in part:
@@ -111,6 +112,10 @@ class LogsRoot:
         try:
             fd = safefile.open_beneath(self.log_root, rel, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:  # not a directory (or not there): a file?
+            if len(components) == 1:
+                # The first part names a build's directory; a file lying
+                # directly in the log root is nobody's log.
+                raise cherrypy.HTTPError(404, 'No such log') from None
             if fmt == 'listing':
                 raise cherrypy.HTTPError(404, 'No such directory') from None
             if fmt == 'json':

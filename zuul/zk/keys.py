@@ -86,19 +86,25 @@ class StoredKey:
 
 @dataclass
 class ProjectKeys:
-    """The body of one project's znode (and one entry of an export)."""
+    """The body of one project's znode (and one entry of an export):
+    its secrets keys and, once a post-review job or the web asked for it,
+    its SSH keys (``ssh_keys``, zuul/zk/ssh_keys.py), kept the same way."""
 
     connection: str
     project: str
     keys: list[StoredKey] = field(default_factory=list)
+    ssh_keys: list[StoredKey] = field(default_factory=list)
 
     @property
     def current(self) -> StoredKey:
         return self.keys[-1]
 
     def to_dict(self) -> dict:
-        return {'schema_version': SCHEMA_VERSION, 'connection': self.connection,
-                'project': self.project, 'keys': [k.to_dict() for k in self.keys]}
+        out = {'schema_version': SCHEMA_VERSION, 'connection': self.connection,
+               'project': self.project, 'keys': [k.to_dict() for k in self.keys]}
+        if self.ssh_keys:
+            out['ssh_keys'] = [k.to_dict() for k in self.ssh_keys]
+        return out
 
     def to_json(self) -> bytes:
         return json.dumps(self.to_dict(), sort_keys=True).encode()
@@ -119,16 +125,12 @@ class ProjectKeys:
         keys = data.get('keys')
         if not isinstance(keys, list) or not keys:
             raise KeyStoreError(f'{where}: {_name(connection, project)} has no keys')
-        out = []
-        for k in keys:
-            if not isinstance(k, dict) or not isinstance(k.get('private_key'), str) or \
-                    not isinstance(k.get('created', 0), (int, float)) or \
-                    not isinstance(k.get('version', 0), int):
-                raise KeyStoreError(f'{where}: {_name(connection, project)}: each key needs '
-                                    '"private_key" (PEM), "created" and "version"')
-            out.append(StoredKey(k['private_key'], float(k.get('created', 0)),
-                                 k.get('version', 0)))
-        return cls(connection, project, out)
+        ssh_keys = data.get('ssh_keys', [])
+        if not isinstance(ssh_keys, list):
+            raise KeyStoreError(f'{where}: {_name(connection, project)}: "ssh_keys" must be '
+                                'a list')
+        return cls(connection, project, _stored_keys(keys, where, connection, project),
+                   _stored_keys(ssh_keys, where, connection, project))
 
     @classmethod
     def from_json(cls, raw: bytes, where: str) -> ProjectKeys:
@@ -155,6 +157,19 @@ def require_password(password) -> None:
 
 def _is_plain_pem(pem: str) -> bool:
     return 'ENCRYPTED' not in pem
+
+
+def _stored_keys(keys: list, where: str, connection: str, project: str) -> list[StoredKey]:
+    out = []
+    for k in keys:
+        if not isinstance(k, dict) or not isinstance(k.get('private_key'), str) or \
+                not isinstance(k.get('created', 0), (int, float)) or \
+                not isinstance(k.get('version', 0), int):
+            raise KeyStoreError(f'{where}: {_name(connection, project)}: each key needs '
+                                '"private_key" (PEM), "created" and "version"')
+        out.append(StoredKey(k['private_key'], float(k.get('created', 0)),
+                             k.get('version', 0)))
+    return out
 
 
 def load_private_key(pem: str | bytes, password: bytes | None, what: str):
@@ -260,7 +275,8 @@ class ZooKeeperKeyStore:
                     raise KeyStoreError(f'the key of {what} vanished while being created; '
                                         'try again') from None
         record, body = found
-        if self.password and any(_is_plain_pem(k.private_key) for k in record.keys):
+        if self.password and any(_is_plain_pem(k.private_key)
+                                 for k in record.keys + record.ssh_keys):
             record, body = self._encrypt_stored(path, record, what)
         return load_private_key(record.current.private_key, self.password, what), body
 
@@ -268,14 +284,18 @@ class ZooKeeperKeyStore:
         """A record an installation without ``[keystore] password`` wrote:
         its keys encrypted with the password now set, written back unless
         another scheduler changed the record meanwhile (then re-read)."""
-        keys = []
-        for stored in record.keys:
-            pem = stored.private_key
-            if _is_plain_pem(pem):
-                private = load_private_key(pem, None, what)
-                pem = encryption.serialize_private_key(private, self.password).decode()
-            keys.append(StoredKey(pem, stored.created, stored.version))
-        updated = ProjectKeys(record.connection, record.project, keys)
+        def encrypted(stored_keys):
+            out = []
+            for stored in stored_keys:
+                pem = stored.private_key
+                if _is_plain_pem(pem):
+                    private = load_private_key(pem, None, what)
+                    pem = encryption.serialize_private_key(private, self.password).decode()
+                out.append(StoredKey(pem, stored.created, stored.version))
+            return out
+        # The project's SSH keys (zuul/zk/ssh_keys.py) share the record.
+        updated = ProjectKeys(record.connection, record.project, encrypted(record.keys),
+                              encrypted(record.ssh_keys))
         raw, stat = _retry()(self.client.get, path)
         if ProjectKeys.from_json(raw, f'ZooKeeper {path}').to_dict() != record.to_dict():
             return self._read(path)
@@ -431,6 +451,23 @@ def _public_pem(record: ProjectKeys, password: bytes | None) -> bytes:
     return encryption.serialize_public_key(private.public_key())
 
 
+def _ssh_public(record: ProjectKeys, password: bytes | None) -> bytes | None:
+    if not record.ssh_keys:
+        return None
+    private = load_private_key(record.ssh_keys[-1].private_key, password,
+                               f'{_name(record.connection, record.project)} (its SSH key)')
+    return encryption.serialize_public_key(private.public_key())
+
+
+def _differs(stored: ProjectKeys, wanted: ProjectKeys, password: bytes | None) -> bool:
+    """A different secrets key, or a different SSH key where both have
+    one (an export without the SSH key leaves the stored one alone)."""
+    if _public_pem(stored, password) != _public_pem(wanted, password):
+        return True
+    ours, theirs = _ssh_public(stored, password), _ssh_public(wanted, password)
+    return ours is not None and theirs is not None and ours != theirs
+
+
 def import_keys(client, records: list[ProjectKeys], password: str | bytes | None,
                 force: bool = False) -> ImportResult:
     """Write ``records`` into ZooKeeper. Every key must open with
@@ -438,9 +475,12 @@ def import_keys(client, records: list[ProjectKeys], password: str | bytes | None
     KeyConflictError naming every such project, and nothing is written,
     unless ``force``; the same key already stored is left as it is."""
     password = _password(password)
-    wanted = {(r.connection, r.project): (r, _public_pem(r, password)) for r in records}
+    for r in records:
+        _public_pem(r, password)
+        _ssh_public(r, password)
+    wanted = {(r.connection, r.project): r for r in records}
     existing = {}
-    for (connection, project), (record, public) in wanted.items():
+    for (connection, project) in wanted:
         path = key_path(connection, project)
         try:
             raw, _ = client.get(path)
@@ -448,15 +488,19 @@ def import_keys(client, records: list[ProjectKeys], password: str | bytes | None
             continue
         existing[(connection, project)] = ProjectKeys.from_json(raw, f'ZooKeeper {path}')
     conflicts = [_name(*k) for k, stored in existing.items()
-                 if _public_pem(stored, password) != wanted[k][1]]
+                 if _differs(stored, wanted[k], password)]
     if conflicts and not force:
         raise KeyConflictError('a different key is already stored for '
                                + ', '.join(conflicts)
                                + ' (nothing imported; --force replaces them)')
     result = ImportResult()
-    for k, (record, public) in wanted.items():
+    for k, record in wanted.items():
         path = key_path(*k)
         if k in existing and _name(*k) not in conflicts:
+            stored = existing[k]
+            if record.ssh_keys and not stored.ssh_keys:
+                stored.ssh_keys = record.ssh_keys     # the export adds the SSH key
+                client.set(path, stored.to_json())
             result.unchanged.append(_name(*k))
         elif k in existing:
             client.set(path, record.to_json())

@@ -151,6 +151,14 @@ class Instance:
     az: str | None = None
     cloud: str | None = None
     host_id: str | None = None
+    #: What a user of a node that is not a host needs besides its address
+    #: (a Kubernetes namespace or pod: API server, namespace, pod, CA):
+    #: public, copied onto the node record (``Node.resource``).
+    resource: dict | None = None
+    #: Credentials of the node (a service-account token): never on the
+    #: node record; the framework keeps them in ZooKeeper beside it
+    #: (``store_node_secret``) for the requestor that locks the node.
+    secret: dict | None = None
 
 
 @dataclass
@@ -341,9 +349,6 @@ def unique_pools(raw: dict) -> None:
 UNSUPPORTED = {
     'fake': "the 'fake' driver is released Nodepool's simulated OpenStack and is "
             'not provided here (use the simulated driver for tests)',
-    'kubernetes': 'the kubernetes driver is not supported by this Nodepool',
-    'openshift': 'the openshift driver is not supported by this Nodepool',
-    'openshiftpods': 'the openshiftpods driver is not supported by this Nodepool',
     'aws': 'the aws driver is not supported by this Nodepool',
     'gce': 'the gce driver is not supported by this Nodepool',
     'azure': 'the azure driver is not supported by this Nodepool',
@@ -383,8 +388,14 @@ class DriverRegistry:
 
 def default_registry() -> DriverRegistry:
     """The drivers this Nodepool ships."""
+    from nodepool.driver.kubernetes.driver import (
+        KubernetesDriver,
+        OpenShiftDriver,
+        OpenShiftPodsDriver,
+    )
     from nodepool.driver.netns.driver import NetnsDriver
     from nodepool.driver.openstack.driver import OpenStackDriver
     from nodepool.driver.simulated.driver import SimulatedDriver
     from nodepool.driver.static.driver import StaticDriver
-    return DriverRegistry([StaticDriver(), NetnsDriver(), SimulatedDriver(), OpenStackDriver()])
+    return DriverRegistry([StaticDriver(), NetnsDriver(), SimulatedDriver(), OpenStackDriver(),
+                           KubernetesDriver(), OpenShiftDriver(), OpenShiftPodsDriver()])

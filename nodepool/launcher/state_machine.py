@@ -141,6 +141,9 @@ class NodeLaunchStateMachine:
         self.state = BOOTING
         inst = self._wait_ready(started + limit, limit)
         apply_instance(node, inst)
+        if inst.secret:
+            self._check_abandoned()
+            self.zk.store_node_secret(node.id, inst.secret)
         # The SSH check has boot-timeout from now (with a launch-timeout)
         # or what is left of the one deadline.
         deadline = time.monotonic() + self.boot_timeout if self.launch_timeout is not None \

@@ -269,6 +269,11 @@ class Node(_Record):
     #: How the last launch attempt failed: ``temporary`` (quota, boot
     #: timeout, transient API error), ``permanent`` or None.
     launch_failure: str | None = None
+    #: For nodes that are not hosts (``connection_type`` namespace,
+    #: project, kubectl): where they are (``kind``, ``namespace``,
+    #: ``pod``, ``host`` (the API server), ``skiptls``, ``ca_crt``,
+    #: ``user``).  Never a credential: see ``NodepoolZooKeeper.store_node_secret``.
+    resource: dict | None = None
     # Process-local (not serialised).
     id: str | None = None
     stat: Any = None
@@ -301,6 +306,8 @@ def apply_instance(node: Node, inst) -> None:
     node.connection_port = inst.connection_port or node.connection_port
     node.host_keys = list(inst.host_keys or node.host_keys)
     node.username = node.username or inst.username
+    if getattr(inst, 'resource', None):
+        node.resource = dict(inst.resource)
     node.interface_ip = node.interface_ip or inst.public_ipv4 or inst.public_ipv6 or \
         inst.private_ipv4
 

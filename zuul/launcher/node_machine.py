@@ -203,6 +203,8 @@ class NodeLaunchSteps:
             self._check_deadline(node)
             return False
         apply_instance(node, inst)
+        if inst.secret:
+            self.zk.store_node_secret(node.id, inst.secret)
         if self.adapter.check_ssh and node.connection_type == 'ssh':
             node.launch_state = CHECKING
         else:

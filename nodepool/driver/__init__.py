@@ -158,7 +158,7 @@ class Instance:
     #: Credentials of the node (a service-account token): never on the
     #: node record; the framework keeps them in ZooKeeper beside it
     #: (``store_node_secret``) for the requestor that locks the node.
-    secret: dict | None = None
+    secret: dict | None = field(default=None, repr=False)
 
 
 @dataclass

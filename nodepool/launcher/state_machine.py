@@ -27,6 +27,7 @@ from nodepool.driver import (
     InstanceSpec,
     LaunchError,
     ProviderAdapter,
+    QuotaError,
     instance_name,
 )
 from nodepool.driver.sshutil import SSHCheckError, wait_for_ssh
@@ -80,6 +81,9 @@ class NodeLaunchStateMachine:
         self.semaphore = semaphore
         self.state = START
         self.error: str | None = None
+        #: The provider refused for want of room (``QuotaError``): not a
+        #: failure of the launch, the pool pauses instead.
+        self.quota_error = False
         self.abandoned = False
         self.thread: threading.Thread | None = None
 
@@ -106,6 +110,7 @@ class NodeLaunchStateMachine:
                      self.node.interface_ip)
         except Exception as e:
             self.error = str(e) or e.__class__.__name__
+            self.quota_error = isinstance(e, QuotaError)
             log.warning('Node %s failed to launch: %s', self.node.id, self.error)
             self._remove()
             self.state = FAILED

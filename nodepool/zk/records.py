@@ -160,6 +160,10 @@ class NodeRequest(_Record):
     #: ``tenant-resource-limits`` apply to it).  Requestors that only put
     #: ``tenant`` in ``requestor_data`` are counted by that.
     tenant_name: str | None = None
+    #: Why the last launch for this request failed, as the provider said
+    #: (set when a launcher gives the request up after its
+    #: ``launch-retries``); None while nothing failed.
+    failure_reason: str | None = None
     # Process-local (not serialised).
     id: str | None = None
     stat: Any = None

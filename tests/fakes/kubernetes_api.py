@@ -66,9 +66,10 @@ def merge(target: dict, patch: dict) -> None:
 class Cluster:
     """The API's behaviour behind the HTTP layer."""
 
-    def __init__(self, state_dir: str, backing: str, max_pods: int | None):
+    def __init__(self, state_dir: str, backing: str, max_pods: int | None,
+                 subnet: str = '10.232.0.0/16', bridge: str = 'k8sbr0'):
         self.store = Store(admin_token=secrets.token_urlsafe(24))
-        self.pods = PodBacking(state_dir, backing)
+        self.pods = PodBacking(state_dir, backing, subnet=subnet, bridge=bridge)
         self.max_pods = max_pods
         self.faults: list[dict] = []
         self.pending = False
@@ -124,7 +125,8 @@ class Cluster:
         image = str(container.get('image') or '')
         if 'doesnotexist' in image:
             self._set_pod(ns, name, {'phase': 'Pending', 'containerStatuses': [{
-                'name': container.get('name'), 'ready': False, 'image': image,
+                'name': container.get('name'), 'ready': False, 'image': image, 'imageID': '',
+                'restartCount': 0,
                 'state': {'waiting': {'reason': 'ErrImagePull',
                                       'message': f'pull access denied for {image}'}}}]})
             return
@@ -137,7 +139,8 @@ class Cluster:
             return
         status = {'phase': 'Running', 'podIP': address, 'startTime': _now(),
                   'containerStatuses': [{'name': container.get('name'), 'ready': True,
-                                         'image': image,
+                                         'image': image, 'restartCount': 0,
+                                         'imageID': f'standin://{image}',
                                          'state': {'running': {'startedAt': _now()}}}]}
         if not self._set_pod(ns, name, status):
             self.pods.stop(pod['metadata']['uid'][:12])
@@ -230,12 +233,15 @@ class Handler(BaseHTTPRequestHandler):
         auth = self.headers.get('Authorization', '')
         return auth[7:].strip() if auth.startswith('Bearer ') else None
 
-    def _body(self) -> dict:
+    def _read_body(self) -> bytes:
         n = int(self.headers.get('Content-Length') or 0)
-        if not n:
+        return self.rfile.read(n) if n else b''
+
+    def _body(self) -> dict:
+        if not self._raw:
             return {}
         try:
-            data = json.loads(self.rfile.read(n) or b'{}')
+            data = json.loads(self._raw)
         except ValueError:
             raise ApiError(400, 'BadRequest', 'the body is not JSON') from None
         if not isinstance(data, dict):
@@ -268,6 +274,8 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self, method: str) -> None:
         url = urlsplit(self.path)
         query = {k: v for k, v in parse_qs(url.query).items()}
+        # Read whatever the answer: the connection is kept alive.
+        self._raw = self._read_body()
         self.cluster.requests += 1
         try:
             if url.path.startswith('/_standin/'):
@@ -421,10 +429,10 @@ def write_kubeconfig(path: str, port: int, token: str, context: str = 'standin')
 
 
 def serve(state_dir: str, kubeconfig: str, backing: str = 'netns', port: int = 0,
-          max_pods: int | None = None):
+          max_pods: int | None = None, subnet: str = '10.232.0.0/16', bridge: str = 'k8sbr0'):
     """Start the server in this process; (server, cluster)."""
     os.makedirs(state_dir, exist_ok=True)
-    cluster = Cluster(state_dir, backing, max_pods)
+    cluster = Cluster(state_dir, backing, max_pods, subnet, bridge)
     cluster.store.create('namespaces', '', {'metadata': {'name': 'default'}})
     handler = type('BoundHandler', (Handler,), {'cluster': cluster})
     server = ThreadingHTTPServer(('127.0.0.1', port), handler)
@@ -441,9 +449,12 @@ def main(argv=None) -> int:
     parser.add_argument('--backing', choices=('netns', 'process'), default='netns')
     parser.add_argument('--port', type=int, default=0)
     parser.add_argument('--max-pods', type=int)
+    parser.add_argument('--subnet', default='10.232.0.0/16',
+                        help='addresses of the pods (netns backing)')
+    parser.add_argument('--bridge', default='k8sbr0')
     args = parser.parse_args(argv)
     server, cluster = serve(args.state_dir, args.kubeconfig, args.backing, args.port,
-                            args.max_pods)
+                            args.max_pods, args.subnet, args.bridge)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
     signal.signal(signal.SIGINT, lambda *a: stop.set())

@@ -278,6 +278,7 @@ def decline(zk, node: Node, why: str, temporary: bool = False) -> None:
         if node.provider in declined:
             return
         declined.append(node.provider)
+        request.failure_reason = f'{node.provider}: {why}'
         try:
             zk.store_request(request, expected_version=request.stat.version)
         except RecordChangedError:

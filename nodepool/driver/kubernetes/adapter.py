@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import re
 import threading
 import time
@@ -92,6 +93,9 @@ def _error(what: str, e: ApiException) -> ProviderError:
 
 class KubernetesAdapter(ProviderAdapter):
     check_ssh = False
+    # Released Nodepool's one timeout for these drivers: ``boot-timeout``
+    # from create until the pod runs (poll says ready only then).
+    times_own_launch = True
 
     #: Seconds ``delete`` waits for a namespace to go.
     delete_timeout = 300.0
@@ -117,7 +121,10 @@ class KubernetesAdapter(ProviderAdapter):
     def _connect(self) -> k8s.ApiClient:
         context = self.settings.get('context')
         try:
-            return k8s_config.new_client_from_config(context=context, persist_config=False)
+            # KUBECONFIG as it is now (the client reads it once, at import).
+            return k8s_config.new_client_from_config(
+                config_file=os.environ.get('KUBECONFIG') or None, context=context,
+                persist_config=False)
         except (ConfigException, OSError, TypeError) as file_error:
             if context:
                 raise ProviderError(f'{self.kind} provider {self.provider.name}: context '

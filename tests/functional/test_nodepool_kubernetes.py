@@ -13,13 +13,14 @@ from kubernetes.client.rest import ApiException
 from kubernetes.stream import stream
 
 from nodepool.zk.records import FAILED, READY
+from tests.functional import kubernetes_support
 from tests.functional import test_nodepool_support as support
-from tests.functional.kubernetes_support import kube  # noqa: F401
 from tests.functional.test_nodepool_support import wait_until
 from zuul.executor import kube as executor_kube
 from zuul.executor.protocol import NodeSpec
 
 launchers = support.launchers
+kube = kubernetes_support.kube
 requestor = support.requestor
 zk = support.zk
 

@@ -349,7 +349,6 @@ def unique_pools(raw: dict) -> None:
 UNSUPPORTED = {
     'fake': "the 'fake' driver is released Nodepool's simulated OpenStack and is "
             'not provided here (use the simulated driver for tests)',
-    'aws': 'the aws driver is not supported by this Nodepool',
     'gce': 'the gce driver is not supported by this Nodepool',
     'azure': 'the azure driver is not supported by this Nodepool',
     'ibmvpc': 'the ibmvpc driver is not supported by this Nodepool',
@@ -388,6 +387,7 @@ class DriverRegistry:
 
 def default_registry() -> DriverRegistry:
     """The drivers this Nodepool ships."""
+    from nodepool.driver.aws.driver import AwsDriver
     from nodepool.driver.kubernetes.driver import (
         KubernetesDriver,
         OpenShiftDriver,
@@ -398,4 +398,5 @@ def default_registry() -> DriverRegistry:
     from nodepool.driver.simulated.driver import SimulatedDriver
     from nodepool.driver.static.driver import StaticDriver
     return DriverRegistry([StaticDriver(), NetnsDriver(), SimulatedDriver(), OpenStackDriver(),
-                           KubernetesDriver(), OpenShiftDriver(), OpenShiftPodsDriver()])
+                           KubernetesDriver(), OpenShiftDriver(), OpenShiftPodsDriver(),
+                           AwsDriver()])

@@ -42,7 +42,9 @@ _scalar = vs.Any(str, int, float, bool)
 IMAGE_ATTRIBUTES = {
     'username': str, 'python-path': str, 'shell-type': str, 'connection-type': str,
     'connection-port': int, 'config-drive': bool, 'userdata': str,
-    'import-timeout': int, 'image-name': str, 'image-id': str, 'image-filters': dict,
+    'import-timeout': int, 'image-name': str, 'image-id': str,
+    # AWS: {name: values} or released Nodepool's [{name, values}].
+    'image-filters': vs.Any(dict, [{vs.Required('name'): str, vs.Required('values'): [str]}]),
     'volume-size': int, 'volume-type': str, 'architecture': str, 'branch': str,
     'host-key-checking': bool,
     # Zuul-built images (``type: zuul``): the builds to keep in service and
@@ -63,6 +65,10 @@ LABEL_ATTRIBUTES = {
     'launch-timeout': int, 'host-key-checking': bool, 'networks': [str],
     'security-groups': [str], 'instance-properties': {str: _scalar},
     'volume-size': int, 'volume-type': str, 'public-ipv4': bool, 'public-ipv6': bool,
+    # Kubernetes: a pod (the image's image-name) or a namespace, and the
+    # pod's requests and environment.
+    'type': vs.Any('pod', 'namespace'), 'cpu': int, 'memory': int, 'storage': int,
+    'env': [{vs.Required('name'): str, 'value': str}],
 }
 # Static nodes (a section's or provider's ``nodes``), as nodepool's static
 # driver has them.
@@ -79,6 +85,8 @@ PROVIDER_ATTRIBUTES = {
     'boot-timeout': int, 'launch-timeout': int, 'launch-attempts': vs.All(int, vs.Range(min=1)),
     'quota': {'instances': int, 'cores': int, 'ram': int},
     'region': str, 'availability-zones': [str], 'subnet': str,
+    # AWS and Kubernetes (see zuul.launcher.cloud_providers).
+    'subnet-id': str, 'security-group-id': str, 'context': str,
     'floating-ip-cleanup': bool, 'port-cleanup-interval': int,
     'nodes': [STATIC_NODE],
 }

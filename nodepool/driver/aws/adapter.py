@@ -23,6 +23,7 @@ retry mode (client-side rate limiting) besides the provider's ``rate``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -107,8 +108,22 @@ class AwsAdapter(ProviderAdapter):
     # -- clients ---------------------------------------------------------------------
 
     def _session(self):
-        return boto3.session.Session(profile_name=self.settings.get('profile-name'),
-                                     region_name=self.settings['region-name'])
+        """boto3's session: the profile (and, under zuul-launcher, the
+        connection's credentials and endpoint); else boto3's own search
+        (environment, shared files, the instance's role)."""
+        conn = self.settings.get('connection') or {}
+        if conn.get('shared-credentials-file'):
+            os.environ.setdefault('AWS_SHARED_CREDENTIALS_FILE',
+                                  conn['shared-credentials-file'])
+        return boto3.session.Session(
+            profile_name=conn.get('profile') or self.settings.get('profile-name'),
+            region_name=self.settings['region-name'],
+            aws_access_key_id=conn.get('access-key-id'),
+            aws_secret_access_key=conn.get('secret-access-key'))
+
+    def _client(self, session, service: str, config):
+        endpoint = (self.settings.get('connection') or {}).get('endpoint-url')
+        return session.client(service, config=config, endpoint_url=endpoint or None)
 
     @property
     def ec2(self):
@@ -118,8 +133,8 @@ class AwsAdapter(ProviderAdapter):
                                 user_agent_extra='gatekeep-ci-nodepool')
                 try:
                     session = self._session()
-                    self._ec2 = session.client('ec2', config=config)
-                    self._quotas = session.client('service-quotas', config=config)
+                    self._ec2 = self._client(session, 'ec2', config)
+                    self._quotas = self._client(session, 'service-quotas', config)
                 except BotoCoreError as e:
                     raise ProviderError(f'aws provider {self.provider.name}: {e}') from None
             return self._ec2

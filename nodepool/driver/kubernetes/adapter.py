@@ -119,11 +119,13 @@ class KubernetesAdapter(ProviderAdapter):
             return self._api
 
     def _connect(self) -> k8s.ApiClient:
-        context = self.settings.get('context')
+        conn = self.settings.get('connection') or {}
+        context = conn.get('context') or self.settings.get('context')
+        config_file = conn.get('kubeconfig-file') or os.environ.get('KUBECONFIG') or None
         try:
             # KUBECONFIG as it is now (the client reads it once, at import).
             return k8s_config.new_client_from_config(
-                config_file=os.environ.get('KUBECONFIG') or None, context=context,
+                config_file=config_file, context=context,
                 persist_config=False)
         except (ConfigException, OSError, TypeError) as file_error:
             if context:

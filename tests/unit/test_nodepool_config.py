@@ -143,7 +143,8 @@ def test_every_unsupported_driver_is_named_and_openstack_is_the_default():
     # No driver key means openstack, as in released Nodepool.
     config = load_config_text('providers:\n  - name: cloud\n    cloud: x\n')
     assert config.providers['cloud'].driver == 'openstack'
-    with pytest.raises(ConfigError, match=r"unknown driver 'bogus' \(available: aws, kubernetes, netns"):
+    with pytest.raises(ConfigError,
+                       match=r"unknown driver 'bogus' \(available: aws, kubernetes, netns"):
         load_config_text('providers:\n  - name: p\n    driver: bogus\n')
 
 

@@ -36,7 +36,7 @@ PLAYBOOK = """
     - assert:
         that:
           - "nodepool.interface_ip in addresses.stdout"
-          - "nodepool.provider == 'np-ec2' or nodepool.provider.endswith('/org/project-config/zl-ec2')"
+          - "nodepool.provider is match('(np-ec2|.*/org/project-config/zl-ec2)$')"
 """
 
 JOBS = """

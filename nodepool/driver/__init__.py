@@ -311,8 +311,39 @@ class ProviderAdapter:
         """For ``reuses_nodes`` providers: the hosts to register."""
         return []
 
+    def set_node_broker(self, broker: NodeBroker) -> None:
+        """For providers whose nodes are carved out of other nodes
+        (metastatic): how to ask the launcher's own node system for a node
+        of another label and give it back.  Called once, before ``start``."""
+
     def scan_host_keys(self, host: StaticHost) -> list[str]:
         """For ``reuses_nodes`` providers: the host's current SSH keys."""
+        return []
+
+
+class NodeBroker:
+    """Nodes of the launcher's own node system, for an adapter
+    (``ProviderAdapter.set_node_broker``): the framework submits node
+    requests and holds the nodes' locks; the adapter sees handles and
+    node fields only."""
+
+    WAITING, READY, FAILED = 'waiting', 'ready', 'failed'
+
+    def request(self, label: str, requestor_data: dict | None = None):
+        """Ask for one node of ``label``; a handle."""
+        raise NotImplementedError
+
+    def state(self, handle) -> tuple[str, dict | None]:
+        """(``waiting``|``ready``|``failed``, the node's record fields
+        once ready, with its ``id``)."""
+        raise NotImplementedError
+
+    def release(self, handle) -> None:
+        """Give the node back (it is used: its provider deletes it)."""
+        raise NotImplementedError
+
+    def held(self) -> list:
+        """Handles of the nodes held now."""
         return []
 
 
@@ -352,7 +383,6 @@ UNSUPPORTED = {
     'gce': 'the gce driver is not supported by this Nodepool',
     'azure': 'the azure driver is not supported by this Nodepool',
     'ibmvpc': 'the ibmvpc driver is not supported by this Nodepool',
-    'metastatic': 'the metastatic driver is not supported by this Nodepool',
 }
 
 
@@ -393,10 +423,11 @@ def default_registry() -> DriverRegistry:
         OpenShiftDriver,
         OpenShiftPodsDriver,
     )
+    from nodepool.driver.metastatic.driver import MetastaticDriver
     from nodepool.driver.netns.driver import NetnsDriver
     from nodepool.driver.openstack.driver import OpenStackDriver
     from nodepool.driver.simulated.driver import SimulatedDriver
     from nodepool.driver.static.driver import StaticDriver
     return DriverRegistry([StaticDriver(), NetnsDriver(), SimulatedDriver(), OpenStackDriver(),
                            KubernetesDriver(), OpenShiftDriver(), OpenShiftPodsDriver(),
-                           AwsDriver()])
+                           AwsDriver(), MetastaticDriver()])

@@ -24,6 +24,7 @@ from nodepool.launcher.settings import LauncherSettings
 from nodepool.launcher.state_machine import NodeDeleteStateMachine
 from nodepool.zk import paths
 from nodepool.zk.api import NodepoolZooKeeper
+from nodepool.zk.broker import RequestBroker
 from nodepool.zk.cache import RecordCache
 from nodepool.zk.images import ImageCache
 from nodepool.zk.records import DELETING, IN_USE, USED, Node, NodeRequest
@@ -97,6 +98,10 @@ class Launcher:
             self.adapters[provider.name] = rate_limited(adapter, provider.rate)
             limit = provider.max_concurrency
             self._semaphores[provider.name] = threading.Semaphore(limit) if limit > 0 else None
+            # Adapters whose nodes are slots of other nodes (metastatic)
+            # ask this launcher's node system for them.
+            if hasattr(adapter, 'set_node_broker'):
+                adapter.set_node_broker(RequestBroker(self.zk))
             try:
                 adapter.start()
             except Exception as e:

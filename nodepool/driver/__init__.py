@@ -151,6 +151,11 @@ class Instance:
     az: str | None = None
     cloud: str | None = None
     host_id: str | None = None
+    #: The interpreter and shell on the instance, when the provider knows
+    #: them better than the label (a metastatic slot: its backing node's);
+    #: they apply where the label says ``auto`` / nothing.
+    python_path: str | None = None
+    shell_type: str | None = None
     #: What a user of a node that is not a host needs besides its address
     #: (a Kubernetes namespace or pod: API server, namespace, pod, CA):
     #: public, copied onto the node record (``Node.resource``).

@@ -310,6 +310,10 @@ def apply_instance(node: Node, inst) -> None:
     node.connection_port = inst.connection_port or node.connection_port
     node.host_keys = list(inst.host_keys or node.host_keys)
     node.username = node.username or inst.username
+    if getattr(inst, 'python_path', None) and node.python_path in (None, 'auto'):
+        node.python_path = inst.python_path
+    if getattr(inst, 'shell_type', None) and not node.shell_type:
+        node.shell_type = inst.shell_type
     if getattr(inst, 'resource', None):
         node.resource = dict(inst.resource)
     node.interface_ip = node.interface_ip or inst.public_ipv4 or inst.public_ipv6 or \

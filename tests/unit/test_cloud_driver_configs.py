@@ -249,3 +249,26 @@ def test_zuul_launcher_kubernetes_provider():
     assert labels[f'{P}/pod'].settings['cpu'] == 2
     assert labels[f'{P}/space'].settings['type'] == 'namespace'
     assert served.config.settings['connection'] == {'context': 'admin'}
+
+
+def test_zuul_launcher_metastatic_provider():
+    from nodepool.driver.metastatic.adapter import MetastaticAdapter
+    conns = {'meta': {'driver': 'metastatic', 'options': {}}}
+    served = build_provider(_resolved('meta', {'quota': {'instances': 6}}, {
+        'small': (None, {'backing-label': 'big', 'max-parallel-jobs': 3, 'grace-time': 30})}),
+        conns)
+    assert isinstance(served.adapter, MetastaticAdapter)
+    label = served.pool.labels[f'{P}/small']
+    assert label.settings == {'backing-label': f'{P}/big', 'max-parallel-jobs': 3,
+                              'grace-time': 30, 'min-retention-time': 0}
+    assert served.pool.max_servers == 6
+
+
+def test_metastatic_label_cannot_back_itself():
+    text = ('providers:\n  - name: m\n    driver: metastatic\n    pools:\n      - name: main\n'
+            '        labels:\n          - name: a\n            backing-label: a\n')
+    with pytest.raises(ConfigError) as e:
+        load_config_text(text, path='nodepool.yaml')
+    (issue,) = e.value.issues
+    assert issue.where == 'providers[0].pools[0].labels[0].backing-label'
+    assert 'own backing label' in issue.message and issue.line == 8

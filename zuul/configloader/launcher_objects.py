@@ -69,6 +69,9 @@ LABEL_ATTRIBUTES = {
     # pod's requests and environment.
     'type': vs.Any('pod', 'namespace'), 'cpu': int, 'memory': int, 'storage': int,
     'env': [{vs.Required('name'): str, 'value': str}],
+    # Metastatic: the label whose nodes this one's are slots of.
+    'backing-label': str, 'max-parallel-jobs': vs.All(int, vs.Range(min=1)),
+    'grace-time': vs.All(int, vs.Range(min=0)),
 }
 # Static nodes (a section's or provider's ``nodes``), as nodepool's static
 # driver has them.

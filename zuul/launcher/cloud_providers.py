@@ -111,3 +111,28 @@ def _kubernetes(resolved, options: dict, lookup, common, login, driver='kubernet
     pool['labels'] = labels
     raw['pools'] = [pool]
     return raw
+
+
+def _metastatic(resolved, options: dict, lookup, common, login) -> dict:
+    """Each label is a slot of a node of its ``backing-label`` (a label
+    of the same tenant: its canonical name is asked for)."""
+    raw = common(resolved, options, 'metastatic')
+    pool: dict = {'name': 'main'}
+    quota = resolved.settings.get('quota') or {}
+    if isinstance(quota, dict) and quota.get('instances') is not None:
+        pool['max-servers'] = int(quota['instances'])
+    labels = []
+    for label in resolved.labels.values():
+        label_look = lookup(resolved, options, label)
+        backing = str(label_look.get('backing-label', default=''))
+        if backing and '/' not in backing:
+            # Label objects are named within their project.
+            backing = label.canonical_name[:-len(label.name)] + backing
+        entry = {'name': label.canonical_name, 'backing-label': backing, **login(label_look)}
+        for key in ('max-parallel-jobs', 'grace-time'):
+            if label_look.get(key) is not None:
+                entry[key] = label_look.get(key)
+        labels.append(entry)
+    pool['labels'] = labels
+    raw['pools'] = [pool]
+    return raw

@@ -306,7 +306,8 @@ def _cloud(translate, **kwargs):
 
 TRANSLATORS = {'simulated': _simulated, 'netns': _netns, 'openstack': _openstack,
                'static': _static, 'aws': _cloud(cloud_providers._aws),
-               'kubernetes': _cloud(cloud_providers._kubernetes)}
+               'kubernetes': _cloud(cloud_providers._kubernetes),
+               'metastatic': _cloud(cloud_providers._metastatic)}
 
 
 def raw_provider(resolved: ResolvedProvider, connections: dict) -> tuple[str, dict]:

@@ -117,7 +117,8 @@ class MetastaticAdapter(ProviderAdapter):
             connection_type=node.get('connection_type') or 'ssh',
             username=node.get('username'), host_keys=list(node.get('host_keys') or []),
             region=node.get('region'), az=node.get('az'), cloud=node.get('cloud'),
-            host_id=str(node.get('id')))
+            host_id=str(node.get('id')), python_path=node.get('python_path'),
+            shell_type=node.get('shell_type'))
 
     def delete(self, external_id: str) -> None:
         with self._lock:

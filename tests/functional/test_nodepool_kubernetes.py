@@ -186,3 +186,54 @@ def test_leaked_namespace_is_deleted(launchers, zk, kube):
     launcher.run_cleanup()
     wait_until(launcher, lambda: sorted(ns.metadata.name for ns in admin.list_namespace().items)
                == ['default', 'foreign-1'], 'leaked namespace deleted')
+
+
+OPENSHIFT = """
+labels:
+  - name: os-project
+  - name: os-pod
+  - name: pods-pod
+providers:
+  - name: openshift
+    driver: openshift
+    context: standin
+    max-projects: 4
+    pools:
+      - name: main
+        labels:
+          - {name: os-project, type: project}
+          - {name: os-pod, type: pod, image: registry.example.org/ubi9}
+  - name: openshiftpods
+    driver: openshiftpods
+    context: standin
+    max-pods: 4
+    pools:
+      - name: ci
+        labels:
+          - {name: pods-pod, image: registry.example.org/ubi9}
+"""
+
+
+def test_openshift_projects_and_openshiftpods_pods(launchers, requestor, zk, kube):
+    """openshift: a project (through a project request) and a pod in a
+    project of its own; openshiftpods: pods in the existing project
+    ``ci`` whose tokens reach their own pod and no other."""
+    admin = k8s.CoreV1Api(kube.admin_api())
+    admin.create_namespace({'metadata': {'name': 'ci'}})
+    launcher = launchers.make(OPENSHIFT)
+    project, os_pod = fulfilled(requestor.submit(['os-project', 'os-pod']))
+    assert project.connection_type == 'project'
+    assert os_pod.connection_type == 'kubectl'
+    first, second = fulfilled(requestor.submit(['pods-pod', 'pods-pod']))
+    assert first.resource['namespace'] == second.resource['namespace'] == 'ci'
+    assert first.resource['pod'] != second.resource['pod']
+    api = user_api(kube, first, zk.get_node_secret(first.id))
+    assert pod_exec(api, 'ci', first.resource['pod'], ['/bin/sh', '-c', 'echo mine'])[1] == \
+        'mine\n'
+    with pytest.raises(ApiException) as refused:
+        pod_exec(api, 'ci', second.resource['pod'], ['true'])
+    assert '403' in str(refused.value)
+    projects = k8s.CustomObjectsApi(kube.admin_api()).list_cluster_custom_object(
+        'project.openshift.io', 'v1', 'projects', label_selector='nodepool_provider_name=openshift')
+    assert len(projects['items']) == 2
+    del launcher

@@ -23,6 +23,7 @@ from nodepool.launcher.settings import LauncherSettings
 from nodepool.zk.api import NodepoolZooKeeper
 from tests.functional.kubernetes_support import kube  # noqa: F401 - fixture
 from tests.functional.system_support import zuul_system  # noqa: F401 - fixture
+from tests.harness import docs
 from tests.harness.waiting import wait_for
 
 POD_PLAYBOOK = """
@@ -52,38 +53,8 @@ POD_PLAYBOOK = """
         that: "(back.content | b64decode) == 'made by on-pod\\n'"
 """
 
-NAMESPACE_PLAYBOOK = """
-- hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: The job's kubeconfig reaches its namespace, and only that
-      command:
-        argv:
-          - "{{ ansible_playbook_python }}"
-          - -c
-          - |
-            import os, sys
-            from kubernetes import client, config
-            from kubernetes.client.rest import ApiException
-            ns = sys.argv[1]
-            api = client.CoreV1Api(config.new_client_from_config(
-                config_file=os.environ['KUBECONFIG'], context=sys.argv[2]))
-            api.create_namespaced_config_map(ns, {'metadata': {'name': 'job-data'},
-                                                  'data': {'k': 'v'}})
-            assert api.read_namespaced_config_map('job-data', ns).data == {'k': 'v'}
-            try:
-                api.list_namespace()
-            except ApiException as e:
-                assert e.status == 403, e
-            else:
-                raise SystemExit('listing every namespace was allowed')
-            print('namespace ok')
-          - "{{ zuul.resources.space.namespace }}"
-          - "{{ zuul.resources.space.context }}"
-      register: out
-    - assert:
-        that: "'namespace ok' in out.stdout"
-"""
+# The documentation's example, as printed.
+NAMESPACE_PLAYBOOK = docs.code_blocks('doc/source/reference/drivers/kubernetes.rst', 'yaml')[-1]
 
 APP = """
 - job:

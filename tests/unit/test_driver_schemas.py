@@ -15,7 +15,7 @@ def registry():
 def test_registry_has_the_shipped_drivers_only(registry):
     # netns/openstack/simulated/static: provider connections for
     # zuul-launcher (no source, trigger or reporter).
-    assert registry.names() == ['aws', 'gerrit', 'git', 'github', 'gitlab', 'kubernetes',
+    assert registry.names() == ['aws', 'gce', 'gerrit', 'git', 'github', 'gitlab', 'kubernetes',
                                 'metastatic', 'mysql', 'netns', 'openstack', 'postgresql',
                                 'simulated', 'smtp', 'sql', 'static', 'timer', 'zuul']
     with pytest.raises(UnknownDriverError, match='unknown driver "gitea"'):

@@ -45,6 +45,8 @@ IMAGE_ATTRIBUTES = {
     'import-timeout': int, 'image-name': str, 'image-id': str,
     # AWS: {name: values} or released Nodepool's [{name, values}].
     'image-filters': vs.Any(dict, [{vs.Required('name'): str, vs.Required('values'): [str]}]),
+    # GCE: an image family (of another project) and the login key.
+    'image-family': str, 'image-project': str, 'key': str,
     'volume-size': int, 'volume-type': str, 'architecture': str, 'branch': str,
     'host-key-checking': bool,
     # Zuul-built images (``type: zuul``): the builds to keep in service and
@@ -89,7 +91,7 @@ PROVIDER_ATTRIBUTES = {
     'quota': {'instances': int, 'cores': int, 'ram': int},
     'region': str, 'availability-zones': [str], 'subnet': str,
     # AWS and Kubernetes (see zuul.launcher.cloud_providers).
-    'subnet-id': str, 'security-group-id': str, 'context': str,
+    'subnet-id': str, 'security-group-id': str, 'context': str, 'project': str, 'zone': str,
     'floating-ip-cleanup': bool, 'port-cleanup-interval': int,
     'nodes': [STATIC_NODE],
 }

@@ -9,11 +9,11 @@ from zuul.driver.base import Driver
 #: zuul.conf as a connection entry"); the provider drivers themselves
 #: are nodepool.driver's.
 PROVIDER_DRIVERS = ('openstack', 'static', 'netns', 'simulated', 'aws', 'kubernetes',
-                    'metastatic')
+                    'metastatic', 'gce')
 
 
 class ProviderConnectionDriver(Driver):
-    """A ``[connection NAME] driver=openstack|static|netns|simulated|aws|kubernetes|metastatic``
+    """A ``[connection NAME] driver=openstack|static|netns|simulated|aws|kubernetes|metastatic|gce``
     section: cloud credentials and knobs (``cloud``, ``region``,
     ``rate``, ``state-dir`` ...) that zuul-launcher passes to the
     provider driver.  It has no source, trigger or reporter, so the

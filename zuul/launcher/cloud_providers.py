@@ -136,3 +136,43 @@ def _metastatic(resolved, options: dict, lookup, common, login) -> dict:
     pool['labels'] = labels
     raw['pools'] = [pool]
     return raw
+
+
+def _gce(resolved, options: dict, lookup, common, login) -> dict:
+    """GCE (``driver=gce``; credentials: Google's application default, or
+    the connection's ``endpoint_url`` for another endpoint): ``project``,
+    ``region``, ``zone`` from the section or provider; an image's
+    ``image-id`` or ``image-family`` (and ``image-project``, ``key``); a
+    flavor's ``instance-type``."""
+    raw = common(resolved, options, 'gce')
+    look = lookup(resolved, options)
+    for key in ('project', 'region', 'zone'):
+        raw[key] = str(look.get(key, default=''))
+    pool: dict = {'name': 'main'}
+    quota = resolved.settings.get('quota') or {}
+    if isinstance(quota, dict) and quota.get('instances') is not None:
+        pool['max-servers'] = int(quota['instances'])
+    images: dict[str, dict] = {}
+    labels = []
+    for label in resolved.labels.values():
+        label_look = lookup(resolved, options, label)
+        image = resolved.images.get(label.image or '')
+        if image is not None:
+            label_look.layers.insert(1, image.settings)
+        key = image.canonical_name if image else label.canonical_name
+        cloud = {'name': key, **login(label_look)}
+        for k in ('image-id', 'image-project', 'image-family', 'key'):
+            if label_look.get(k) is not None:
+                cloud[k] = str(label_look.get(k))
+        images.setdefault(key, cloud)
+        entry = {'name': label.canonical_name, 'cloud-image': key, **login(label_look),
+                 'instance-type': str(label_look.get('instance-type', 'cloud-flavor',
+                                                     default=''))}
+        for k in ('volume-type', 'volume-size'):
+            if label_look.get(k) is not None:
+                entry[k] = label_look.get(k)
+        labels.append(entry)
+    pool['labels'] = labels
+    raw['cloud-images'] = list(images.values())
+    raw['pools'] = [pool]
+    return raw

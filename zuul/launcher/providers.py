@@ -307,7 +307,8 @@ def _cloud(translate, **kwargs):
 TRANSLATORS = {'simulated': _simulated, 'netns': _netns, 'openstack': _openstack,
                'static': _static, 'aws': _cloud(cloud_providers._aws),
                'kubernetes': _cloud(cloud_providers._kubernetes),
-               'metastatic': _cloud(cloud_providers._metastatic)}
+               'metastatic': _cloud(cloud_providers._metastatic),
+               'gce': _cloud(cloud_providers._gce)}
 
 
 def raw_provider(resolved: ResolvedProvider, connections: dict) -> tuple[str, dict]:

@@ -43,7 +43,7 @@ from nodepool.driver import (
     QuotaError,
 )
 from nodepool.driver.settings import PoolConfig
-from nodepool.driver.sshutil import SSHCheckError, paramiko_keyscan, ssh_banner
+from nodepool.driver.sshutil import reachability_problem
 
 log = logging.getLogger('nodepool.driver.aws')
 
@@ -343,21 +343,10 @@ class AwsAdapter(ProviderAdapter):
         return inst
 
     def _reachable(self, launch: _Launch, inst: Instance, now: float) -> bool:
-        late = now - launch.running_at > self.settings['boot-timeout']
-        if not inst.interface_ip:
-            problem = 'no address'
-        elif not launch.host_key_checking or inst.connection_type != 'ssh':
+        problem = reachability_problem(inst, launch.host_key_checking)
+        if problem is None:
             return True
-        elif not ssh_banner(inst.interface_ip, inst.connection_port, timeout=2.0):
-            problem = f'SSH on {inst.interface_ip}:{inst.connection_port} does not answer'
-        else:
-            try:
-                inst.host_keys = paramiko_keyscan(inst.interface_ip, inst.connection_port,
-                                                  timeout=5.0)
-                return True
-            except SSHCheckError as e:
-                problem = str(e)
-        if late:
+        if now - launch.running_at > self.settings['boot-timeout']:
             self._fail(inst.external_id, f'instance {inst.external_id}: {problem} within '
                                          f'boot-timeout {self.settings["boot-timeout"]}s')
         return False

@@ -107,3 +107,19 @@ def test_metastatic_page(page):
     settings = main.pool.labels[f'{HOST}/infra/nodes/shared-small'].settings
     assert settings['backing-label'] == f'{HOST}/infra/nodes/large'
     assert settings['max-parallel-jobs'] == 4
+
+
+def test_gce_page():
+    from nodepool.driver.gce.adapter import GceAdapter
+    nodepool_yaml, objects = blocks('gce.rst')
+    provider = load_config_text(nodepool_yaml).providers['gcloud']
+    assert provider.settings['zone'] == 'us-central1-a'
+    conns = {'gcloud': {'driver': 'gce', 'options': {}}}
+    main = served(layout_of(objects, {'gcloud': 'gce'}), 'gce-main', conns)
+    assert isinstance(main.adapter, GceAdapter)
+    assert (main.config.settings['project'], main.config.settings['region']) == \
+        ('my-project', 'us-central1')
+    (image,) = main.config.settings['cloud-images'].values()
+    assert image['image-family'] == 'debian-12' and image['image-project'] == 'debian-cloud'
+    label = main.pool.labels[f'{HOST}/infra/nodes/debian-gce']
+    assert label.settings['instance-type'] == 'e2-medium' and label.username == 'zuul'

@@ -385,7 +385,6 @@ def unique_pools(raw: dict) -> None:
 UNSUPPORTED = {
     'fake': "the 'fake' driver is released Nodepool's simulated OpenStack and is "
             'not provided here (use the simulated driver for tests)',
-    'azure': 'the azure driver is not supported by this Nodepool',
     'ibmvpc': 'the ibmvpc driver is not supported by this Nodepool',
 }
 
@@ -422,6 +421,7 @@ class DriverRegistry:
 def default_registry() -> DriverRegistry:
     """The drivers this Nodepool ships."""
     from nodepool.driver.aws.driver import AwsDriver
+    from nodepool.driver.azure.driver import AzureDriver
     from nodepool.driver.gce.driver import GceDriver
     from nodepool.driver.kubernetes.driver import (
         KubernetesDriver,
@@ -435,4 +435,4 @@ def default_registry() -> DriverRegistry:
     from nodepool.driver.static.driver import StaticDriver
     return DriverRegistry([StaticDriver(), NetnsDriver(), SimulatedDriver(), OpenStackDriver(),
                            KubernetesDriver(), OpenShiftDriver(), OpenShiftPodsDriver(),
-                           AwsDriver(), MetastaticDriver(), GceDriver()])
+                           AwsDriver(), MetastaticDriver(), GceDriver(), AzureDriver()])

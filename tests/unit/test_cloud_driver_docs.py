@@ -123,3 +123,20 @@ def test_gce_page():
     assert image['image-family'] == 'debian-12' and image['image-project'] == 'debian-cloud'
     label = main.pool.labels[f'{HOST}/infra/nodes/debian-gce']
     assert label.settings['instance-type'] == 'e2-medium' and label.username == 'zuul'
+
+
+def test_azure_page():
+    from nodepool.driver.azure.adapter import AzureAdapter
+    nodepool_yaml, objects = blocks('azure.rst')
+    provider = load_config_text(nodepool_yaml).providers['azure-central']
+    label = provider.pools['main'].labels['ubuntu-azure']
+    assert label.settings['hardware-profile'] == {'vm-size': 'Standard_B2s'}
+    conns = {'azure': {'driver': 'azure', 'options': {'auth_path': '/etc/zuul/azure.json'}}}
+    main = served(layout_of(objects, {'azure': 'azure'}), 'azure-main', conns)
+    assert isinstance(main.adapter, AzureAdapter)
+    assert main.config.settings['location'] == 'centralus'
+    assert main.config.settings['auth-path'] == '/etc/zuul/azure.json'
+    (image,) = main.config.settings['cloud-images'].values()
+    assert image['image-reference']['sku'] == '22_04-lts'
+    label = main.pool.labels[f'{HOST}/infra/nodes/ubuntu-azure']
+    assert label.settings['hardware-profile'] == {'vm-size': 'Standard_B2s'}

@@ -134,7 +134,7 @@ def test_errors_name_file_line_and_place(tmp_path):
 
 
 def test_every_unsupported_driver_is_named_and_openstack_is_the_default():
-    for driver in ['azure', 'ibmvpc']:
+    for driver in ['ibmvpc', 'fake']:
         text = f'providers:\n  - name: p\n    driver: {driver}\n    pools: []\n'
         with pytest.raises(ConfigError) as e:
             load_config_text(text)
@@ -144,7 +144,7 @@ def test_every_unsupported_driver_is_named_and_openstack_is_the_default():
     config = load_config_text('providers:\n  - name: cloud\n    cloud: x\n')
     assert config.providers['cloud'].driver == 'openstack'
     with pytest.raises(ConfigError,
-                       match=r"unknown driver 'bogus' \(available: aws, gce, kubernetes, "):
+                       match=r"unknown driver 'bogus' \(available: aws, azure, gce, "):
         load_config_text('providers:\n  - name: p\n    driver: bogus\n')
 
 

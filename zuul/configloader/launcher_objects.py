@@ -47,6 +47,9 @@ IMAGE_ATTRIBUTES = {
     'image-filters': vs.Any(dict, [{vs.Required('name'): str, vs.Required('values'): [str]}]),
     # GCE: an image family (of another project) and the login key.
     'image-family': str, 'image-project': str, 'key': str,
+    # Azure: a marketplace image.
+    'image-reference': {vs.Required('publisher'): str, vs.Required('offer'): str,
+                        vs.Required('sku'): str, vs.Required('version'): str},
     'volume-size': int, 'volume-type': str, 'architecture': str, 'branch': str,
     'host-key-checking': bool,
     # Zuul-built images (``type: zuul``): the builds to keep in service and
@@ -58,7 +61,7 @@ FLAVOR_ATTRIBUTES = {
     'cloud-flavor': str, 'flavor-name': str, 'instance-type': str,
     'public-ipv4': bool, 'public-ipv6': bool, 'userdata': str, 'volume-size': int,
     'volume-type': str, 'dedicated-host': bool, 'ebs-optimized': bool,
-    'market-type': str, 'iops': int, 'throughput': int,
+    'market-type': str, 'iops': int, 'throughput': int, 'vm-size': str,
 }
 # Launch attributes: a ``label`` stanza, a ``labels`` entry, ``label-defaults``.
 LABEL_ATTRIBUTES = {
@@ -92,6 +95,7 @@ PROVIDER_ATTRIBUTES = {
     'region': str, 'availability-zones': [str], 'subnet': str,
     # AWS and Kubernetes (see zuul.launcher.cloud_providers).
     'subnet-id': str, 'security-group-id': str, 'context': str, 'project': str, 'zone': str,
+    'location': str, 'resource-group': str,
     'floating-ip-cleanup': bool, 'port-cleanup-interval': int,
     'nodes': [STATIC_NODE],
 }

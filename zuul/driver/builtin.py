@@ -9,11 +9,11 @@ from zuul.driver.base import Driver
 #: zuul.conf as a connection entry"); the provider drivers themselves
 #: are nodepool.driver's.
 PROVIDER_DRIVERS = ('openstack', 'static', 'netns', 'simulated', 'aws', 'kubernetes',
-                    'metastatic', 'gce')
+                    'metastatic', 'gce', 'azure')
 
 
 class ProviderConnectionDriver(Driver):
-    """A ``[connection NAME] driver=openstack|static|netns|simulated|aws|kubernetes|metastatic|gce``
+    """A ``[connection NAME] driver=openstack|static|netns|simulated|aws|kubernetes|metastatic|gce|azure``
     section: cloud credentials and knobs (``cloud``, ``region``,
     ``rate``, ``state-dir`` ...) that zuul-launcher passes to the
     provider driver.  It has no source, trigger or reporter, so the

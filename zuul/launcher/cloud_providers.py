@@ -176,3 +176,45 @@ def _gce(resolved, options: dict, lookup, common, login) -> dict:
     raw['cloud-images'] = list(images.values())
     raw['pools'] = [pool]
     return raw
+
+
+def _azure(resolved, options: dict, lookup, common, login) -> dict:
+    """Azure (``driver=azure``; ``auth_path``: the service principal
+    file): ``location`` (or ``region``), ``resource-group``, ``subnet-id``
+    from the section or provider; an image's ``image-reference`` (or
+    ``image-id``), ``username`` and ``key``; a flavor's ``vm-size``
+    (``instance-type``)."""
+    raw = common(resolved, options, 'azure')
+    look = lookup(resolved, options)
+    raw['location'] = str(look.get('location', 'region', default=''))
+    raw['resource-group'] = str(look.get('resource-group', default='nodepool'))
+    raw['auth-path'] = str(look.get('auth-path', default=''))
+    if look.get('subnet-id') is not None:
+        raw['subnet-id'] = str(look.get('subnet-id'))
+    pool: dict = {'name': 'main'}
+    quota = resolved.settings.get('quota') or {}
+    if isinstance(quota, dict) and quota.get('instances') is not None:
+        pool['max-servers'] = int(quota['instances'])
+    images: dict[str, dict] = {}
+    labels = []
+    for label in resolved.labels.values():
+        label_look = lookup(resolved, options, label)
+        image = resolved.images.get(label.image or '')
+        if image is not None:
+            label_look.layers.insert(1, image.settings)
+        key = image.canonical_name if image else label.canonical_name
+        cloud = {'name': key, **login(label_look)}
+        for k in ('image-reference', 'image-id', 'key'):
+            if label_look.get(k) is not None:
+                cloud[k] = label_look.get(k)
+        images.setdefault(key, cloud)
+        size = label_look.get('vm-size', 'instance-type', 'cloud-flavor', default='')
+        entry = {'name': label.canonical_name, 'cloud-image': key, **login(label_look),
+                 'hardware-profile': {'vm-size': str(size)}}
+        if label_look.get('tags'):
+            entry['tags'] = {str(k): str(v) for k, v in label_look.get('tags').items()}
+        labels.append(entry)
+    pool['labels'] = labels
+    raw['cloud-images'] = list(images.values())
+    raw['pools'] = [pool]
+    return raw

@@ -308,7 +308,8 @@ TRANSLATORS = {'simulated': _simulated, 'netns': _netns, 'openstack': _openstack
                'static': _static, 'aws': _cloud(cloud_providers._aws),
                'kubernetes': _cloud(cloud_providers._kubernetes),
                'metastatic': _cloud(cloud_providers._metastatic),
-               'gce': _cloud(cloud_providers._gce)}
+               'gce': _cloud(cloud_providers._gce),
+               'azure': _cloud(cloud_providers._azure)}
 
 
 def raw_provider(resolved: ResolvedProvider, connections: dict) -> tuple[str, dict]:

@@ -13,8 +13,8 @@ PROVIDER_DRIVERS = ('openstack', 'static', 'netns', 'simulated', 'aws', 'kuberne
 
 
 class ProviderConnectionDriver(Driver):
-    """A ``[connection NAME] driver=openstack|static|netns|simulated|aws|kubernetes|metastatic|gce|azure``
-    section: cloud credentials and knobs (``cloud``, ``region``,
+    """A ``[connection NAME]`` section whose ``driver`` is one of
+    ``PROVIDER_DRIVERS``: cloud credentials and knobs (``cloud``, ``region``,
     ``rate``, ``state-dir`` ...) that zuul-launcher passes to the
     provider driver.  It has no source, trigger or reporter, so the
     scheduler and web just carry it; zuul-launcher reads its options."""

@@ -14,6 +14,10 @@ in production:
   its host keys (host-key-checking);
 - aws: boto3 against moto's server; each instance a netns host with
   sshd, SSH and host keys as above;
+- gce: Google's API client against the GCE stand-in (Compute REST and
+  its OAuth token endpoint); netns host, SSH and host keys as above;
+- azure: the ARM client against the Azure stand-in (public IP, interface
+  and VM per node); netns host, SSH and host keys as above;
 - kubernetes-pod: the official client against the Kubernetes API
   stand-in: namespace, service account, token, role and binding, then a
   pod (a network namespace, no sshd) until Running;
@@ -46,7 +50,8 @@ from nodepool.zk.api import NodepoolZooKeeper
 from nodepool.zk.localserver import LocalZooKeeper
 from nodepool.zk.requestor import NodeRequestClient
 
-DRIVERS = ('openstack', 'aws', 'kubernetes-pod', 'kubernetes-namespace', 'metastatic')
+DRIVERS = ('openstack', 'aws', 'gce', 'azure', 'kubernetes-pod', 'kubernetes-namespace',
+           'metastatic')
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -116,6 +121,56 @@ class Bench:
                     labels:
                       - {{name: small, cloud-image: debian, instance-type: t3.medium,
                          key-name: zuul}}
+            """), 'small'
+
+    def gce(self) -> tuple[str, str]:
+        from tests.functional.cloud_support import GceStandIn
+        gce = GceStandIn(os.path.join(self.root, 'gce'), self.key_file + '.pub',
+                         cpus_quota=1000)
+        self.cleanups.append(gce.stop)
+        os.environ['GOOGLE_APPLICATION_CREDENTIALS'] = gce.credentials
+        os.environ['CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE'] = gce.url + '/compute/v1/'
+        return textwrap.dedent("""
+            labels: [{name: small}]
+            providers:
+              - name: gcloud
+                driver: gce
+                project: bench
+                region: us-central1
+                zone: us-central1-a
+                cloud-images: [{name: debian, image-family: debian-12, username: root}]
+                pools:
+                  - name: main
+                    max-servers: 100
+                    labels: [{name: small, cloud-image: debian, instance-type: e2-medium}]
+            """), 'small'
+
+    def azure(self) -> tuple[str, str]:
+        from tests.functional.cloud_support import AzureStandIn
+        azure = AzureStandIn(os.path.join(self.root, 'azure'), cores_quota=1000)
+        self.cleanups.append(azure.stop)
+        return textwrap.dedent(f"""
+            labels: [{{name: small}}]
+            providers:
+              - name: azure
+                driver: azure
+                location: centralus
+                resource-group: bench
+                auth-path: {azure.auth}
+                network: {{resource-group: net, network: vnet, subnet: nodes}}
+                cloud-images:
+                  - name: jammy
+                    username: root
+                    key: {self.public_key}
+                    image-reference:
+                      {{publisher: Canonical, offer: jammy, sku: lts, version: latest}}
+                pools:
+                  - name: main
+                    max-servers: 100
+                    labels:
+                      - name: small
+                        cloud-image: jammy
+                        hardware-profile: {{vm-size: Standard_B1ls}}
             """), 'small'
 
     def _kube(self, label_type: str) -> tuple[str, str]:

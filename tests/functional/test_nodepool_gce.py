@@ -5,54 +5,19 @@ Instances are netns hosts with sshd."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import urllib.request
-
 import pytest
 
 from nodepool.driver.netns.host import available
 from tests.functional import test_nodepool_support as support
+from tests.functional.cloud_support import GceStandIn
 from tests.functional.test_nodepool_support import ssh_run, wait_until
 
 launchers = support.launchers
 requestor = support.requestor
 zk = support.zk
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.skipif(available() is not None,
                                 reason=f'netns nodes unavailable: {available()}')
-
-
-class GceStandIn:
-    def __init__(self, state_dir: str, key_file: str, cpus_quota: int = 64):
-        pid = os.getpid()
-        self.bridge = f'gce{pid % 100000}'
-        self.credentials = os.path.join(state_dir, 'sa.json')
-        os.makedirs(state_dir, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [sys.executable, '-m', 'tests.fakes.gce_standin', '--state-dir', state_dir,
-             '--credentials', self.credentials, '--subnet', f'10.232.{pid % 250}.0/24',
-             '--bridge', self.bridge, '--authorized-keys-file', key_file,
-             '--cpus-quota', str(cpus_quota)],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True)
-        line = self.proc.stdout.readline()
-        assert line.startswith('READY'), line
-        self.url = f'http://127.0.0.1:{line.split()[1]}'
-
-    def inject(self, **fault) -> None:
-        req = urllib.request.Request(self.url + '/_standin/faults', method='POST',
-                                     data=json.dumps(fault).encode())
-        urllib.request.urlopen(req, timeout=10).close()
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(60)
-        self.proc.stdout.close()
-        subprocess.run(['ip', 'link', 'del', self.bridge], capture_output=True)
 
 
 @pytest.fixture

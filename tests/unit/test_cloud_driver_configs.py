@@ -272,3 +272,12 @@ def test_metastatic_label_cannot_back_itself():
     (issue,) = e.value.issues
     assert issue.where == 'providers[0].pools[0].labels[0].backing-label'
     assert 'own backing label' in issue.message and issue.line == 8
+
+
+def test_hostile_label_names_make_plain_resource_names():
+    """A label or provider name with path or shell characters never
+    reaches the cluster or a cloud as anything but a DNS label."""
+    for hostile in ('../../etc', 'a b;rm -rf /', 'UPPER/../x', '{{ lookup("pipe","id") }}'):
+        name = resource_name(hostile, '0000000001')
+        assert all(c.isalnum() or c == '-' for c in name), name
+        assert name.endswith('0000000001') and len(name) <= 63

@@ -37,6 +37,18 @@ def instance_name(provider_name: str, node_id: str) -> str:
     return instance_prefix(provider_name) + node_id
 
 
+def resource_name(*parts: str, limit: int = 63) -> str:
+    """A DNS-1123 label made of ``parts`` (lower case, ``-`` for anything
+    else), at most ``limit`` long: what clouds and clusters accept as a
+    resource name or label value."""
+    text = '-'.join(parts).lower()
+    text = re.sub(r'[^a-z0-9-]+', '-', text).strip('-')
+    if len(text) > limit:
+        # Keep the end: it holds the node id, which makes it unique.
+        text = text[-limit:].strip('-')
+    return text or 'node'
+
+
 class ProviderError(RuntimeError):
     """The provider refused or failed an operation."""
 

@@ -30,9 +30,9 @@ from nodepool.driver import (
     ProviderAdapter,
     ProviderError,
     Quota,
+    resource_name,
 )
 from nodepool.driver.azure.arm import ArmClient
-from nodepool.driver.kubernetes.adapter import resource_name
 from nodepool.driver.settings import PoolConfig
 from nodepool.driver.sshutil import reachability_problem
 

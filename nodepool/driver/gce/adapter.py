@@ -30,8 +30,8 @@ from nodepool.driver import (
     ProviderError,
     Quota,
     QuotaError,
+    resource_name,
 )
-from nodepool.driver.kubernetes.adapter import resource_name
 from nodepool.driver.settings import PoolConfig
 from nodepool.driver.sshutil import reachability_problem
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import re
 import threading
 import time
 
@@ -47,6 +46,7 @@ from nodepool.driver import (
     ProviderError,
     Quota,
     QuotaError,
+    resource_name,
 )
 from nodepool.driver.kubernetes.objects import (
     SERVICE_ACCOUNT,
@@ -59,17 +59,6 @@ log = logging.getLogger('nodepool.driver.kubernetes')
 
 PROJECT_GROUP = ('project.openshift.io', 'v1')
 TOKEN_SECRET = 'zuul-worker-token'
-
-
-def resource_name(*parts: str, limit: int = 63) -> str:
-    """A DNS-1123 label made of ``parts`` (lower case, ``-`` for anything
-    else), at most ``limit`` long."""
-    text = '-'.join(parts).lower()
-    text = re.sub(r'[^a-z0-9-]+', '-', text).strip('-')
-    if len(text) > limit:
-        # Keep the end: it holds the node id, which makes it unique.
-        text = text[-limit:].strip('-')
-    return text or 'node'
 
 
 def _reason(e: ApiException) -> str:

@@ -4,7 +4,7 @@ virtual machines; VM sizes and usages of a location) and Azure AD's
 client-credentials token endpoint, in their documented JSON shapes.
 
     python -m tests.fakes.azure_standin --state-dir DIR --auth-file OUT.json \
-        [--subnet 10.239.2.0/24 --bridge azbr0 --cores-quota 8]
+        [--subnet 10.224.2.0/24 --bridge azbr0 --cores-quota 8]
 
 It writes a service principal file (``auth-path``) naming itself as the
 endpoints.  Every ARM request needs ``api-version`` and a token it
@@ -48,6 +48,7 @@ class ArmError(Exception):
 class Cloud:
     def __init__(self, state_dir: str, subnet: str, bridge: str, cores_quota: int):
         self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
         self.tokens: set[str] = set()
         self.groups: dict[str, dict] = {}
         self.resources: dict[str, dict] = {}       # lower-cased id -> resource
@@ -91,7 +92,7 @@ class Cloud:
         with self.lock:
             self.resources[rid.lower()] = res
         if kind == 'virtualMachines':
-            threading.Thread(target=self._boot, args=(res,), daemon=True).start()
+            self._start(self._boot, res)
         return 201, res
 
     def _nic(self, props: dict) -> None:
@@ -169,7 +170,7 @@ class Cloud:
                            'dissociated from the resource.')
         if kind == 'virtualMachines':
             res['properties']['provisioningState'] = 'Deleting'
-            threading.Thread(target=self._remove_vm, args=(res,), daemon=True).start()
+            self._start(self._remove_vm, res)
             return 202
         with self.lock:
             self.resources.pop(rid.lower(), None)
@@ -187,7 +188,16 @@ class Cloud:
         with self.lock:
             self.resources.pop(vm['id'].lower(), None)
 
+    def _start(self, fn, *args) -> None:
+        thread = threading.Thread(target=fn, args=args, daemon=True)
+        with self.lock:
+            self.threads.append(thread)
+        thread.start()
+
     def stop(self) -> None:
+        # Hosts still being made or removed finish first: none outlives us.
+        for thread in list(self.threads):
+            thread.join(60)
         if self.hosts is not None:
             self.hosts.cleanup_all('az-')
 
@@ -317,7 +327,7 @@ def main(argv=None) -> int:
     parser.add_argument('--state-dir', required=True)
     parser.add_argument('--auth-file', required=True)
     parser.add_argument('--port', type=int, default=0)
-    parser.add_argument('--subnet', default='10.239.2.0/24')
+    parser.add_argument('--subnet', default='10.224.2.0/24')
     parser.add_argument('--bridge', default='azbr0')
     parser.add_argument('--cores-quota', type=int, default=8)
     args = parser.parse_args(argv)

@@ -12,7 +12,7 @@ lacks added in front of it:
   ..., "count": 1}`` answers that many such requests with that EC2 error.
 
     python -m tests.fakes.ec2_standin --port 0 --state-dir DIR \
-        --subnet 10.236.1.0/24 --bridge ec2br0 --authorized-keys-file KEY.pub
+        --subnet 10.224.3.0/24 --bridge ec2br0 --authorized-keys-file KEY.pub
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class EC2StandIn:
         self.faults: list[dict] = []
         self.requests: dict[str, int] = {}
         self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
         self.hosts = NetnsHostManager(os.path.join(state_dir, 'netns'), subnet, bridge) \
             if available() is None and keys else None
         self.subnet = subnet
@@ -82,8 +83,7 @@ class EC2StandIn:
                 self._boot(text)
             elif action == 'TerminateInstances':
                 for instance_id in re.findall(r'<instanceId>(i-[0-9a-f]+)</instanceId>', text):
-                    threading.Thread(target=self.hosts.delete, args=(instance_id,),
-                                     daemon=True).start()
+                    self._start(self.hosts.delete, instance_id)
         return chunks
 
     # -- instances --------------------------------------------------------------------
@@ -95,8 +95,7 @@ class EC2StandIn:
             instance_id = item.findtext('ec2:instanceId', namespaces=ns)
             address = item.findtext('ec2:privateIpAddress', namespaces=ns)
             if instance_id and address:
-                threading.Thread(target=self._make_host, args=(instance_id, address),
-                                 daemon=True).start()
+                self._start(self._make_host, instance_id, address)
 
     def _make_host(self, instance_id: str, address: str) -> None:
         try:
@@ -142,7 +141,16 @@ class EC2StandIn:
         with self.lock:
             return _json(start_response, '200 OK', {'requests': dict(self.requests)})
 
+    def _start(self, fn, *args) -> None:
+        thread = threading.Thread(target=fn, args=args, daemon=True)
+        with self.lock:
+            self.threads.append(thread)
+        thread.start()
+
     def stop(self) -> None:
+        # Hosts still being made or removed finish first: none outlives us.
+        for thread in list(self.threads):
+            thread.join(60)
         if self.hosts is not None:
             self.hosts.cleanup_all('i-')
 
@@ -169,7 +177,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description='EC2 stand-in (moto) backed by netns hosts')
     parser.add_argument('--port', type=int, default=0)
     parser.add_argument('--state-dir', required=True)
-    parser.add_argument('--subnet', default='10.236.1.0/24')
+    parser.add_argument('--subnet', default='10.224.3.0/24')
     parser.add_argument('--bridge', default='ec2br0')
     parser.add_argument('--authorized-keys-file')
     parser.add_argument('--vcpu-quota', type=float, default=256)

@@ -3,7 +3,7 @@ REST API (JSON) the Google API client uses, and the OAuth 2.0 token
 endpoint a service account key's ``token_uri`` names.
 
     python -m tests.fakes.gce_standin --state-dir DIR --credentials OUT.json \
-        [--subnet 10.239.1.0/24 --bridge gcebr0 --authorized-keys-file KEY.pub]
+        [--subnet 10.224.1.0/24 --bridge gcebr0 --authorized-keys-file KEY.pub]
 
 Served: instances (insert, get, list with ``labels.KEY = VALUE``
 filters, delete), zone operations, machine types, images (by name and
@@ -53,6 +53,7 @@ class Cloud:
     def __init__(self, state_dir: str, subnet: str, bridge: str, keys: list[str],
                  cpus_quota: int):
         self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
         self.tokens: set[str] = set()
         self.instances: dict[tuple, dict] = {}       # (project, zone, name)
         self.operations: dict[str, dict] = {}
@@ -112,7 +113,7 @@ class Cloud:
                     'machineType': f'{base}{project}/zones/{zone}/machineTypes/{mtype}',
                     'creationTimestamp': time.strftime('%Y-%m-%dT%H:%M:%S.000-00:00')}
             self.instances[key] = inst
-        threading.Thread(target=self._boot, args=(key, op), daemon=True).start()
+        self._start(self._boot, key, op)
         return op
 
     def _boot(self, key: tuple, op: dict) -> None:
@@ -146,8 +147,7 @@ class Cloud:
                                f"{zone}/instances/{name}' was not found")
             inst['status'] = 'STOPPING'
         op = self._operation(base, project, zone, 'delete', name)
-        threading.Thread(target=self._remove, args=((project, zone, name), op),
-                         daemon=True).start()
+        self._start(self._remove, (project, zone, name), op)
         return op
 
     def _remove(self, key: tuple, op: dict) -> None:
@@ -167,7 +167,16 @@ class Cloud:
             self.operations[op['name']] = op
         return op
 
+    def _start(self, fn, *args) -> None:
+        thread = threading.Thread(target=fn, args=args, daemon=True)
+        with self.lock:
+            self.threads.append(thread)
+        thread.start()
+
     def stop(self) -> None:
+        # Hosts still being made or removed finish first: none outlives us.
+        for thread in list(self.threads):
+            thread.join(60)
         if self.hosts is not None:
             self.hosts.cleanup_all('gce-')
 
@@ -308,7 +317,7 @@ def main(argv=None) -> int:
     parser.add_argument('--state-dir', required=True)
     parser.add_argument('--credentials', required=True)
     parser.add_argument('--port', type=int, default=0)
-    parser.add_argument('--subnet', default='10.239.1.0/24')
+    parser.add_argument('--subnet', default='10.224.1.0/24')
     parser.add_argument('--bridge', default='gcebr0')
     parser.add_argument('--authorized-keys-file')
     parser.add_argument('--cpus-quota', type=int, default=64)

@@ -67,7 +67,7 @@ class Cluster:
     """The API's behaviour behind the HTTP layer."""
 
     def __init__(self, state_dir: str, backing: str, max_pods: int | None,
-                 subnet: str = '10.232.0.0/16', bridge: str = 'k8sbr0'):
+                 subnet: str = '10.224.0.0/24', bridge: str = 'k8sbr0'):
         self.store = Store(admin_token=secrets.token_urlsafe(24))
         self.pods = PodBacking(state_dir, backing, subnet=subnet, bridge=bridge)
         self.max_pods = max_pods
@@ -429,7 +429,7 @@ def write_kubeconfig(path: str, port: int, token: str, context: str = 'standin')
 
 
 def serve(state_dir: str, kubeconfig: str, backing: str = 'netns', port: int = 0,
-          max_pods: int | None = None, subnet: str = '10.232.0.0/16', bridge: str = 'k8sbr0'):
+          max_pods: int | None = None, subnet: str = '10.224.0.0/24', bridge: str = 'k8sbr0'):
     """Start the server in this process; (server, cluster)."""
     os.makedirs(state_dir, exist_ok=True)
     cluster = Cluster(state_dir, backing, max_pods, subnet, bridge)
@@ -449,7 +449,7 @@ def main(argv=None) -> int:
     parser.add_argument('--backing', choices=('netns', 'process'), default='netns')
     parser.add_argument('--port', type=int, default=0)
     parser.add_argument('--max-pods', type=int)
-    parser.add_argument('--subnet', default='10.232.0.0/16',
+    parser.add_argument('--subnet', default='10.224.0.0/24',
                         help='addresses of the pods (netns backing)')
     parser.add_argument('--bridge', default='k8sbr0')
     args = parser.parse_args(argv)

@@ -50,7 +50,7 @@ class AzureStandIn:
         self.auth = os.path.join(state_dir, 'azure.json')
         self.proc = subprocess.Popen(
             [sys.executable, '-m', 'tests.fakes.azure_standin', '--state-dir', state_dir,
-             '--auth-file', self.auth, '--subnet', f'10.233.{pid % 250}.0/24',
+             '--auth-file', self.auth, '--subnet', f'10.239.{pid % 250}.0/24',
              '--bridge', self.bridge, '--cores-quota', str(cores_quota)],
             cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True)
         line = self.proc.stdout.readline()

@@ -37,6 +37,18 @@ def instance_name(provider_name: str, node_id: str) -> str:
     return instance_prefix(provider_name) + node_id
 
 
+def resource_name(*parts: str, limit: int = 63) -> str:
+    """A DNS-1123 label made of ``parts`` (lower case, ``-`` for anything
+    else), at most ``limit`` long: what clouds and clusters accept as a
+    resource name or label value."""
+    text = '-'.join(parts).lower()
+    text = re.sub(r'[^a-z0-9-]+', '-', text).strip('-')
+    if len(text) > limit:
+        # Keep the end: it holds the node id, which makes it unique.
+        text = text[-limit:].strip('-')
+    return text or 'node'
+
+
 class ProviderError(RuntimeError):
     """The provider refused or failed an operation."""
 
@@ -151,6 +163,19 @@ class Instance:
     az: str | None = None
     cloud: str | None = None
     host_id: str | None = None
+    #: The interpreter and shell on the instance, when the provider knows
+    #: them better than the label (a metastatic slot: its backing node's);
+    #: they apply where the label says ``auto`` / nothing.
+    python_path: str | None = None
+    shell_type: str | None = None
+    #: What a user of a node that is not a host needs besides its address
+    #: (a Kubernetes namespace or pod: API server, namespace, pod, CA):
+    #: public, copied onto the node record (``Node.resource``).
+    resource: dict | None = None
+    #: Credentials of the node (a service-account token): never on the
+    #: node record; the framework keeps them in ZooKeeper beside it
+    #: (``store_node_secret``) for the requestor that locks the node.
+    secret: dict | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -303,8 +328,39 @@ class ProviderAdapter:
         """For ``reuses_nodes`` providers: the hosts to register."""
         return []
 
+    def set_node_broker(self, broker: NodeBroker) -> None:
+        """For providers whose nodes are carved out of other nodes
+        (metastatic): how to ask the launcher's own node system for a node
+        of another label and give it back.  Called once, before ``start``."""
+
     def scan_host_keys(self, host: StaticHost) -> list[str]:
         """For ``reuses_nodes`` providers: the host's current SSH keys."""
+        return []
+
+
+class NodeBroker:
+    """Nodes of the launcher's own node system, for an adapter
+    (``ProviderAdapter.set_node_broker``): the framework submits node
+    requests and holds the nodes' locks; the adapter sees handles and
+    node fields only."""
+
+    WAITING, READY, FAILED = 'waiting', 'ready', 'failed'
+
+    def request(self, label: str, requestor_data: dict | None = None):
+        """Ask for one node of ``label``; a handle."""
+        raise NotImplementedError
+
+    def state(self, handle) -> tuple[str, dict | None]:
+        """(``waiting``|``ready``|``failed``, the node's record fields
+        once ready, with its ``id``)."""
+        raise NotImplementedError
+
+    def release(self, handle) -> None:
+        """Give the node back (it is used: its provider deletes it)."""
+        raise NotImplementedError
+
+    def held(self) -> list:
+        """Handles of the nodes held now."""
         return []
 
 
@@ -341,14 +397,7 @@ def unique_pools(raw: dict) -> None:
 UNSUPPORTED = {
     'fake': "the 'fake' driver is released Nodepool's simulated OpenStack and is "
             'not provided here (use the simulated driver for tests)',
-    'kubernetes': 'the kubernetes driver is not supported by this Nodepool',
-    'openshift': 'the openshift driver is not supported by this Nodepool',
-    'openshiftpods': 'the openshiftpods driver is not supported by this Nodepool',
-    'aws': 'the aws driver is not supported by this Nodepool',
-    'gce': 'the gce driver is not supported by this Nodepool',
-    'azure': 'the azure driver is not supported by this Nodepool',
     'ibmvpc': 'the ibmvpc driver is not supported by this Nodepool',
-    'metastatic': 'the metastatic driver is not supported by this Nodepool',
 }
 
 
@@ -383,8 +432,19 @@ class DriverRegistry:
 
 def default_registry() -> DriverRegistry:
     """The drivers this Nodepool ships."""
+    from nodepool.driver.aws.driver import AwsDriver
+    from nodepool.driver.azure.driver import AzureDriver
+    from nodepool.driver.gce.driver import GceDriver
+    from nodepool.driver.kubernetes.driver import (
+        KubernetesDriver,
+        OpenShiftDriver,
+        OpenShiftPodsDriver,
+    )
+    from nodepool.driver.metastatic.driver import MetastaticDriver
     from nodepool.driver.netns.driver import NetnsDriver
     from nodepool.driver.openstack.driver import OpenStackDriver
     from nodepool.driver.simulated.driver import SimulatedDriver
     from nodepool.driver.static.driver import StaticDriver
-    return DriverRegistry([StaticDriver(), NetnsDriver(), SimulatedDriver(), OpenStackDriver()])
+    return DriverRegistry([StaticDriver(), NetnsDriver(), SimulatedDriver(), OpenStackDriver(),
+                           KubernetesDriver(), OpenShiftDriver(), OpenShiftPodsDriver(),
+                           AwsDriver(), MetastaticDriver(), GceDriver(), AzureDriver()])

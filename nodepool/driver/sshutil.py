@@ -84,3 +84,22 @@ def paramiko_keyscan(address: str, port: int = 22, timeout: float = 5.0) -> list
     if not keys:
         raise SSHCheckError(f'no host keys from {address}:{port}')
     return sorted(set(keys))
+
+
+def reachability_problem(inst, host_key_checking: bool) -> str | None:
+    """Why ``inst`` (a ``nodepool.driver.Instance`` that is running) cannot
+    be handed out yet, or None once it can: it has an address and, with
+    host key checking over ssh, SSH answers and gave its host keys
+    (filled into ``inst.host_keys``).  For adapters that time their own
+    boot (``times_own_launch``)."""
+    if not inst.interface_ip:
+        return 'no address'
+    if not host_key_checking or inst.connection_type != 'ssh':
+        return None
+    if not ssh_banner(inst.interface_ip, inst.connection_port, timeout=2.0):
+        return f'SSH on {inst.interface_ip}:{inst.connection_port} does not answer'
+    try:
+        inst.host_keys = paramiko_keyscan(inst.interface_ip, inst.connection_port, timeout=5.0)
+    except SSHCheckError as e:
+        return str(e)
+    return None

@@ -42,6 +42,8 @@ class RequestHandler:
         self.request = request
         self.slots = [Slot(label) for label in request.node_types]
         self.failures = 0
+        #: What the provider said when a launch last failed.
+        self.last_error: str | None = None
         #: The availability zone of the request's nodes, once one is known
         #: (the first reused node's, or the adapter's choice at the first
         #: launch); None when the provider has no zones.
@@ -98,11 +100,19 @@ class RequestHandler:
         for slot in self.slots:
             if slot.launch is not None and slot.launch.finished and \
                     not slot.launch.succeeded:
-                self.failures += 1
-                log.info('Request %s: node %s failed (%s); %s', self.id, slot.node.id,
-                         slot.launch.error,
-                         'declining' if self.failures > self.worker.launch_retries
-                         else 'launching a replacement')
+                if slot.launch.quota_error:
+                    # The provider has less room than we counted: wait for
+                    # room (the pool pauses) instead of failing the request.
+                    self.worker.pause_for_quota(slot.launch.error)
+                    log.info('Request %s: node %s refused for quota (%s); waiting for room',
+                             self.id, slot.node.id, slot.launch.error)
+                else:
+                    self.failures += 1
+                    self.last_error = slot.launch.error
+                    log.info('Request %s: node %s failed (%s); %s', self.id, slot.node.id,
+                             slot.launch.error,
+                             'declining' if self.failures > self.worker.launch_retries
+                             else 'launching a replacement')
                 slot.node = None
                 slot.launch = None
         if not self.canceled and not self.worker.request_exists(self.id):
@@ -157,7 +167,7 @@ class RequestHandler:
                 slot.node = None
         self._release_nodes(deallocate=True)
         if self.declining and not self.canceled:
-            self.worker.decline_after_failures(self.request)
+            self.worker.decline_after_failures(self.request, self.last_error)
         self._finish()
         return True
 

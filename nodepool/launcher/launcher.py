@@ -25,6 +25,7 @@ from nodepool.launcher.state_machine import NodeDeleteStateMachine
 from nodepool.launcher.stats import LauncherStats, StatsReporter, TimedAdapter
 from nodepool.zk import paths
 from nodepool.zk.api import NodepoolZooKeeper
+from nodepool.zk.broker import RequestBroker
 from nodepool.zk.cache import RecordCache
 from nodepool.zk.images import ImageCache
 from nodepool.zk.records import DELETING, IN_USE, USED, Node, NodeRequest
@@ -105,6 +106,10 @@ class Launcher:
                 TimedAdapter(adapter, provider.name, self.stats), provider.rate)
             limit = provider.max_concurrency
             self._semaphores[provider.name] = threading.Semaphore(limit) if limit > 0 else None
+            # Adapters whose nodes are slots of other nodes (metastatic)
+            # ask this launcher's node system for them.
+            if hasattr(adapter, 'set_node_broker'):
+                adapter.set_node_broker(RequestBroker(self.zk))
             try:
                 adapter.start()
             except Exception as e:

@@ -42,9 +42,12 @@ from nodepool.zk.priority import request_order
 from nodepool.zk.records import (
     BUILDING,
     FAILED,
+    HOLD,
+    IN_USE,
     PENDING,
     READY,
     REQUESTED,
+    USED,
     LauncherRecord,
     Node,
     NodeRequest,
@@ -81,6 +84,7 @@ class PoolWorker(threading.Thread):
         self._over_tenant_limit: set[str] = set()   # deferred by tenant-resource-limits
         self._tenant_limits = tenant_limits(launcher.config.tenant_resource_limits)
         self._published_paused = False
+        self._quota_pause: tuple[float, int] | None = None
         self._deferred_view: frozenset[str] = frozenset()
         self._static_labels = {(h.name, h.connection_port): list(h.labels)
                                for h in adapter.static_hosts() if h.pool == pool.name}
@@ -388,16 +392,49 @@ class PoolWorker(threading.Thread):
         if unlock:
             self.zk.unlock_request(request)
 
-    def decline_after_failures(self, held: NodeRequest) -> None:
+    def decline_after_failures(self, held: NodeRequest, reason: str | None = None) -> None:
         """Give an accepted request back after repeated launch failures
-        (the handler still holds its lock and unlocks it afterwards)."""
+        (the handler still holds its lock and unlocks it afterwards); the
+        provider's last reason goes on the request (``failure_reason``)."""
         request = self.zk.get_request(held.id)
         if request is None:
             return
         request.lock = held.lock
         request.nodes = []
         request.set_state(REQUESTED)
-        self._decline(request, f'{self.launch_retries + 1} launch failures', unlock=False)
+        if reason:
+            request.failure_reason = f'{self.provider.name}: {reason}'
+        self._decline(request, f'{self.launch_retries + 1} launch failures'
+                      + (f': {reason}' if reason else ''), unlock=False)
+
+    # -- quota errors -----------------------------------------------------------------
+
+    #: Seconds the pool launches nothing after the provider refused a
+    #: launch for want of room, unless one of its nodes goes before.
+    QUOTA_PAUSE = 30.0
+
+    def _occupying(self) -> int:
+        return sum(1 for n in self.launcher.node_cache.values()
+                   if n.provider == self.provider.name and
+                   n.state in (READY, IN_USE, USED, HOLD))
+
+    def pause_for_quota(self, reason: str | None) -> None:
+        nodes = self._occupying()
+        if self._quota_pause is None:
+            log.warning('Pool %s/%s: the provider is out of quota (%s); paused',
+                        self.provider.name, self.pool.name, reason)
+        self._quota_pause = (time.monotonic() + self.QUOTA_PAUSE, nodes)
+
+    def _quota_paused(self) -> bool:
+        if self._quota_pause is None:
+            return False
+        until, nodes = self._quota_pause
+        if time.monotonic() >= until or self._occupying() < nodes:
+            self._quota_pause = None
+            log.info('Pool %s/%s: trying the provider again after its quota error',
+                     self.provider.name, self.pool.name)
+            return False
+        return True
 
     def _maybe_fail(self, cached: NodeRequest) -> None:
         if not self.launcher.launcher_ids <= set(cached.declined_by):
@@ -594,6 +631,8 @@ class PoolWorker(threading.Thread):
 
     def free_capacity(self, label: str | None = None) -> float:
         """How many more nodes of ``label`` (or one-instance nodes) fit now."""
+        if self._quota_paused():
+            return 0
         need = self.label_quota(label)
         pool_used, provider_used = self._usage()
         return min(self._pool_limits().minus(pool_used).count(need),

@@ -27,6 +27,7 @@ from nodepool.driver import (
     InstanceSpec,
     LaunchError,
     ProviderAdapter,
+    QuotaError,
     instance_name,
 )
 from nodepool.driver.sshutil import SSHCheckError, wait_for_ssh
@@ -81,6 +82,9 @@ class NodeLaunchStateMachine:
         self.state = START
         self.error: str | None = None
         self.exception: Exception | None = None
+        #: The provider refused for want of room (``QuotaError``): not a
+        #: failure of the launch, the pool pauses instead.
+        self.quota_error = False
         self.abandoned = False
         self.thread: threading.Thread | None = None
         # time.monotonic() at the start and the end of the launch (metrics)
@@ -112,6 +116,7 @@ class NodeLaunchStateMachine:
         except Exception as e:
             self.error = str(e) or e.__class__.__name__
             self.exception = e
+            self.quota_error = isinstance(e, QuotaError)
             log.warning('Node %s failed to launch: %s', self.node.id, self.error)
             self._remove()
             self.state = FAILED
@@ -148,6 +153,9 @@ class NodeLaunchStateMachine:
         self.state = BOOTING
         inst = self._wait_ready(started + limit, limit)
         apply_instance(node, inst)
+        if inst.secret:
+            self._check_abandoned()
+            self.zk.store_node_secret(node.id, inst.secret)
         # The SSH check has boot-timeout from now (with a launch-timeout)
         # or what is left of the one deadline.
         deadline = time.monotonic() + self.boot_timeout if self.launch_timeout is not None \

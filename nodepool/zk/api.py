@@ -9,6 +9,7 @@ through it; nothing else in Nodepool touches ZooKeeper.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -450,6 +451,32 @@ class NodepoolZooKeeper:
             return None
         return Node.deserialize(raw, id=node_id, stat=stat)
 
+    # A node's credentials (``Instance.secret``: a service-account token)
+    # live in a child of its record, never in the record itself: node
+    # caches, ``nodepool list``, zuul-web and logs read records, and only
+    # the requestor that locked the node reads this (zuul.scheduler.nodes).
+    SECRET_CHILD = 'secret'
+
+    def store_node_secret(self, node_id: str, secret: dict) -> None:
+        path = f'{self.tree.node_path(node_id)}/{self.SECRET_CHILD}'
+        data = json.dumps(secret, sort_keys=True).encode('utf8')
+        try:
+            self._retry(self.client.create, path, data)
+        except NodeExistsError:
+            self._retry(self.client.set, path, data)
+
+    def get_node_secret(self, node_id: str) -> dict | None:
+        try:
+            raw, _ = self._retry(self.client.get,
+                                 f'{self.tree.node_path(node_id)}/{self.SECRET_CHILD}')
+        except NoNodeError:
+            return None
+        try:
+            data = json.loads(raw.decode('utf8')) if raw else None
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
     def get_node_ids(self) -> list[str]:
         try:
             return sorted(self._retry(self.client.get_children, self.tree.node_root))
@@ -529,11 +556,15 @@ class NodepoolZooKeeper:
             contenders = self._retry(self.client.get_children, lock_path)
         except NoNodeError:
             contenders = None
+        secret_path = f'{node_path}/{self.SECRET_CHILD}'
+        has_secret = self._retry(self.client.exists, secret_path) is not None
         tx = self.client.transaction()
         for child in contenders or []:
             tx.delete(f'{lock_path}/{child}')
         if contenders is not None:
             tx.delete(lock_path)
+        if has_secret:
+            tx.delete(secret_path)
         tx.delete(node_path)
         try:
             results = tx.commit()

@@ -160,6 +160,10 @@ class NodeRequest(_Record):
     #: ``tenant-resource-limits`` apply to it).  Requestors that only put
     #: ``tenant`` in ``requestor_data`` are counted by that.
     tenant_name: str | None = None
+    #: Why the last launch for this request failed, as the provider said
+    #: (set when a launcher gives the request up after its
+    #: ``launch-retries``); None while nothing failed.
+    failure_reason: str | None = None
     # Process-local (not serialised).
     id: str | None = None
     stat: Any = None
@@ -269,6 +273,11 @@ class Node(_Record):
     #: How the last launch attempt failed: ``temporary`` (quota, boot
     #: timeout, transient API error), ``permanent`` or None.
     launch_failure: str | None = None
+    #: For nodes that are not hosts (``connection_type`` namespace,
+    #: project, kubectl): where they are (``kind``, ``namespace``,
+    #: ``pod``, ``host`` (the API server), ``skiptls``, ``ca_crt``,
+    #: ``user``).  Never a credential: see ``NodepoolZooKeeper.store_node_secret``.
+    resource: dict | None = None
     # Process-local (not serialised).
     id: str | None = None
     stat: Any = None
@@ -301,6 +310,12 @@ def apply_instance(node: Node, inst) -> None:
     node.connection_port = inst.connection_port or node.connection_port
     node.host_keys = list(inst.host_keys or node.host_keys)
     node.username = node.username or inst.username
+    if getattr(inst, 'python_path', None) and node.python_path in (None, 'auto'):
+        node.python_path = inst.python_path
+    if getattr(inst, 'shell_type', None) and not node.shell_type:
+        node.shell_type = inst.shell_type
+    if getattr(inst, 'resource', None):
+        node.resource = dict(inst.resource)
     node.interface_ip = node.interface_ip or inst.public_ipv4 or inst.public_ipv6 or \
         inst.private_ipv4
 

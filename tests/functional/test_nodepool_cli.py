@@ -120,7 +120,11 @@ def test_invalid_config_is_refused(tmp_path, capsys):
     path = tmp_path / 'bad.yaml'
     path.write_text('providers:\n  - name: x\n    driver: aws\n    pools: []\n')
     assert client.main(['-c', str(path), 'list']) == 1
-    assert "driver 'aws' is not supported" in capsys.readouterr().err
+    assert "bad.yaml:2: providers[0].region-name: required key not provided" in \
+        capsys.readouterr().err
+    path.write_text('providers:\n  - name: x\n    driver: ibmvpc\n    pools: []\n')
+    assert client.main(['-c', str(path), 'list']) == 1
+    assert "driver 'ibmvpc' is not supported" in capsys.readouterr().err
 
 
 def test_launcher_daemon_serves_and_stops_on_sigterm(requestor, zk, config_file, tmp_path):

@@ -15,9 +15,10 @@ def registry():
 def test_registry_has_the_shipped_drivers_only(registry):
     # netns/openstack/simulated/static: provider connections for
     # zuul-launcher (no source, trigger or reporter).
-    assert registry.names() == ['gerrit', 'git', 'github', 'gitlab', 'mysql', 'netns',
-                                'openstack', 'postgresql', 'simulated', 'smtp', 'sql',
-                                'static', 'timer', 'zuul']
+    assert registry.names() == ['aws', 'azure', 'gce', 'gerrit', 'git', 'github', 'gitlab',
+                                'kubernetes', 'metastatic', 'mysql', 'netns', 'openstack',
+                                'postgresql', 'simulated', 'smtp', 'sql', 'static', 'timer',
+                                'zuul']
     with pytest.raises(UnknownDriverError, match='unknown driver "gitea"'):
         registry.get('gitea')
     with pytest.raises(ValueError, match='twice'):

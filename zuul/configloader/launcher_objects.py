@@ -42,7 +42,14 @@ _scalar = vs.Any(str, int, float, bool)
 IMAGE_ATTRIBUTES = {
     'username': str, 'python-path': str, 'shell-type': str, 'connection-type': str,
     'connection-port': int, 'config-drive': bool, 'userdata': str,
-    'import-timeout': int, 'image-name': str, 'image-id': str, 'image-filters': dict,
+    'import-timeout': int, 'image-name': str, 'image-id': str,
+    # AWS: {name: values} or released Nodepool's [{name, values}].
+    'image-filters': vs.Any(dict, [{vs.Required('name'): str, vs.Required('values'): [str]}]),
+    # GCE: an image family (of another project) and the login key.
+    'image-family': str, 'image-project': str, 'key': str,
+    # Azure: a marketplace image.
+    'image-reference': {vs.Required('publisher'): str, vs.Required('offer'): str,
+                        vs.Required('sku'): str, vs.Required('version'): str},
     'volume-size': int, 'volume-type': str, 'architecture': str, 'branch': str,
     'host-key-checking': bool,
     # Zuul-built images (``type: zuul``): the builds to keep in service and
@@ -54,7 +61,7 @@ FLAVOR_ATTRIBUTES = {
     'cloud-flavor': str, 'flavor-name': str, 'instance-type': str,
     'public-ipv4': bool, 'public-ipv6': bool, 'userdata': str, 'volume-size': int,
     'volume-type': str, 'dedicated-host': bool, 'ebs-optimized': bool,
-    'market-type': str, 'iops': int, 'throughput': int,
+    'market-type': str, 'iops': int, 'throughput': int, 'vm-size': str,
 }
 # Launch attributes: a ``label`` stanza, a ``labels`` entry, ``label-defaults``.
 LABEL_ATTRIBUTES = {
@@ -63,6 +70,13 @@ LABEL_ATTRIBUTES = {
     'launch-timeout': int, 'host-key-checking': bool, 'networks': [str],
     'security-groups': [str], 'instance-properties': {str: _scalar},
     'volume-size': int, 'volume-type': str, 'public-ipv4': bool, 'public-ipv6': bool,
+    # Kubernetes: a pod (the image's image-name) or a namespace, and the
+    # pod's requests and environment.
+    'type': vs.Any('pod', 'namespace'), 'cpu': int, 'memory': int, 'storage': int,
+    'env': [{vs.Required('name'): str, 'value': str}],
+    # Metastatic: the label whose nodes this one's are slots of.
+    'backing-label': str, 'max-parallel-jobs': vs.All(int, vs.Range(min=1)),
+    'grace-time': vs.All(int, vs.Range(min=0)),
 }
 # Static nodes (a section's or provider's ``nodes``), as nodepool's static
 # driver has them.
@@ -79,6 +93,9 @@ PROVIDER_ATTRIBUTES = {
     'boot-timeout': int, 'launch-timeout': int, 'launch-attempts': vs.All(int, vs.Range(min=1)),
     'quota': {'instances': int, 'cores': int, 'ram': int},
     'region': str, 'availability-zones': [str], 'subnet': str,
+    # AWS and Kubernetes (see zuul.launcher.cloud_providers).
+    'subnet-id': str, 'security-group-id': str, 'context': str, 'project': str, 'zone': str,
+    'location': str, 'resource-group': str,
     'floating-ip-cleanup': bool, 'port-cleanup-interval': int,
     'nodes': [STATIC_NODE],
 }

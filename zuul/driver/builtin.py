@@ -8,12 +8,13 @@ from zuul.driver.base import Driver
 #: 001: "Information about connecting to a cloud will be added to
 #: zuul.conf as a connection entry"); the provider drivers themselves
 #: are nodepool.driver's.
-PROVIDER_DRIVERS = ('openstack', 'static', 'netns', 'simulated')
+PROVIDER_DRIVERS = ('openstack', 'static', 'netns', 'simulated', 'aws', 'kubernetes',
+                    'metastatic', 'gce', 'azure')
 
 
 class ProviderConnectionDriver(Driver):
-    """A ``[connection NAME] driver=openstack|static|netns|simulated``
-    section: cloud credentials and knobs (``cloud``, ``region``,
+    """A ``[connection NAME]`` section whose ``driver`` is one of
+    ``PROVIDER_DRIVERS``: cloud credentials and knobs (``cloud``, ``region``,
     ``rate``, ``state-dir`` ...) that zuul-launcher passes to the
     provider driver.  It has no source, trigger or reporter, so the
     scheduler and web just carry it; zuul-launcher reads its options."""

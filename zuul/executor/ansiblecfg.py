@@ -49,7 +49,8 @@ def render_config(jobdir: JobDir, trusted: bool) -> str:
     ``ansible_*``, and must never reach a trusted run) and their own SSH
     control sockets; both have every plugin path pinned."""
     fact_cache = jobdir.fact_cache if trusted else jobdir.untrusted_fact_cache
-    pinned = [f'{key} = {jobdir.no_plugins}' for key in PLUGIN_PATH_KEYS]
+    pinned = [f'{key} = {jobdir.no_plugins}' for key in PLUGIN_PATH_KEYS
+              if key != 'connection_plugins']
     return '\n'.join([
         '[defaults]',
         f'inventory = {jobdir.inventory_file}',
@@ -58,6 +59,8 @@ def render_config(jobdir: JobDir, trusted: bool) -> str:
         f'callback_plugins = {os.path.join(PLUGIN_ROOT, "callback")}',
         f'action_plugins = {os.path.join(PLUGIN_ROOT, "action")}',
         f'library = {os.path.join(PLUGIN_ROOT, "library")}',
+        # Ours only: the kubectl connection of pod nodes (zuul.executor.kube).
+        f'connection_plugins = {os.path.join(PLUGIN_ROOT, "connection")}',
         *pinned,
         # No collection from a user's or the system's directories; those
         # installed with the Ansible that runs (zuul-manage-ansible's
@@ -129,4 +132,9 @@ def playbook_env(jobdir: JobDir, *, trusted: bool, phase: str, label: str,
         env['ZUUL_WRITE_ROOTS'] = ':'.join(rw_paths)
     if ssh_auth_sock:
         env['SSH_AUTH_SOCK'] = ssh_auth_sock
+    kubeconfig = os.path.join(jobdir.work_root, '.kube', 'config')
+    if os.path.isfile(kubeconfig):
+        # The build's Kubernetes nodes (zuul.executor.kube), for the job's
+        # own kubectl or client library.
+        env['KUBECONFIG'] = kubeconfig
     return env

@@ -61,6 +61,7 @@ from zuul.executor import (
     includevars,
     infrafailure,
     inventory,
+    kube,
     logarchive,
     semaphores,
 )
@@ -301,8 +302,11 @@ class BuildExecution:
                          playbook_context=self._playbook_context(),
                          ansible_playbook=self.ansible_playbook)
         all_vars = {**self.included_vars, **request.job.vars}
+        kubeconf = kube.write_for_build(self.jobdir.ansible_root, self.jobdir.work_root,
+                                        request.nodes)
+        zuul['resources'] = kubeconf.resources
         inv = inventory.build_inventory(request.job, request.nodes, all_vars,
-                                        self.settings.default_username)
+                                        self.settings.default_username, kubeconf)
         _write_vars(self.jobdir.inventory_file, inv)
         with open(self.jobdir.known_hosts, 'w') as f:
             f.write('\n'.join(inventory.known_hosts_lines(request.nodes)) + '\n')

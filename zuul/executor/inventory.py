@@ -73,14 +73,21 @@ def _host_entry(node: NodeSpec, host_vars: dict, default_username: str) -> dict:
 
 
 def build_inventory(job: JobSpec, nodes: list[NodeSpec], all_vars: dict,
-                    default_username: str = 'zuul') -> dict:
+                    default_username: str = 'zuul', kube=None) -> dict:
     """The inventory as a dict ready for YAML; ``all_vars`` go to all.vars.
     A node whose record names no user is reached as ``default_username``
-    (``[executor] default_username``)."""
+    (``[executor] default_username``).  ``kube`` (zuul.executor.kube
+    ``KubeConfig``): namespace nodes are no hosts, pod nodes are reached
+    through the kubectl connection with the node's own context."""
     hosts = {}
     for node in nodes:
         for name in node.name:
+            if kube is not None and name in kube.not_hosts:
+                continue
             hosts[name] = _host_entry(node, job.host_vars.get(name, {}), default_username)
+            if kube is not None and name in kube.host_vars:
+                hosts[name].pop('ansible_port', None)
+                hosts[name].update(kube.host_vars[name])
     children = {}
     for group in job.groups:
         children[group.name] = {

@@ -208,6 +208,12 @@ class NodeSpec(_Wire):
     # ``default_username`` is used.
     username: str | None = None
     host_keys: list[str] = field(default_factory=list)
+    # Kubernetes nodes (connection_type kubectl, namespace, project): the
+    # node record's ``resource`` (namespace, pod, API server, CA) and its
+    # credentials (``{'token': ...}``), which reach only this build's
+    # kubeconfig (zuul.executor.kube) and are never printed.
+    resource: dict | None = None
+    secret: dict | None = field(default=None, repr=False)
 
     @property
     def address(self) -> str | None:

@@ -203,6 +203,8 @@ class NodeLaunchSteps:
             self._check_deadline(node)
             return False
         apply_instance(node, inst)
+        if inst.secret:
+            self.zk.store_node_secret(node.id, inst.secret)
         if self.adapter.check_ssh and node.connection_type == 'ssh':
             node.launch_state = CHECKING
         else:
@@ -276,6 +278,7 @@ def decline(zk, node: Node, why: str, temporary: bool = False) -> None:
         if node.provider in declined:
             return
         declined.append(node.provider)
+        request.failure_reason = f'{node.provider}: {why}'
         try:
             zk.store_request(request, expected_version=request.stat.version)
         except RecordChangedError:

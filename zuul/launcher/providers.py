@@ -24,6 +24,7 @@ import voluptuous as v
 
 from nodepool.driver import DriverRegistry, ProviderAdapter, default_registry
 from nodepool.driver.settings import ProviderConfig
+from zuul.launcher import cloud_providers
 from zuul.model.launcher import ResolvedLabel, ResolvedProvider
 
 POOL = 'main'
@@ -297,8 +298,18 @@ def _static(resolved: ResolvedProvider, options: dict) -> dict:
     return raw
 
 
+def _cloud(translate, **kwargs):
+    def run(resolved: ResolvedProvider, options: dict) -> dict:
+        return translate(resolved, options, _Lookup, _common, _login, **kwargs)
+    return run
+
+
 TRANSLATORS = {'simulated': _simulated, 'netns': _netns, 'openstack': _openstack,
-               'static': _static}
+               'static': _static, 'aws': _cloud(cloud_providers._aws),
+               'kubernetes': _cloud(cloud_providers._kubernetes),
+               'metastatic': _cloud(cloud_providers._metastatic),
+               'gce': _cloud(cloud_providers._gce),
+               'azure': _cloud(cloud_providers._azure)}
 
 
 def raw_provider(resolved: ResolvedProvider, connections: dict) -> tuple[str, dict]:
@@ -335,6 +346,9 @@ def build_provider(resolved: ResolvedProvider, connections: dict,
     attempts = int(_Lookup(resolved, connection_options(resolved, connections))
                    .get('launch-attempts', 'launch-retries',
                         default=DEFAULT_LAUNCH_ATTEMPTS))
+    # The connection's own options (credentials, endpoints) for the
+    # adapter; never part of the provider's published settings.
+    config.settings['connection'] = connection_options(resolved, connections)
     return ServedProvider(resolved=resolved, driver=driver_key, config=config,
                           adapter=driver.get_adapter(config),
                           launch_attempts=max(1, attempts),

@@ -38,6 +38,7 @@ from kazoo.exceptions import KazooException
 
 from nodepool.driver import DriverRegistry, ImageRef, ProviderAdapter
 from nodepool.zk.api import NodepoolZooKeeper
+from nodepool.zk.broker import RequestBroker
 from nodepool.zk.paths import ZUUL_LAUNCHER
 from nodepool.zk.priority import request_order
 from nodepool.zk.records import (
@@ -403,6 +404,8 @@ class ZuulLauncher:
         name = resolved.canonical_name
         try:
             served = build_provider(resolved, self.connections, self.registry)
+            if hasattr(served.adapter, 'set_node_broker'):
+                served.adapter.set_node_broker(RequestBroker(self.zk))
             served.adapter.start()
         except (ProviderTranslationError, Exception) as e:
             if self.broken.get(name) != str(e):

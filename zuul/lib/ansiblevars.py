@@ -52,9 +52,20 @@ _EXECUTION_RE = re.compile(
     r')$')
 
 
+# Facts of Ansible's ssh_pub_keys collector (``ansible_ssh_host_key_rsa_public``,
+# ``..._public_keytype``): a node's own host keys, gathered on every node
+# (over ssh or kubectl), named like ssh options but options of no
+# connection plugin.
+_HOST_KEY_FACT_RE = re.compile(r'^ansible_ssh_host_key_[a-z0-9]+_public(?:_keytype)?$')
+
+
+def _is_connection(name: str) -> bool:
+    return bool(_CONNECTION_RE.match(name)) and not _HOST_KEY_FACT_RE.match(name)
+
+
 def connection_variables(variables) -> list[str]:
     """Names in ``variables`` that choose the connection to a node."""
-    return sorted(str(k) for k in (variables or {}) if _CONNECTION_RE.match(str(k)))
+    return sorted(str(k) for k in (variables or {}) if _is_connection(str(k)))
 
 
 def execution_variables(variables) -> list[str]:
@@ -63,7 +74,7 @@ def execution_variables(variables) -> list[str]:
 
 
 def is_connection_variable(name) -> bool:
-    return bool(_CONNECTION_RE.match(str(name)))
+    return _is_connection(str(name))
 
 
 def is_execution_variable(name) -> bool:

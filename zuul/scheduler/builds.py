@@ -98,7 +98,8 @@ def node_specs(nodeset) -> list[NodeSpec]:
             username=node.get('username') or None,   # None: [executor] default_username
             python_path=node.get('python_path') or 'auto',
             host_keys=list(node.get('host_keys') or []),
-            cloud=node.get('cloud'), host_id=node.get('host_id')))
+            cloud=node.get('cloud'), host_id=node.get('host_id'),
+            resource=node.get('resource') or None, secret=node.get('secret') or None))
     return specs
 
 

@@ -61,6 +61,35 @@ class NodeSet:
         return [n.get('id') for _, n in self.nodes]
 
 
+#: Where a node's credentials (a Kubernetes token) ride in the node dict
+#: from the lock to the executor's request; never stored.
+SECRET_KEY = 'secret'
+#: Node kinds whose users need credentials (nodepool.driver.kubernetes).
+CREDENTIAL_TYPES = ('kubectl', 'namespace', 'project')
+
+
+def with_secret(client, node: dict) -> dict:
+    """``node`` with its credentials, read from beside its record by the
+    requestor that holds its lock (nodepool.zk.api ``store_node_secret``)."""
+    if client is None or node.get('connection_type') not in CREDENTIAL_TYPES:
+        return node
+    try:
+        secret = client.zk.get_node_secret(str(node.get('id')))
+    except Exception:
+        log.exception('Unable to read the credentials of node %s', node.get('id'))
+        secret = None
+    if secret:
+        node[SECRET_KEY] = secret
+    return node
+
+
+def _client_of(routed, index: int):
+    for part in getattr(routed, 'parts', ()):
+        if index in part.indices:
+            return part.client
+    return None
+
+
 class RoutingError(Exception):
     """A nodeset this tenant cannot request (the message says why)."""
 
@@ -370,8 +399,9 @@ class NodesAdapter:
                     job.frozen.nodeset_object = nodeset_object
                     job.nodes = nodes
                 nodeset = NodeSet(routed, [
-                    ((name,), {**node.to_dict(), 'id': node.id, 'type': label})
-                    for (name, label), node in zip(nodes, routed.nodes)])
+                    ((name,), with_secret(_client_of(routed, i),
+                                          {**node.to_dict(), 'id': node.id, 'type': label}))
+                    for i, ((name, label), node) in enumerate(zip(nodes, routed.nodes))])
             self.scheduler.add_result_event('nodes-provisioned', item=item,
                                             job_name=job.name,
                                             request=handle or routed, nodeset=nodeset,
@@ -528,7 +558,9 @@ class NodesAdapter:
             systems = list(routed.systems)
         else:
             return None
-        return {'nodes': [[list(names), node] for names, node in nodeset.nodes],
+        # Credentials are never kept in pipeline state: read again on restore.
+        return {'nodes': [[list(names), {k: val for k, val in node.items() if k != SECRET_KEY}]
+                          for names, node in nodeset.nodes],
                 'systems': systems}
 
     def restore_nodeset(self, data: dict) -> NodeSet | None:
@@ -556,6 +588,7 @@ class NodesAdapter:
                 continue
             record.lock = stub.lock
             taken.append((client, record))
+            with_secret(client, node)
         handle = RestoredNodes(taken, list(data['systems']))
         return NodeSet(handle, [(tuple(names), node) for names, node in data['nodes']])
 

@@ -94,13 +94,19 @@ class _Allocator:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def allocate(self, name: str, size: int) -> int:
+    def allocate(self, name: str, size: int, index: int | None = None) -> int:
+        """A free index for ``name`` (``index`` itself, if given and free)."""
         def take(data):
             used = set(data.values())
-            for index in range(2, size - 1):
-                if index not in used:
-                    data[name] = index
-                    return index
+            if index is not None:
+                if index in used or not 2 <= index < size - 1:
+                    raise NetnsError(f'address index {index} is taken or out of range')
+                data[name] = index
+                return index
+            for candidate in range(2, size - 1):
+                if candidate not in used:
+                    data[name] = candidate
+                    return candidate
             raise NetnsError('no free addresses left in the netns subnet')
         return self._locked(take)
 
@@ -139,10 +145,14 @@ class NetnsHostManager:
             _run('ip', 'link', 'set', self.bridge, 'up')
 
     def create(self, name: str, authorized_keys: list[str], timeout: float = 30.0,
-               rootfs: str | None = None) -> NetnsHost:
-        """A running host named ``name`` that accepts ``authorized_keys``."""
+               rootfs: str | None = None, address: str | None = None) -> NetnsHost:
+        """A running host named ``name`` that accepts ``authorized_keys``
+        (at ``address`` of the subnet, if given: a cloud stand-in's
+        instance keeps the address its cloud gave it)."""
         self.ensure_bridge()
-        index = self.allocator.allocate(name, self.network.num_addresses)
+        wanted = None if address is None else \
+            int(ipaddress.ip_address(address)) - int(self.network.network_address)
+        index = self.allocator.allocate(name, self.network.num_addresses, wanted)
         address = str(self.network.network_address + index)
         # The root-namespace end of the veth pair is named after the bridge
         # too: managers with their own allocators (one per test process,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import ipaddress
 import os
+import pathlib
 import subprocess
 import textwrap
 
@@ -334,7 +335,7 @@ def test_zuul_launcher_and_nodepool_labels_side_by_side(system, nodepool_launche
 @needs_netns
 @needs_launcher
 def test_moving_a_label_mid_run_loses_no_request(system, nodepool_launcher, tmp_path):
-    marker = tmp_path / 'release'
+    marker = pathlib.Path(system.root) / 'release'   # trusted plays see only the system's root
     system.create_projects(app_config=WAITS_APP)
     system.store.push_branch('org/project-config', 'master', {
         'zuul.d/jobs.yaml': textwrap.dedent(JOBS),
@@ -469,7 +470,7 @@ def test_autohold_and_dequeue_with_zuul_launcher_nodes(system, tmp_path):
     dequeued change's running build gives its node back."""
     from zuul.lib import rpc_protocol as p
     from zuul.lib.rpc import RPCClient
-    marker = tmp_path / 'release'
+    marker = pathlib.Path(system.root) / 'release'   # trusted plays see only the system's root
     system.create_projects(app_config=HOLD_APP)
     system.store.push_branch('org/project-config', 'master', {
         'zuul.d/jobs.yaml': textwrap.dedent(JOBS),

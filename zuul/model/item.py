@@ -24,6 +24,12 @@ CANCELED = 'CANCELED'
 ABORTED = 'ABORTED'
 RETRY = 'RETRY'
 
+# Why a build is retried without using up one of the job's ``attempts``:
+# its executor was stopped (or restarted) under it; the build never got
+# to its end (zuul.executor.infrafailure.EXECUTOR_STOPPED).
+EXECUTOR_STOPPED = 'infra:executor-stopped'
+UNCOUNTED_RETRIES = frozenset({EXECUTOR_STOPPED})
+
 MERGE_NEW = 'new'
 MERGE_PENDING = 'pending'
 MERGE_COMPLETE = 'complete'

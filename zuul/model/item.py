@@ -86,6 +86,10 @@ class Build:
     failure_class: str | None = None
     input_hash: str | None = None
     reused_from: dict | None = None
+    # What it ran on: the job's nodeset (its name, or its labels for one
+    # written inline) and each node ({name, label, provider, id, ...}).
+    nodeset: str | None = None
+    nodes: list = field(default_factory=list)
 
     @property
     def finished(self) -> bool:

@@ -184,7 +184,7 @@ def test_the_next_steps_are_complete_commands():
     headings = [h for h, _ in steps]
     for prefix in ('Clone', 'Commit', 'Push', 'Run check again', 'Approve',
                    'Watch it on the status page: http://127.0.0.1:9000/t/example/status',
-                   'See the build logs', 'Look at the nodes'):
+                   'See the build logs', 'Act as an admin', 'Look at the nodes'):
         assert any(h.startswith(prefix) for h in headings), (prefix, headings)
     assert '...' not in text
     assert 'ssh://dev@127.0.0.1:29418/demo/app' in text
@@ -192,6 +192,8 @@ def test_the_next_steps_are_complete_commands():
     assert 'git push origin HEAD:refs/for/master' in text
     assert 'nodepool -c /st/nodepool.yaml list' in text
     assert 'nodepool -c /st/nodepool.yaml request-list' in text
+    assert 'zuul-admin -c /st/zuul.conf create-auth-token --auth-config quickstart ' \
+        '--user admin --tenant example' in text
     for _, commands in steps:       # every command line is whole shell
         for command in commands:
             shlex.split(command)

@@ -13,6 +13,15 @@ const VERSION = new URL(document.currentScript.src).searchParams.get('v') || '';
 const logview = import(`/static/logview.js?v=${VERSION}`);
 const TASK_RE = /\| (TASK|HANDLER|PLAY) \[(.*)\]\s*$/;
 const PHASE_RE = /\| ((?:PRE-RUN|RUN|POST-RUN|CLEANUP) START): /;
+const STAMP_RE = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(\.\d{3})?/;
+
+// When a line was written (the executor's local time), or now.
+function stampOf(line) {
+  const m = STAMP_RE.exec(line);
+  const date = m ? new Date(`${m[1]}T${m[2]}${m[3] || ''}`) : null;
+  return date && !Number.isNaN(date.getTime()) ? Math.min(date.getTime(), Date.now())
+    : Date.now();
+}
 
 function buildPage() {
   return `/t/${encodeURIComponent(zuul.tenant)}/build/${encodeURIComponent(zuul.arg)}`;
@@ -38,7 +47,7 @@ function activityTracker(box) {
         const m = TASK_RE.exec(line) || PHASE_RE.exec(line);
         if (!m) continue;
         state.what = m[2] !== undefined ? `${m[1]} [${m[2]}]` : m[1];
-        state.since = Date.now();
+        state.since = stampOf(line);
       }
       update();
     },

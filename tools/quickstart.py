@@ -654,8 +654,7 @@ def next_steps(state: str, gerrit_port: int, web_port: int, nodepool: str,
         # (a running job's name opens its live log, every line as the node prints it)
         # See the build logs: the Logs link of each build on {web}/t/{TENANT}/builds
         # (kept {LOG_RETENTION_DAYS} days in {state}/logs/<build uuid>/, job-output.txt first)
-        # Act as an admin: print a token, paste it at "Log in" on the status page
-        # (then Dequeue, Promote and Enqueue are there)
+        # Act as an admin (Dequeue, Promote, Enqueue): print a token, paste it at "Log in"
         {token}
         # Look at the nodes and node requests
         {nodepool} -c {state}/nodepool.yaml list

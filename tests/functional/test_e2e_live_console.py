@@ -33,6 +33,7 @@ from tests.functional.test_e2e_zuul_launcher import (  # noqa: F401 - fixture
     nodepool_launcher,
 )
 from tests.harness.browser import needs_webdriver
+from tests.harness.docs import code_blocks
 from tests.harness.waiting import wait_for
 
 selenium = pytest.importorskip('selenium', reason='selenium is not installed (test extras)')
@@ -64,13 +65,9 @@ JOBS = """
     run: playbooks/broken.yaml
 """
 
-BASE_PRE = """
-- hosts: all
-  gather_facts: false
-  tasks:
-    - name: Start zuul_console daemon.
-      zuul_console:
-"""
+# The base job's pre-run and the artifact play as the user guide prints them.
+(BASE_PRE,) = code_blocks('doc/source/user/live-log.rst', 'yaml')
+(RETURN_ARTIFACT,) = code_blocks('doc/source/user/build-page.rst', 'yaml')
 
 LIVE = """
 - hosts: all
@@ -83,7 +80,7 @@ LIVE = """
         echo "second test passed"
         while [ ! -e {{ gate_dir }}/done ]; do sleep 0.1; done
         echo "all tests passed"
-"""
+""" + RETURN_ARTIFACT
 
 BROKEN = """
 - hosts: all
@@ -252,8 +249,17 @@ def test_the_daily_loop_in_a_browser(system, browser):
         'const r = arguments[0].getBoundingClientRect();'
         'return r.top >= 0 && r.top < window.innerHeight;', failed)   # scrolled to it
     _shot(browser, 'web-build-console-failed.png')
+    # the live build's console lists the artifact it returned, linked
+    browser.get(f'{system.web}/t/example/build/{uuid}?tab=console')
+    _until(browser, lambda b: b.find_elements(By.CSS_SELECTOR, '#artifacts a'))
+    artifact = browser.find_element(By.CSS_SELECTOR, '#artifacts a')
+    assert (artifact.text, artifact.get_attribute('href')) == (
+        'Test report', 'https://logs.example.com/report.html')
+    streamed = browser.find_element(
+        By.CSS_SELECTOR, 'details.console-task[data-task="Run the long tests"]')
+    assert streamed.get_attribute('open') is None      # passed: folded
     # the summary shows the nodeset it ran on
-    browser.find_element(By.ID, 'tab-summary').click()
+    browser.get(f'{system.web}/t/example/build/{broken}')
     _until(browser, lambda b: b.find_elements(By.CSS_SELECTOR, 'td.field-nodeset'))
     assert 'node (ubuntu-jammy on ' in browser.find_element(
         By.CSS_SELECTOR, 'td.field-nodeset').text

@@ -14,6 +14,7 @@ the build.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -216,3 +217,29 @@ def test_a_hostile_console_server_on_the_node_cannot_hold_or_flood(exec_env):  #
     # the real output is there (whole, after the stream did not end)
     assert 'controller | genuine output' in log
     assert '[Zuul] Log stream did not terminate' in log
+
+
+def test_no_log_output_is_never_streamed_nor_left_on_the_node(exec_env):  # noqa: F811
+    env = exec_env
+    node = env.factory.make()
+    before = set(os.listdir('/tmp'))
+    result, build = _build(env, """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: a secret on the command line
+      command: echo SECRET-TOKEN-4f2a
+      no_log: true
+    - name: and a visible one
+      command: echo visible-output
+""", [(node, 'controller')], 'e' * 32)
+    assert result.result == 'SUCCESS', explain(build)
+    log = _console(build)
+    assert 'controller | visible-output' in log
+    assert 'SECRET-TOKEN-4f2a' not in log
+    with open(build.jobdir.job_output_json) as f:
+        assert 'SECRET-TOKEN-4f2a' not in f.read()
+    for name in set(os.listdir('/tmp')) - before:     # the node shares this /tmp
+        if name.startswith('console-'):
+            with open(os.path.join('/tmp', name), errors='replace') as f:
+                assert 'SECRET-TOKEN-4f2a' not in f.read()

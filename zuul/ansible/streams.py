@@ -14,8 +14,9 @@ command.py).  Every call of it, whatever the task's spelling
   (``stderr`` empty), as released Zuul does;
 * ``zuul_log_id``: the console log id (zuul.ansible.nodeconsole) for a
   task on a node, so every line it prints is streamed live.  Not for a
-  local connection (the executor itself) nor a fire-and-forget ``async``
-  task (its output comes with no result to wait for).
+  local connection (the executor itself), a fire-and-forget ``async``
+  task (its output comes with no result to wait for), nor a ``no_log``
+  task (its output must appear nowhere).
 
 ``script`` tasks run their script through the same module (a shell
 command, output kept byte for byte), so their output streams too.
@@ -40,9 +41,10 @@ def _is_local(action) -> bool:
 
 
 def streams(action) -> bool:
-    """Whether this task's command output is streamed from its node."""
+    """Whether this task's command output is streamed from its node
+    (never a ``no_log`` task's: its output is not even written there)."""
     task = getattr(action, '_task', None)
-    if task is None or _is_local(action):
+    if task is None or _is_local(action) or getattr(task, 'no_log', False):
         return False
     if getattr(task, 'async_val', 0) and not getattr(task, 'poll', 0):
         return False

@@ -176,7 +176,8 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_on_start(self, host, task):
         """A host starts the task: follow its console log if it streams."""
-        if self._task is None or str(task._uuid) != self._task[0] or not self._task[3]:
+        if self._task is None or str(task._uuid) != self._task[0] or not self._task[3] \
+                or task.no_log:
             return
         uuid, count, loops, _ = self._task
         name = host.get_name()

@@ -224,6 +224,12 @@ def test_the_daily_loop_in_a_browser(system, browser):
 
     wait_for(lambda: system.verified(change), timeout=WAIT, what='the check vote')
     system.settle()
+    # the live log of a build that has ended links to its build page
+    browser.get(f'{system.web}/t/example/stream/{uuid}')
+    _until(browser, lambda b: b.find_elements(By.ID, 'build-link'))
+    assert 'This build has finished (SUCCESS)' in browser.find_element(
+        By.ID, 'stream-state').text
+    assert 'error' not in browser.find_element(By.ID, 'stream-state').get_attribute('class')
     assert system.verified(change) == -1
     builds = {b['job_name']: b for b in system.build_history(project='org/app')}
     assert builds['live']['result'] == 'SUCCESS' and builds['broken']['result'] == 'FAILURE'

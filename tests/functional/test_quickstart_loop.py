@@ -199,6 +199,18 @@ def test_the_next_steps_are_complete_commands():
             shlex.split(command)
 
 
+def test_progress_lines_count_the_changes_under_test_only():
+    """A change enqueued only as the dependency of the one behind it (not
+    live) is not a line of progress of its own."""
+    def item(change, live, ahead=None):
+        return {'id': change, 'live': live, 'item_ahead': ahead,
+                'jobs': [{'name': 'app-unit', 'start_time': 1}]}
+    qs = qs_module.Quickstart('/nonexistent', 0)
+    qs.status = lambda: {'pipelines': [{'name': 'check', 'change_queues': [{'heads': [
+        [item('1,1', False), item('2,1', True, '1,1')]]}]}]}
+    assert qs.progress_line() == 'check: 2,1 on top of 1,1 [app-unit=running]'
+
+
 # -- the running system --------------------------------------------------------------
 
 

@@ -9,8 +9,13 @@ every ``--interval`` seconds.  Two kinds of watcher follow every build:
 * a headless Chromium window on zuul-web's live log page
   (``/t/<tenant>/stream/<uuid>``): the time each websocket message
   reaches the page's JavaScript;
+* a websocket client in this process on the same zuul-web endpoint (what
+  zuul-web relays, without the browser);
 * a finger client on the executor's log stream port (``echo UUID | nc``):
   the time each chunk arrives.
+
+zuul-web runs as its own process (``zuul-web -c``), as in production; the
+executor runs in this one.
 
 The latency of a line is its arrival time minus the time in it.  zuul-web
 finds the builds in the status a small RPC server answers (as the
@@ -26,11 +31,14 @@ chromium-driver, and selenium.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -52,8 +60,7 @@ from zuul.executor.server import ExecutorServer
 from zuul.executor.settings import ExecutorSettings
 from zuul.lib import rpc_protocol as p
 from zuul.lib.gearlib import GearServer
-from zuul.lib.rpc import RPCClient, RPCListener
-from zuul.web.server import ZuulWeb
+from zuul.lib.rpc import RPCListener
 
 TENANT = 'bench'
 START_CONSOLE = '- hosts: all\n  gather_facts: false\n  tasks:\n    - zuul_console:\n'
@@ -91,6 +98,28 @@ def status_of(builds: dict) -> dict:
         {'name': 'org/project', 'heads': [[item_]]}]}]}
 
 
+class WebSocketWatcher(threading.Thread):
+    """Follows one build through zuul-web's console-stream websocket."""
+
+    def __init__(self, port: int, uuid: str):
+        super().__init__(daemon=True)
+        from zuul.web.websocket import connect
+        self.ws = connect('127.0.0.1', port, f'/api/tenant/{TENANT}/console-stream',
+                          timeout=None)
+        self.ws.send_text(json.dumps({'uuid': uuid, 'logfile': 'console.log'}))
+        self.arrivals: list[tuple[float, str]] = []
+        self.start()
+
+    def run(self) -> None:
+        from zuul.web.websocket import ConnectionClosedError
+        try:
+            while True:
+                text = self.ws.receive().text
+                self.arrivals.append((time.time() * 1000, text))
+        except (ConnectionClosedError, OSError):
+            return
+
+
 class Finger(threading.Thread):
     """Reads one build's console over the finger protocol."""
 
@@ -98,6 +127,7 @@ class Finger(threading.Thread):
         super().__init__(daemon=True)
         host, port = re.match(r'http://([^:/]+):(\d+)/', url).groups()
         self.sock = socket.create_connection((host, int(port)), 10)
+        self.sock.settimeout(None)      # quiet while the builds wait to start
         self.sock.sendall(f'{uuid}\n'.encode())
         self.arrivals: list[tuple[float, str]] = []
         self.start()
@@ -144,7 +174,6 @@ def browser():
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(executable_path=shutil.which('chromedriver')),
                               options=options)
-    driver.execute_cdp_cmd('Page.addScriptToEvaluateOnNewDocument', {'source': PROBE})
     return driver, profile
 
 
@@ -168,16 +197,26 @@ def run(args, root: str) -> list[list[str]]:
     builds: dict[str, str] = {}
     listener = RPCListener('127.0.0.1', port, {
         p.STATUS_GET: lambda r: status_of(builds),
-        p.TENANT_LIST: lambda r: [{'name': TENANT, 'projects': 1, 'queue': 0}]},
+        p.TENANT_LIST: lambda r: [{'name': TENANT, 'projects': 1, 'queue': 0}],
+        # no access rules: every tenant is public
+        p.AUTH_RULES: lambda r: {'tenants': {TENANT: {'admin_rules': [], 'access_rules': [],
+                                                      'authentication_realm': None}},
+                                 'rules': {}, 'api_root': None}},
         name='bench-scheduler')
-    rpc = RPCClient('127.0.0.1', port, timeout=60)
-    web = ZuulWeb('127.0.0.1', 0, rpc)
+    web_port = free_port()
+    with open(f'{root}/zuul.conf', 'w') as f:
+        f.write(f'[gearman]\nserver = 127.0.0.1\nport = {port}\n\n'
+                f'[web]\nlisten_address = 127.0.0.1\nport = {web_port}\n'
+                f'command_socket = {root}/web.socket\n')
+    web = None
     client = ExecutorClient('127.0.0.1', port)
     driver = profile = None
     try:
         executor.start()
         listener.start()
-        web.start()
+        web = subprocess.Popen([sys.executable, '-m', 'zuul.cmd.web', '-c', f'{root}/zuul.conf',
+                                '-d'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_listening(web_port)
         job = JobSpec(name='latency', pre_run=[playbook('org/config', 'playbooks/pre.yaml',
                                                          trusted=True)],
                       run=[playbook('org/project', 'playbooks/run.yaml')])
@@ -202,15 +241,18 @@ def run(args, root: str) -> list[list[str]]:
         for uuid in sorted(builds):
             if windows:
                 driver.switch_to.new_window('window')
-            driver.get(f'http://127.0.0.1:{web.port}/t/{TENANT}/stream/{uuid}')
+            # each window is a target of its own: install the probe in each
+            driver.execute_cdp_cmd('Page.addScriptToEvaluateOnNewDocument', {'source': PROBE})
+            driver.get(f'http://127.0.0.1:{web_port}/t/{TENANT}/stream/{uuid}')
             windows.append((uuid, driver.current_window_handle))
         fingers = [Finger(builds[uuid], uuid) for uuid in sorted(builds)]
+        sockets = [WebSocketWatcher(web_port, uuid) for uuid in sorted(builds)]
 
         def all_waiting():
             for _, window in windows:
                 driver.switch_to.window(window)
                 text = ''.join(t for _, t in driver.execute_script(
-                    'return window.benchArrivals'))
+                    'return window.benchArrivals || []'))
                 if 'TASK [Print timestamped lines]' not in text:
                     return False
             return True
@@ -226,23 +268,44 @@ def run(args, root: str) -> list[list[str]]:
         for f in fingers:
             f.join(30)
             finger += latencies(f.arrivals)
+        websocket = []
+        for w in sockets:
+            w.join(30)
+            websocket += latencies(w.arrivals)
         expected = args.builds * args.lines
         failed = [r.result for r in results if r.result != 'SUCCESS']
         if failed:
             print(f'builds that did not succeed: {failed}')
         return [row('node stdout -> executor finger port', finger, expected),
-                row('node stdout -> browser (zuul-web websocket)', page, expected)]
+                row('node stdout -> zuul-web websocket (Python client)', websocket, expected),
+                row('node stdout -> browser (live log page, Chromium)', page, expected)]
     finally:
         if driver is not None:
             driver.quit()
             shutil.rmtree(profile, ignore_errors=True)
         client.stop()
-        web.stop()
-        rpc.shutdown()
+        if web is not None:
+            web.terminate()
+            try:
+                web.wait(30)
+            except subprocess.TimeoutExpired:
+                web.kill()
+                web.wait(10)
         listener.stop()
         executor.stop()
         gear.shutdown()
         nodes.cleanup()
+
+
+def _wait_listening(port: int, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(('127.0.0.1', port), 1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f'zuul-web did not listen on {port}')
 
 
 def main() -> None:
@@ -252,12 +315,14 @@ def main() -> None:
     parser.add_argument('--interval', type=float, default=0.2)
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix='zcl', dir='/tmp')
+    load_before = os.getloadavg()[0]
     try:
         rows = run(args, root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f'{args.builds} builds streaming at once, {args.lines} lines each, one every '
-          f'{args.interval} s (latency in ms)')
+          f'{args.interval} s (latency in ms); {os.cpu_count()} CPUs, load average '
+          f'{load_before:.1f} before, {os.getloadavg()[0]:.1f} after')
     print_table(['path', 'lines', 'p50', 'p90', 'p99', 'max'], rows)
 
 

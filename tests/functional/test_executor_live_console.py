@@ -155,3 +155,34 @@ def _from_build(name: str, build) -> bool:
         ids = {t['task']['id'] for p in json.load(f) for play in p['plays']
                for t in play['tasks']}
     return any(name.startswith(f'console-{i}-') for i in ids)
+
+
+@pytest.mark.corpus
+def test_zuul_jobs_start_zuul_console_role_makes_a_build_stream(exec_env):  # noqa: F811
+    """The real zuul-jobs (2019) ``start-zuul-console`` role, unmodified, as
+    a base job's pre-run: the run playbook's command output is streamed."""
+    from tests.harness import corpus
+    from zuul.executor.protocol import RoleSpec
+    env = exec_env
+    role = corpus.path('zuul-jobs-repo-2019', 'roles', 'start-zuul-console')
+    files = {os.path.relpath(os.path.join(d, n), role.parent.parent): open(
+        os.path.join(d, n)).read() for d, _, names in os.walk(role) for n in names}
+    env.upstream.create('zuul/zuul-jobs', files)
+    env.upstream.create('org/config', {'playbooks/pre.yaml': (
+        '- hosts: all\n  roles:\n    - start-zuul-console\n')})
+    env.upstream.create('org/project', {'playbooks/run.yaml': (
+        '- hosts: all\n  gather_facts: false\n  tasks:\n'
+        '    - shell: echo streamed-from-the-node\n')})
+    job = JobSpec(name='zuul-jobs-console', pre_run=[playbook(
+        'org/config', 'playbooks/pre.yaml', trusted=True,
+        roles=[RoleSpec(connection='gerrit', project='zuul/zuul-jobs')])],
+        run=[playbook('org/project', 'playbooks/run.yaml')])
+    node = env.factory.make()
+    result, build = run_build(env, execute_request('f' * 32, job, [node_spec(node, 'node')],
+                                                   [item('org/project')]))
+    assert result.result == 'SUCCESS', explain(build)
+    tasks = task_results(build)
+    assert tasks['start-zuul-console : Start zuul_console daemon.']['node']['status'] == \
+        'changed'
+    (shell,) = [hosts['node'] for name, hosts in tasks.items() if name == 'shell']
+    assert [text for _, text in shell['console']] == ['streamed-from-the-node']

@@ -97,6 +97,13 @@ def test_creates_removes_stdin_chdir_and_missing_commands(tmp_path):
     assert r['failed'] is True and r['rc'] == 2 and 'No such file' in r['msg']
 
 
+def test_older_roles_warn_argument_is_accepted(tmp_path):
+    """zuul-jobs' roles of 2019 pass ``warn: false`` (Ansible 2.14 removed
+    it from its command module)."""
+    r = run_module(tmp_path, _raw_params='echo ok', warn=False)
+    assert r['rc'] == 0 and r['stdout'] == 'ok' and not r.get('failed')
+
+
 def test_a_background_process_holding_the_pipe_does_not_hold_the_task(tmp_path, log_id):
     r = run_module(tmp_path, _raw_params='(sleep 30; echo late) & echo started',
                    _uses_shell=True, zuul_log_id=log_id, zuul_ansible_split_streams=False)

@@ -7,7 +7,8 @@ Ansible's ``command`` and ``shell`` actions run ``ansible.legacy.command``,
 which finds this file first on the executor's ``library`` path.  It takes
 every argument of Ansible's own module with the same meaning and result
 keys (``cmd``, ``rc``, ``stdout``, ``stderr``, ``start``, ``end``,
-``delta``, ``msg``; ``creates``/``removes``; check mode), plus:
+``delta``, ``msg``; ``creates``/``removes``; check mode), ``warn``
+(which Ansible 2.14 removed; accepted and ignored, for older roles), plus:
 
 ``zuul_log_id``
     When given, every output line is appended to
@@ -223,6 +224,9 @@ def main():
             stdin=dict(required=False),
             stdin_add_newline=dict(type='bool', default=True),
             strip_empty_ends=dict(type='bool', default=True),
+            # Ansible 2.14 dropped it; roles written before (zuul-jobs'
+            # of 2019 pass ``warn: false``) keep working: accepted, unused.
+            warn=dict(type='bool', default=False),
             zuul_log_id=dict(type='str'),
             zuul_ansible_split_streams=dict(type='bool', default=True),
         ),

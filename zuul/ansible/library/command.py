@@ -209,31 +209,46 @@ def _skip_message(module, creates, removes):
     return None
 
 
+ARGUMENT_SPEC = dict(
+    _raw_params=dict(),
+    _uses_shell=dict(type='bool', default=False),
+    cmd=dict(),
+    argv=dict(type='list', elements='str'),
+    chdir=dict(type='path'),
+    executable=dict(),
+    expand_argument_vars=dict(type='bool', default=True),
+    creates=dict(type='path'),
+    removes=dict(type='path'),
+    stdin=dict(required=False),
+    stdin_add_newline=dict(type='bool', default=True),
+    strip_empty_ends=dict(type='bool', default=True),
+    # Ansible 2.14 dropped it; roles written before (zuul-jobs'
+    # of 2019 pass ``warn: false``) keep working: accepted, unused.
+    warn=dict(type='bool', default=False),
+    zuul_log_id=dict(type='str'),
+    zuul_ansible_split_streams=dict(type='bool', default=True),
+)
+
+
+def _finish(module, r, rc, out, err, start, end, strip) -> None:
+    """Exit with the result, as Ansible's module reports it."""
+    r.update(rc=rc, start=to_text(start), end=to_text(end), delta=to_text(end - start))
+    r['stdout'] = to_text(out, errors='surrogate_or_strict')
+    r['stderr'] = to_text(err, errors='surrogate_or_strict')
+    if strip:
+        r['stdout'] = r['stdout'].rstrip('\r\n')
+        r['stderr'] = r['stderr'].rstrip('\r\n')
+    if rc != 0:
+        r['msg'] = 'non-zero return code'
+        module.fail_json(**r)
+    module.exit_json(**r)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            _raw_params=dict(),
-            _uses_shell=dict(type='bool', default=False),
-            cmd=dict(),
-            argv=dict(type='list', elements='str'),
-            chdir=dict(type='path'),
-            executable=dict(),
-            expand_argument_vars=dict(type='bool', default=True),
-            creates=dict(type='path'),
-            removes=dict(type='path'),
-            stdin=dict(required=False),
-            stdin_add_newline=dict(type='bool', default=True),
-            strip_empty_ends=dict(type='bool', default=True),
-            # Ansible 2.14 dropped it; roles written before (zuul-jobs'
-            # of 2019 pass ``warn: false``) keep working: accepted, unused.
-            warn=dict(type='bool', default=False),
-            zuul_log_id=dict(type='str'),
-            zuul_ansible_split_streams=dict(type='bool', default=True),
-        ),
-        required_one_of=[['_raw_params', 'cmd', 'argv']],
-        mutually_exclusive=[['_raw_params', 'cmd', 'argv']],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC,
+                           required_one_of=[['_raw_params', 'cmd', 'argv']],
+                           mutually_exclusive=[['_raw_params', 'cmd', 'argv']],
+                           supports_check_mode=True)
     p = module.params
     shell = p['_uses_shell']
     executable = p['executable']
@@ -286,17 +301,7 @@ def main():
                          msg=f'Error executing command: {exc}', cmd=args,
                          exception=traceback.format_exc())
     console.finish(rc)
-    end = datetime.datetime.now()
-    r.update(rc=rc, start=to_text(start), end=to_text(end), delta=to_text(end - start))
-    r['stdout'] = to_text(out, errors='surrogate_or_strict')
-    r['stderr'] = to_text(err, errors='surrogate_or_strict')
-    if p['strip_empty_ends']:
-        r['stdout'] = r['stdout'].rstrip('\r\n')
-        r['stderr'] = r['stderr'].rstrip('\r\n')
-    if rc != 0:
-        r['msg'] = 'non-zero return code'
-        module.fail_json(**r)
-    module.exit_json(**r)
+    _finish(module, r, rc, out, err, start, datetime.datetime.now(), p['strip_empty_ends'])
 
 
 if __name__ == '__main__':

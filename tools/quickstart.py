@@ -26,6 +26,7 @@ import argparse
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -96,6 +97,7 @@ PROJECT_CONFIG = {
             parent: null
             description: The base job every job inherits from.
             timeout: 600
+            pre-run: playbooks/base/pre.yaml
             nodeset:
               nodes:
                 - name: node
@@ -107,6 +109,15 @@ PROJECT_CONFIG = {
                 label: ubuntu-jammy
               - name: compute
                 label: ubuntu-jammy
+        """,
+    # As zuul-jobs' start-zuul-console role: the console server on every
+    # node, so command and shell output streams to the live log line by line.
+    'playbooks/base/pre.yaml': """
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - name: Start zuul_console daemon.
+              zuul_console:
         """,
 }
 
@@ -152,7 +163,8 @@ APP = {
                 port: 22
                 timeout: 30
         """,
-    'run_tests.sh': 'echo "running tests"\n',
+    'run_tests.sh': 'echo "running tests"\n'
+                    'for t in one two; do sleep 1; echo "test $t passed"; done\n',
     'README': 'The demo application.\n',
 }
 
@@ -328,6 +340,15 @@ class Quickstart:
                 [database]
                 dburi = sqlite:///{self.state}/history.sqlite
 
+                [auth quickstart]
+                driver = HS256
+                allow_authz_override = true
+                realm = quickstart
+                default = true
+                client_id = quickstart
+                issuer_id = quickstart
+                secret = {secrets.token_hex(32)}
+
                 [connection gerrit]
                 driver = gerrit
                 server = 127.0.0.1
@@ -337,6 +358,10 @@ class Quickstart:
                 sshkey = {self.key}
                 known_hosts = {known_hosts}
                 """))
+        # It holds the secret that signs admin tokens: only for whoever
+        # runs the quickstart (create-auth-token reads it).
+        os.chmod(self.zuul_conf, 0o600)
+        self._give_to_sudo_user(self.zuul_conf)
 
     def _start_nodepool(self) -> None:
         from nodepool.config import load_config_text
@@ -422,10 +447,6 @@ class Quickstart:
         self.stops.append(('zuul-executor', self.executor.stop))
         say('Starting the scheduler (it loads the tenant through the merger)')
         self.scheduler_service.start()
-        # Stopped after the merger and executor, whose last results still
-        # go through its Gearman server.
-        self.stops.insert(self.stops.index(merger_stop), ('scheduler and Gearman server',
-                                                          self.scheduler_service.stop))
         # Propose nothing before the event stream is up: events sent
         # earlier would reach nobody.
         gerrit = self.scheduler_service.connections.get('gerrit')
@@ -435,6 +456,10 @@ class Quickstart:
         self.web, self.web_rpc = build_web(WebSettings.from_config(raw))
         self.web.start()
         self.stops.append(('zuul-web', lambda: (self.web.stop(), self.web_rpc.shutdown())))
+        # Stopped first: its event intake and reporters go before anything
+        # else, so stopping leaves no vote on any change; the builds the
+        # executor then aborts are never reported.
+        self.stops.append(('scheduler and Gearman server', self.scheduler_service.stop))
         say(f'Status page: http://127.0.0.1:{self.web_port}/t/{TENANT}/status')
 
     def stop(self) -> None:
@@ -519,6 +544,8 @@ class Quickstart:
             for queue in pipeline.get('change_queues', []):
                 for head in queue.get('heads', []):
                     for item in head:
+                        if item.get('live') is False:
+                            continue    # only there as a dependency of the next
                         jobs = ', '.join(f'{j["name"]}={_job_state(j)}'
                                          for j in item.get('jobs', []))
                         ahead = f' on top of {item["item_ahead"]}' if item.get('item_ahead') \
@@ -591,7 +618,8 @@ def describe_event(event: dict) -> str | None:
 
 
 def next_steps(state: str, gerrit_port: int, web_port: int, nodepool: str,
-               project: str = 'demo/app', user: str = 'dev', approver: str = 'core') -> str:
+               project: str = 'demo/app', user: str = 'dev', approver: str = 'core',
+               zuul_admin: str = 'zuul-admin') -> str:
     """The copy-paste commands printed when the scenario is done: each
     step is ``# what it does`` (where to look, for the steps that are a
     page to open), then its shell lines, all to run in order in one shell
@@ -605,6 +633,8 @@ def next_steps(state: str, gerrit_port: int, web_port: int, nodepool: str,
     name = project.rsplit('/', 1)[-1]
     hooks = '"$(git rev-parse --git-dir)/hooks/"'
     head = '"$(git rev-parse HEAD)"'
+    token = (f'{zuul_admin} -c {state}/zuul.conf create-auth-token --auth-config quickstart '
+             f'--user admin --tenant {TENANT} --expires-in 3600')
     return textwrap.dedent(f"""\
         # Clone the demo project (and install the commit-msg hook, which adds a Change-Id)
         export GIT_SSH_COMMAND='ssh {ssh_opts}'
@@ -621,21 +651,25 @@ def next_steps(state: str, gerrit_port: int, web_port: int, nodepool: str,
         # Approve it (gate runs, then it merges)
         {remote} {approver}@{host} gerrit review --code-review 2 --workflow 1 {head}
         # Watch it on the status page: {web}/t/{TENANT}/status
+        # (a running job's name opens its live log, every line as the node prints it)
         # See the build logs: the Logs link of each build on {web}/t/{TENANT}/builds
         # (kept {LOG_RETENTION_DAYS} days in {state}/logs/<build uuid>/, job-output.txt first)
+        # Act as an admin (Dequeue, Promote, Enqueue): print a token, paste it at "Log in"
+        {token}
         # Look at the nodes and node requests
         {nodepool} -c {state}/nodepool.yaml list
         {nodepool} -c {state}/nodepool.yaml request-list
         """)
 
 
-def nodepool_command() -> str:
-    """How to run the nodepool command: the one beside this Python
-    (the virtualenv's) when it is not on PATH."""
-    beside = os.path.join(os.path.dirname(sys.executable), 'nodepool')
-    if os.path.exists(beside) and shutil.which('nodepool') != beside:
+def nodepool_command(name: str = 'nodepool') -> str:
+    """How to run a command of this distribution (``nodepool``,
+    ``zuul-admin``): the one beside this Python (the virtualenv's) when
+    it is not on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    if os.path.exists(beside) and shutil.which(name) != beside:
         return beside
-    return 'nodepool'
+    return name
 
 
 def _job_state(job: dict) -> str:
@@ -676,7 +710,8 @@ def main(argv=None) -> int:
             return 0 if ok else 1
         say('The system keeps running. Try the daily loop yourself: copy and paste')
         print(NEXT_STEPS_BEGIN)
-        print(next_steps(qs.state, qs.gerrit.port, args.web_port, nodepool_command()), end='')
+        print(next_steps(qs.state, qs.gerrit.port, args.web_port, nodepool_command(),
+                         zuul_admin=nodepool_command('zuul-admin')), end='')
         print(NEXT_STEPS_END, flush=True)
         say('Progress is printed below as it happens. Press Ctrl-C to stop everything.')
         try:

@@ -189,3 +189,31 @@ def test_static_slots_without_host_key_checking(launchers, requestor, zk):
     unknown = requestor.submit(['netns-node'])
     assert unknown.wait(30) and unknown.failed
     assert request_state(zk, unknown.request.id) in (None, FAILED)
+
+
+def _mac(link: str) -> str:
+    import subprocess
+    out = subprocess.run(['ip', '-o', 'link', 'show', link], capture_output=True, text=True)
+    return out.stdout.split('link/ether ')[1].split()[0]
+
+
+@needs_netns
+def test_the_bridge_keeps_its_address_when_nodes_come_and_go(netns_provider, ssh_keypair):
+    """The nodes' gateway (the executor's side of their connections) keeps
+    one MAC address: a bridge that took its lowest port's would change it
+    when that node goes, and every other node's traffic to the executor
+    would stall until its ARP entry is renewed."""
+    from nodepool.driver.netns.host import bridge_mac
+    manager = NetnsHostManager(base_dir=netns_provider['state-dir'],
+                               subnet=netns_provider['subnet'],
+                               bridge=netns_provider['bridge'])
+    first = manager.create(f'{netns_provider["name"]}-1', [ssh_keypair.public_key])
+    second = manager.create(f'{netns_provider["name"]}-2', [ssh_keypair.public_key])
+    bridge = netns_provider['bridge']
+    assert _mac(bridge) == bridge_mac(bridge)
+    assert _mac(bridge) not in (_mac(first.veth), _mac(second.veth))
+    manager.delete(first)
+    third = manager.create(f'{netns_provider["name"]}-3', [ssh_keypair.public_key])
+    assert _mac(bridge) == bridge_mac(bridge)
+    manager.delete(second)
+    manager.delete(third)

@@ -184,7 +184,7 @@ def test_the_next_steps_are_complete_commands():
     headings = [h for h, _ in steps]
     for prefix in ('Clone', 'Commit', 'Push', 'Run check again', 'Approve',
                    'Watch it on the status page: http://127.0.0.1:9000/t/example/status',
-                   'See the build logs', 'Look at the nodes'):
+                   'See the build logs', 'Act as an admin', 'Look at the nodes'):
         assert any(h.startswith(prefix) for h in headings), (prefix, headings)
     assert '...' not in text
     assert 'ssh://dev@127.0.0.1:29418/demo/app' in text
@@ -192,9 +192,23 @@ def test_the_next_steps_are_complete_commands():
     assert 'git push origin HEAD:refs/for/master' in text
     assert 'nodepool -c /st/nodepool.yaml list' in text
     assert 'nodepool -c /st/nodepool.yaml request-list' in text
+    assert 'zuul-admin -c /st/zuul.conf create-auth-token --auth-config quickstart ' \
+        '--user admin --tenant example' in text
     for _, commands in steps:       # every command line is whole shell
         for command in commands:
             shlex.split(command)
+
+
+def test_progress_lines_count_the_changes_under_test_only():
+    """A change enqueued only as the dependency of the one behind it (not
+    live) is not a line of progress of its own."""
+    def item(change, live, ahead=None):
+        return {'id': change, 'live': live, 'item_ahead': ahead,
+                'jobs': [{'name': 'app-unit', 'start_time': 1}]}
+    qs = qs_module.Quickstart('/nonexistent', 0)
+    qs.status = lambda: {'pipelines': [{'name': 'check', 'change_queues': [{'heads': [
+        [item('1,1', False), item('2,1', True, '1,1')]]}]}]}
+    assert qs.progress_line() == 'check: 2,1 on top of 1,1 [app-unit=running]'
 
 
 # -- the running system --------------------------------------------------------------
@@ -280,6 +294,79 @@ def test_the_printed_daily_loop(quickstart, tmp_path):
     assert re.search(rf'gate: {number},1 \[app-unit=', out), out[-3000:]
 
 
+# A change of the admin test whose check build holds (its tests wait for a
+# file never made) until Ctrl-C: the next test checks it gets no vote.
+HELD: dict = {}
+
+
+def _status_items(running: Running) -> list[tuple[str, str, list]]:
+    status = json.loads(fetch(f'http://127.0.0.1:{running.web_port}/api/tenant/example/'
+                              'status')[1])
+    return [(p['name'], i['id'], i['jobs']) for p in status['pipelines']
+            for q in p['change_queues'] for h in q['heads'] for i in h if i.get('live')]
+
+
+def _running_in_check(running: Running, change: str) -> bool:
+    return any(p == 'check' and i == change and any(j.get('start_time') for j in jobs)
+               for p, i, jobs in _status_items(running))
+
+
+def test_an_admin_logs_in_and_acts_from_the_status_page(quickstart, browser, tmp_path):
+    """The printed token step, Log in on the quickstart's status page, then
+    Dequeue a running change and Enqueue it again from the page."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+    steps = parse_steps(quickstart.printed_steps())
+    shell = Shell(tmp_path)
+    shell.run(step(steps, 'Clone'))
+    shell.run(["git config user.name 'Admin Test' && git config user.email a@example.com",
+               "printf 'while [ ! -e /nonexistent-release ]; do sleep 0.2; done\\n' "
+               '> run_tests.sh',
+               "git commit -q -a -m 'Tests that wait'", 'git push -q origin HEAD:refs/for/master'])
+    port = int(re.search(r'ssh://\w+@127\.0\.0\.1:(\d+)/', '\n'.join(step(steps, 'Clone')))
+               .group(1))
+    number = wait_until('the pushed change', lambda: next(
+        (r['number'] for r in gerrit_query(quickstart, port, 'project:demo/app')
+         if r['subject'] == 'Tests that wait'), None), quickstart)
+    change = f'{number},1'
+    HELD['change'] = change
+    wait_until('its check running', lambda: _running_in_check(quickstart, change), quickstart)
+
+    token = shell.run(step(steps, 'Act as an admin')).stdout.strip()
+    assert token.startswith('Bearer '), token
+    wait = WebDriverWait(browser, 60)
+    browser.get(f'http://127.0.0.1:{quickstart.web_port}/t/example/status')
+    wait.until(lambda b: b.find_element(By.TAG_NAME, 'body').get_attribute('data-loaded') ==
+               'yes')
+    browser.find_element(By.ID, 'login-button').click()
+    browser.find_element(By.ID, 'login-token').send_keys(token)
+    browser.find_element(By.ID, 'login-submit').click()
+    wait.until(lambda b: b.find_element(By.ID, 'login-user').text ==
+               'Logged in as admin (admin)')
+    # Dequeue the running change from the page
+    button = f'[data-change="{change}"] button.action-dequeue'
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, button))
+    browser.find_element(By.CSS_SELECTOR, button).click()
+    wait.until(ec.alert_is_present()).accept()
+    wait.until(lambda b: b.find_element(By.ID, 'action-message').text == f'Dequeued {change}.')
+    wait_until('the change dequeued', lambda: change not in
+               [i for _, i, _ in _status_items(quickstart)], quickstart)
+    # and Enqueue it again into check with the page's form
+    wait.until(lambda b: b.find_elements(By.ID, 'enqueue-form'))
+    browser.find_element(By.ID, 'enqueue-project').send_keys('demo/app')
+    browser.find_element(By.ID, 'enqueue-change').send_keys(change)
+    browser.find_element(By.ID, 'enqueue-submit').click()
+    wait.until(lambda b: b.find_element(By.ID, 'action-message').text ==
+               f'Enqueued {change} of demo/app into check.')
+    os.makedirs(os.path.join(TOP, 'test-artifacts'), exist_ok=True)
+    browser.save_screenshot(os.path.join(TOP, 'test-artifacts', 'quickstart-admin.png'))
+    wait_until('its check running again', lambda: _running_in_check(quickstart, change),
+               quickstart)
+    # a dequeue reports nothing
+    assert f'review: zuul on change {change} ' not in quickstart.output()
+
+
 def _our_processes(paths: list[str]) -> list[str]:
     found = []
     for pid in os.listdir('/proc'):
@@ -296,6 +383,8 @@ def _our_processes(paths: list[str]) -> list[str]:
 
 
 def test_ctrl_c_stops_everything(quickstart):
+    """... and leaves no vote: the change whose check build still runs
+    (the admin test's) gets no report when the quickstart stops."""
     build_dir = quickstart.build_dir()
     paths = [quickstart.state] + ([build_dir] if build_dir else [])
     assert _our_processes([quickstart.state]), 'the quickstart runs nothing to stop?'
@@ -308,6 +397,11 @@ def test_ctrl_c_stops_everything(quickstart):
                  'nodepool-launcher', 'code-review server', 'ZooKeeper'):
         assert name in stopping.group(1)
     assert 'nothing of the quickstart is left running' in out
+    # the scheduler went first: the build the executor aborted was reported
+    # nowhere (the quickstart prints every review event until it stops)
+    assert stopping.group(1).startswith('scheduler and Gearman server'), stopping.group(1)
+    if HELD.get('change'):
+        assert f'review: zuul on change {HELD["change"]} ' not in out, out[-3000:]
     assert _our_processes(paths) == []      # sshd nodes, ZooKeeper's java, builds
     namespaces = subprocess.run(['ip', 'netns', 'list'], capture_output=True,
                                 text=True).stdout

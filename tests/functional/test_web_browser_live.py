@@ -94,6 +94,55 @@ def test_status_page_updates_without_a_reload(browser, zuul_web, fake_scheduler)
     assert new_bar.get_attribute('aria-valuenow') == '50'
 
 
+def test_changes_fold_and_only_changes_under_test_are_counted(browser, zuul_web,
+                                                             fake_scheduler):
+    """Each change's jobs fold away and back (its toggle, or Collapse all /
+    Expand all, kept across refreshes); a line joins a change to the one
+    it is tested behind; a change that is only there as another's
+    dependency (not live) is drawn but not counted."""
+    check = fake_scheduler.tenants['tenant-one']['status']['pipelines'][0]
+    check['change_queues'].append({'name': 'org/project', 'window': None, 'heads': [[
+        _item('7,1', 'org/project', None, ['8,1'], [], 40, live=False),
+        _item('8,1', 'org/project', '7,1', [], [_job('project-test1')], 40)]]})
+    _open(browser, f'{zuul_web.base}/t/tenant-one/status')
+    counts = {p: browser.find_element(By.CSS_SELECTOR,
+                                      f'section[data-pipeline="{p}"] .count').text
+              for p in ('check', 'gate')}
+    assert counts == {'check': '2', 'gate': '3'}     # 3,1 and 8,1; not 7,1
+    # the gate's changes each hang off the one ahead; 8,1 off its dependency
+    joined = [e.get_attribute('data-change') for e in browser.find_elements(
+        By.CSS_SELECTOR, 'li.change.joined')]
+    assert joined == ['8,1', '2,1', '4,1']
+    assert browser.find_element(By.CSS_SELECTOR, '[data-change="7,1"] .position').text == \
+        'dependency'
+
+    def jobs_shown(change):
+        return browser.find_element(By.CSS_SELECTOR,
+                                    f'[data-change="{change}"] ul.jobs').is_displayed()
+    toggle = browser.find_element(By.CSS_SELECTOR, '[data-change="2,1"] button.toggle-jobs')
+    assert toggle.get_attribute('aria-expanded') == 'true' and jobs_shown('2,1')
+    toggle.click()
+    _until(browser, lambda b: not jobs_shown('2,1'))
+    toggle = browser.find_element(By.CSS_SELECTOR, '[data-change="2,1"] button.toggle-jobs')
+    assert toggle.get_attribute('aria-expanded') == 'false'
+    assert browser.find_element(By.CSS_SELECTOR, '[data-change="2,1"] .jobs-summary').text \
+        == '1/2 jobs done'
+    assert jobs_shown('1,2')
+    # folded stays folded when the page refreshes itself
+    renders = int(browser.find_element(By.TAG_NAME, 'body').get_attribute('data-renders'))
+    _until(browser, lambda b: int(b.find_element(By.TAG_NAME, 'body')
+                                  .get_attribute('data-renders')) > renders)
+    assert not jobs_shown('2,1') and jobs_shown('1,2')
+    browser.find_element(By.ID, 'collapse-all').click()
+    _until(browser, lambda b: not any(jobs_shown(c) for c in ('1,2', '2,1', '4,1', '3,1')))
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    browser.save_screenshot(os.path.join(ARTIFACTS, 'web-status-collapsed.png'))
+    browser.find_element(By.ID, 'expand-all').click()
+    _until(browser, lambda b: all(jobs_shown(c) for c in ('1,2', '2,1', '4,1', '3,1')))
+    browser.save_screenshot(os.path.join(ARTIFACTS, 'web-status-expanded.png'))
+    assert _same_page(browser)
+
+
 def test_filter_is_kept_in_the_url_and_per_change_page(browser, zuul_web, fake_scheduler):
     _open(browser, f'{zuul_web.base}/t/tenant-one/status?filter=org/project1')
     assert _changes(browser, 'gate') == ['4,1']

@@ -75,9 +75,12 @@ def test_build_page_summary_inputs_and_log_tree(web, tmp_path):
     assert 'ubuntu: ubuntu-jammy' in main and '"favourite_colour": "blue"' in main
     assert 'hunter2' not in main and 'PRIVATE KEY' not in main
     assert '"db_password": "&lt;redacted&gt;"' in main
-    # the log directory, browsable in place
+    # the log directory, browsable in place, in the Logs view
+    assert 'id="log-tree"' not in main
+    main = _main(chromium(tmp_path, '--dump-dom',
+                          f'{web.base}/t/tenant-one/build/{web.failed}?tab=logs'))
     tree = main[main.index('id="log-tree"'):]
-    assert re.findall(r'href="[^"?]*\?path=([^"]+)"', tree) == [
+    assert re.findall(r'href="[^"?]*\?tab=logs&amp;path=([^"]+)"', tree) == [
         'zuul-info', 'job-output.json', 'job-output.txt']
 
 

@@ -289,20 +289,47 @@ def test_a_problem_shared_by_projects_is_reported_once(tmp_path):
 
 
 def test_warnings_are_printed_and_fail_only_with_strict(tmp_path):
-    app_yaml = """
+    # a config project (zuul.d/) may use a regex RE2 does not take: a warning
+    config = _repo(tmp_path, 'project-config', {'zuul.d/base.yaml': PIPELINES + textwrap.dedent("""
         - job:
             name: unit
             files: ['(?<=x)y']
         - project:
+            name: org/project-config
             check:
               jobs: [unit]
-        """
-    app, (rc, out) = _check_app(tmp_path, app_yaml)
+        """)})
+    rc, out = _run('config-check', str(config))
     warnings = _lines_with(out, ': warning: ')
     assert rc == 0 and warnings, out
     assert out.rstrip().endswith(f'0 errors, {len(warnings)} warnings')
-    _, (rc, out) = _check_app(tmp_path, app_yaml, '--strict')
+    rc, out = _run('config-check', '--strict', str(config))
     assert rc == 1 and _lines_with(out, ': warning: ')
+
+
+def test_a_project_checked_alone_is_untrusted_and_names_what_the_tenant_defines(tmp_path):
+    """A project's own repository (.zuul.yaml) checked without its tenant:
+    its playbooks are untrusted, and what only the tenant's config project
+    can define (a nodeset here) is a warning, not an error."""
+    app = _repo(tmp_path, 'app', {'.zuul.yaml': """
+        - job:
+            name: base
+            parent: null
+        - job:
+            name: unit
+            nodeset: two-nodes
+            run: playbooks/unit.yaml
+        - job:
+            name: broken
+            attempts: many
+        """})
+    rc, out = _run('config-check', f'org/app={app}')
+    [warning] = _lines_with(out, 'unknown nodeset')
+    assert ': warning: in job "unit": unknown nodeset "two-nodes" (not in the checkouts ' \
+        'given' in warning
+    assert rc == 1 and _lines_with(out, 'in job "broken"')    # a real error stays one
+    rc, out = _run('show-job', '--project', 'org/app', 'unit', f'org/app={app}')
+    assert 'trusted: false' in out and 'trusted: true' not in out, out
 
 
 def test_a_directory_without_configuration_fails(tmp_path):

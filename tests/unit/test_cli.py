@@ -196,6 +196,17 @@ def test_encrypt_errors(run, zuul_web, tmp_path):
     assert code == 1 and 'not a PEM public key' in err
 
 
+def test_encrypt_finds_zuul_web_from_its_web_section(run, zuul_web, tmp_path):
+    """The quickstart's zuul.conf has [web] listen_address and port, no
+    root: zuul encrypt asks the zuul-web listening there."""
+    conf = tmp_path / 'zuul.conf'
+    conf.write_text(f'[web]\nlisten_address = 0.0.0.0\nport = {zuul_web.port}\n')
+    code, out, err = run('-c', str(conf), 'encrypt', '--tenant', 'tenant-one',
+                         '--project', 'org/project1', stdin=b's3cret')
+    assert code == 0, err
+    assert _decrypt('org/project1', out)[2] == b's3cret'
+
+
 def test_gearman_server_from_zuul_conf(gearman_server, fake_scheduler, tmp_path, capsys):
     conf = tmp_path / 'zuul.conf'
     conf.write_text(f'[gearman]\nserver=127.0.0.1\nport={gearman_server.port}\n')

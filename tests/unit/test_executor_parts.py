@@ -316,26 +316,6 @@ def test_disk_and_starting_settings_parsed_and_checked():
         load(max_starting_builds='0')
 
 
-@pytest.mark.parametrize('args,expected', [
-    ({'_raw_params': "echo 'a b' c", '_uses_shell': False},
-     {'argv': ['/bin/sh', '-c', 'exec "$@" 2>&1', 'sh', 'echo', 'a b', 'c'],
-      '_uses_shell': False}),
-    ({'cmd': 'ls -l', 'chdir': '/tmp'},
-     {'argv': ['/bin/sh', '-c', 'exec "$@" 2>&1', 'sh', 'ls', '-l'], 'chdir': '/tmp'}),
-    ({'argv': ['printf', '%s', 1]},
-     {'argv': ['/bin/sh', '-c', 'exec "$@" 2>&1', 'sh', 'printf', '%s', '1']}),
-    ({'_raw_params': 'echo x >&2', '_uses_shell': True, 'executable': '/bin/bash'},
-     {'_raw_params': 'exec 2>&1; echo x >&2', '_uses_shell': True,
-      'executable': '/bin/bash'}),
-    ({'_raw_params': '', '_uses_shell': True}, None),
-    ({'chdir': '/tmp'}, None),
-])
-def test_stream_merging_rewrites_command_arguments(args, expected):
-    from zuul.ansible.streams import merged_args
-    merged = merged_args(args)
-    assert (merged[0] if merged else None) == expected
-
-
 def test_trusted_homes_carry_the_nodes_host_keys_and_ansible_sees_its_own_collections(
         tmp_path):
     """zuul-jobs' roles need both: ``synchronize`` runs rsync over a plain

@@ -199,7 +199,8 @@ def test_migration_adds_the_columns_to_an_existing_database(tmp_path):
             table = old.tables['build']
             columns = [sa.Column(c.name, c.type, primary_key=c.primary_key)
                        for c in table.columns
-                       if c.name not in ('input_hash', 'failure_class', 'reused_from')]
+                       if c.name not in ('input_hash', 'failure_class', 'reused_from',
+                                         'nodes')]
             meta = sa.MetaData()
             for other in ('buildset',):
                 old.tables[other].to_metadata(meta)
@@ -209,10 +210,11 @@ def test_migration_adds_the_columns_to_an_existing_database(tmp_path):
             conn.execute(sa.insert(old.version_table).values(version=2))
     finally:
         h.MIGRATIONS = saved
-    assert BuildHistory(url).migrate() == 3
+    assert BuildHistory(url).migrate() == len(h.MIGRATIONS)
     with old.engine.connect() as conn:
         names = {c['name'] for c in sa.inspect(conn).get_columns('zuul_build')}
-    assert {'input_hash', 'failure_class', 'reused_from'} <= names
+    # migration 3 (issue 21) and 4 (the nodes a build ran on)
+    assert {'input_hash', 'failure_class', 'reused_from', 'nodes'} <= names
 
 
 def test_reuse_note_links_the_original():

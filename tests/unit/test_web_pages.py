@@ -114,3 +114,22 @@ def test_logs_are_never_compressed_twice(tmp_path, rpc_client):
             assert json.loads(gzip.decompress(response.read())) == [{'play': 1}]
     finally:
         web.stop()
+
+
+def test_every_page_has_an_icon(zuul_web):
+    """Browsers ask for /favicon.ico on every page (and the pages link the
+    SVG icon): both are there, neither is a 404."""
+    _, _, body = fetch(zuul_web, '/t/tenant-one/builds')
+    link = re.search(r'<link rel="icon" type="image/svg\+xml" href="(/static/favicon\.svg'
+                     r'\?v=\w+)">', body)
+    assert link, body
+    status, headers, svg = fetch(zuul_web, link.group(1))
+    assert status == 200 and svg.startswith('<svg')
+    request = urllib.request.Request(zuul_web.base + '/favicon.ico')
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200
+        assert response.headers['Content-Type'] == 'image/x-icon'
+        data = response.read()
+    # an ICO directory of one 32x32 image, which is a PNG
+    assert data[:6] == b'\x00\x00\x01\x00\x01\x00' and data[6:8] == b'\x20\x20'
+    assert data[22:30] == b'\x89PNG\r\n\x1a\n'

@@ -11,8 +11,16 @@
   (trusted/untrusted, include/exclude, shadow, limits) and each project's
   checkout is found under ``--src-root`` (``<root>/<project name>``) or
   named by ``NAME=DIR``; with ``--src-root`` and neither ``--tenant`` nor
-  checkouts, every tenant of the tenant file is checked; otherwise every
-  ``[NAME=]DIR`` is loaded as a config project.
+  checkouts, every tenant of the tenant file is checked; otherwise each
+  ``[NAME=]DIR`` is loaded as its configuration files say, by the
+  released convention: ``zuul.yaml``/``zuul.d/`` make a config project,
+  ``.zuul.yaml``/``.zuul.d/`` an untrusted project (single files: a
+  config project).  When no config project is among them (a project's
+  own repository checked alone), what it names that only the tenant's
+  config project can define -- a pipeline, a nodeset, a parent job, a
+  secret, a semaphore, a project-template -- is reported as a warning, not
+  an error: check with ``--tenant`` and the config project's checkout to
+  know.
 
 Exit status: 0 clean (warnings allowed unless ``--strict``); 1 errors
 (or warnings with ``--strict``, or no configuration files at all); 2 a
@@ -39,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import urllib.parse
 
@@ -390,13 +399,42 @@ def _load_checkouts(args, loader, dirs):
     tenant = Tenant(name='')
     files, file_errors = [], []
     for name, path in dirs.items():
-        tp = TenantProject(connection='', name=name, trusted=True)
+        tp = TenantProject(connection='', name=name, trusted=_config_project(path))
         f, e = _read(tp, path, args.branch)
         if not f and not e:
             raise _NoConfigurationError(f'{path}: no configuration files found ({_LOOKED_FOR})')
         files += f
         file_errors += e
     return loader.load(None, files, file_errors=file_errors), tenant
+
+
+def _config_project(path) -> bool:
+    """A checkout given without a tenant is a config project when its
+    configuration is ``zuul.yaml`` / ``zuul.d/`` (released convention);
+    ``.zuul.yaml`` / ``.zuul.d/`` make it an untrusted project."""
+    if isinstance(path, list):
+        return True
+    hidden = any(os.path.exists(os.path.join(path, n)) for n in ('.zuul.yaml', '.zuul.d'))
+    plain = any(os.path.exists(os.path.join(path, n)) for n in ('zuul.yaml', 'zuul.d'))
+    return plain or not hidden
+
+
+# What only a tenant's config project (or another project) may define: a
+# project checked alone names them without defining them.
+_ELSEWHERE = re.compile(r'unknown (nodeset|parent|job|secret|semaphore|project-template|'
+                        r'pipeline)|is neither a project attribute nor a pipeline')
+
+
+def _defined_elsewhere(layout, dirs: dict) -> None:
+    """Checkouts without a config project among them: references to
+    what the tenant's config project defines are warnings."""
+    if any(_config_project(path) for path in dirs.values()):
+        return
+    for error in layout.errors:
+        if error.severity == 'error' and _ELSEWHERE.search(error.reason or ''):
+            error.severity = 'warning'
+            error.reason += (' (not in the checkouts given: the tenant\'s config project '
+                             'may define it; check with --tenant and its checkout)')
 
 
 def _check(args, out) -> int:
@@ -416,7 +454,8 @@ def _check(args, out) -> int:
     totals = FreezeStats()
     errors = warnings = projects = 0
     for tenant in tenants:
-        if tenant is None:
+        alone = tenant is None
+        if alone:
             layout, tenant = _load_checkouts(args, loader, dirs)
         else:
             layout, tenant = _load_tenant(args, loader, tenant, dirs)
@@ -425,6 +464,8 @@ def _check(args, out) -> int:
                                                 tenant.default_parent or 'base')
         for e in freeze_errors:
             layout.errors.add(e)
+        if alone:
+            _defined_elsewhere(layout, dirs)
         e, w = _report(layout, tenant.name, out)
         errors += e
         warnings += w

@@ -152,8 +152,18 @@ def gearman_address(args, config) -> tuple[str, int]:
 
 
 def web_url(args, config) -> str:
+    """--zuul-url, [webclient] url, [web] root; else, with a [web]
+    section (zuul-web runs on this host on that zuul.conf, as in the
+    quickstart), the address and port it listens on."""
     url = args.zuul_url or config.get('webclient', 'url', fallback=None) or \
         config.get('web', 'root', fallback=None)
+    if not url and config.has_section('web'):
+        host = config.get('web', 'listen_address', fallback='127.0.0.1')
+        if host in ('', '0.0.0.0', '::'):
+            host = '127.0.0.1'
+        if ':' in host:
+            host = f'[{host}]'
+        url = f'http://{host}:{config.getint("web", "port", fallback=9000)}'
     if not url:
         raise CLIError('no zuul-web URL: give --zuul-url or [web] root in zuul.conf')
     return url.rstrip('/')

@@ -113,6 +113,8 @@ def playbook_env(jobdir: JobDir, *, trusted: bool, phase: str, label: str,
         'ZUUL_JOB_OUTPUT_JSON': jobdir.job_output_json,
         'ZUUL_RESULT_FILE': jobdir.result_data_file,
         'ZUUL_JOBDIR': jobdir.root,
+        # the nodes whose console logs are streamed (zuul.ansible.nodeconsole)
+        'ZUUL_INVENTORY_FILE': jobdir.inventory_file,
         'ZUUL_WORK_ROOT': jobdir.work_root,
         'ZUUL_PHASE': phase,
         'ZUUL_PLAYBOOK': label,

@@ -130,9 +130,15 @@ class BuildExecution:
         # Why the build is retried (zuul.executor.infrafailure), if it is.
         self.failure_class: str | None = None
         self._stopped = threading.Event()
+        # Stopped because the executor stops: retried, not ABORTED.
+        self.shutdown = False
 
     # -- public ----------------------------------------------------------
-    def stop(self) -> None:
+    def stop(self, shutdown: bool = False) -> None:
+        """Abort the build; ``shutdown``: because the executor stops (the
+        result is then RETRY, class ``infra:executor-stopped``: the
+        scheduler runs it again without counting this attempt)."""
+        self.shutdown = self.shutdown or shutdown
         self._stopped.set()
         self.runner.abort()
 
@@ -154,6 +160,11 @@ class BuildExecution:
                 self.agent.stop()
         if result == 'ABORTED' and self.disk_limit_detail:
             detail = self.disk_limit_detail
+        elif result == 'ABORTED' and self.shutdown:
+            result = 'RETRY'
+            self.failure_class = infrafailure.EXECUTOR_STOPPED
+            detail = (f'the executor {self.settings.hostname} stopped while the build ran: '
+                      'it runs again')
         data = self._read_result_data()
         log_url = self._archive_logs()
         if not self.settings.keep_jobdir:

@@ -18,6 +18,9 @@ from zuul.lib import safefile
 from zuul.lib.regex import Regex, RegexError, compile_regex
 
 PRE_RUN = 'infra:pre-run'
+# The executor stopped (SIGTERM, ``zuul-executor stop``) while the build
+# ran: the build is retried and this attempt does not count.
+EXECUTOR_STOPPED = 'infra:executor-stopped'
 UNREACHABLE = 'infra:unreachable'
 PATTERN_PREFIX = 'infra:pattern:'
 TEST = 'test'

@@ -183,13 +183,18 @@ class ExecutorServer:
         self.stop()
 
     def stop(self) -> None:
-        """Abort running builds and shut down."""
+        """Abort running builds and shut down.  Each aborted build is sent
+        back as RETRY (``infra:executor-stopped``): the scheduler runs it
+        again elsewhere, or here once this executor is back, and the
+        attempt does not count; no change gets a failure for it."""
         self._running = False
         self._stopped.set()
+        self._accepting = False
+        self._update_registration()
         with self._lock:
             builds = list(self.builds.values())
         for build in builds:
-            build.stop()
+            build.stop(shutdown=True)
         with self._idle:
             self._idle.wait_for(lambda: not self.builds, timeout=60)
         if self.merge_server is not None:

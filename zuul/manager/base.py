@@ -782,6 +782,9 @@ class PipelineManager(BundleHandling):
         if item.current_build_set is not bs or build.canceled:
             build.result = build.result or m.CANCELED
             return
+        if result == m.RETRY and build.failure_class in m.UNCOUNTED_RETRIES:
+            # stopped with its executor: this try does not count
+            bs.tries[build.job.name] = max(0, bs.tries.get(build.job.name, 1) - 1)
         if result == m.RETRY and bs.tries.get(build.job.name, 0) < build.job.attempts:
             item_log(item).info('Build %s of %s will be retried (%s)', build.uuid,
                                 build.job.name, build.failure_class or 'infra')

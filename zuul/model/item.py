@@ -24,6 +24,12 @@ CANCELED = 'CANCELED'
 ABORTED = 'ABORTED'
 RETRY = 'RETRY'
 
+# Why a build is retried without using up one of the job's ``attempts``:
+# its executor was stopped (or restarted) under it; the build never got
+# to its end (zuul.executor.infrafailure.EXECUTOR_STOPPED).
+EXECUTOR_STOPPED = 'infra:executor-stopped'
+UNCOUNTED_RETRIES = frozenset({EXECUTOR_STOPPED})
+
 MERGE_NEW = 'new'
 MERGE_PENDING = 'pending'
 MERGE_COMPLETE = 'complete'
@@ -80,6 +86,10 @@ class Build:
     failure_class: str | None = None
     input_hash: str | None = None
     reused_from: dict | None = None
+    # What it ran on: the job's nodeset (its name, or its labels for one
+    # written inline) and each node ({name, label, provider, id, ...}).
+    nodeset: str | None = None
+    nodes: list = field(default_factory=list)
 
     @property
     def finished(self) -> bool:

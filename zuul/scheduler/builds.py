@@ -114,6 +114,19 @@ def project_ssh_keys(keys, pipeline, item: m.QueueItem) -> list[SshKeySpec]:
                        private_key=keys.private_key(change.connection, change.project))]
 
 
+def nodeset_record(job: m.JobRef, nodes: list[NodeSpec]) -> tuple[str | None, list[dict]]:
+    """What a build record keeps of its nodes: the nodeset's name (its
+    labels for one written inline) and each node."""
+    records = [{'name': list(n.name), 'label': n.label, 'provider': n.provider,
+                'region': n.region, 'az': n.az, 'id': n.id} for n in nodes]
+    attributes = getattr(job.frozen, 'attributes', None) or {}
+    name = attributes.get('nodeset') if isinstance(attributes.get('nodeset'), str) else None
+    if not name and records:
+        labels = sorted({r['label'] for r in records if r['label']})
+        name = ', '.join(labels)[:255] or None
+    return name, records
+
+
 class ExecutorAdapter:
     """What SchedulerContext.execute/cancel_build call."""
 
@@ -202,6 +215,7 @@ class ExecutorAdapter:
             infra_failure_patterns=infra_failure_patterns(getattr(
                 getattr(tenant_state, 'layout', None), 'tenant', None)),
             ssh_keys=project_ssh_keys(self.project_ssh_keys, pipeline, item))
+        build.nodeset, build.nodes = nodeset_record(job, request.nodes)
         log.info('[e: %s] Launching %s build %s', item.event_id, job.name, build.uuid)
         handle = self.client.execute(request, on_progress=self._progress(build),
                                      on_complete=self._complete(build, tenant))

@@ -27,6 +27,7 @@ def handlers(scheduler, layouts, keystore=None) -> dict:
         p.PROJECT_SSH_KEY_GET: h.project_ssh_key_get,
     }
     table.update(launcher_handlers(h._layout))
+    table[p.LAUNCHER_LABEL_LIST] = label_handler(scheduler, h._layout)
     table.update(semaphore_handlers(scheduler))
     from zuul.scheduler.config_views import config_view_handlers
     table.update(config_view_handlers(scheduler, layouts))
@@ -43,6 +44,49 @@ def launcher_handlers(layout_of) -> dict:
     def make(kind):
         return lambda request: object_summaries(layout_of(request), kind)
     return {function: make(kind) for function, kind in p.LAUNCHER_LISTS.items()}
+
+
+def served_labels(scheduler) -> dict[str, list[str]]:
+    """Label -> the nodepool-launcher pools (``provider/pool``) that
+    registered it: what the launchers serve right now."""
+    zk = getattr(getattr(getattr(scheduler, 'nodes', None), 'client', None), 'zk', None)
+    if zk is None:
+        return {}
+    served: dict[str, set] = {}
+    try:
+        launchers = zk.get_launchers()
+    except Exception:  # ZooKeeper away: the config's labels still list
+        return {}
+    for launcher in launchers:
+        where = f'{launcher.provider}/{launcher.pool}' if launcher.pool else launcher.provider
+        for label in launcher.supported_labels or ():
+            served.setdefault(label, set()).add(where or launcher.hostname)
+    return {label: sorted(pools) for label, pools in served.items()}
+
+
+def label_handler(scheduler, layout_of):
+    """``zuul:launcher_label_list``: the tenant's ``label`` objects (seed
+    001) and, as released Zuul lists them, the labels nodepool launchers
+    serve (those the tenant's allowed-labels/disallowed-labels let it
+    use), each with the launcher pools serving it."""
+    from zuul.configloader.launcher_objects import object_summaries
+    from zuul.configloader.layout import _label_problem
+
+    def labels(request):
+        layout = layout_of(request)
+        out = object_summaries(layout, 'labels')
+        by_name = {entry['name']: entry for entry in out}
+        tenant = getattr(layout, 'tenant', None)
+        for name, pools in sorted(served_labels(scheduler).items()):
+            if tenant is not None and _label_problem(tenant, name):
+                continue
+            entry = by_name.get(name)
+            if entry is None:
+                entry = by_name[name] = {'name': name}
+                out.append(entry)
+            entry['launchers'] = pools
+        return sorted(out, key=lambda e: e['name'])
+    return labels
 
 
 def semaphore_handlers(scheduler) -> dict:

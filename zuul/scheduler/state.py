@@ -95,7 +95,7 @@ def _build_data(build: m.Build) -> dict:
             'log_url': build.log_url, 'start_time': build.start_time,
             'end_time': build.end_time, 'executor': build.executor,
             'result_data': build.result_data, 'error_detail': build.error_detail,
-            'canceled': build.canceled}
+            'canceled': build.canceled, 'nodeset': build.nodeset, 'nodes': build.nodes}
 
 
 def _buildset_data(bs: m.BuildSet, nodes) -> dict:
@@ -328,7 +328,8 @@ class Restorer:
                             end_time=bdata.get('end_time'), executor=bdata.get('executor'),
                             result_data=bdata.get('result_data') or {},
                             error_detail=bdata.get('error_detail'),
-                            canceled=bool(bdata.get('canceled')))
+                            canceled=bool(bdata.get('canceled')),
+                            nodeset=bdata.get('nodeset'), nodes=bdata.get('nodes') or [])
             bs.builds[name] = build
             if build.finished:
                 continue

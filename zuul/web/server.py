@@ -106,6 +106,13 @@ class PageRoot:
         return render_page('tenants')
 
     @cherrypy.expose
+    def favicon_ico(self):
+        from zuul.web.favicon import favicon_ico
+        cherrypy.response.headers['Content-Type'] = 'image/x-icon'
+        cherrypy.response.headers['Cache-Control'] = 'public, max-age=86400'
+        return favicon_ico()
+
+    @cherrypy.expose
     def t(self, tenant=None, page=None, *rest, **kw):
         if not tenant or not page:
             raise cherrypy.HTTPError(404, 'no such page')

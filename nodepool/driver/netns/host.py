@@ -50,6 +50,13 @@ class NetnsHost:
     extra: dict = field(default_factory=dict)
 
 
+def bridge_mac(bridge: str) -> str:
+    """A fixed, locally administered unicast MAC address for ``bridge``."""
+    import hashlib
+    digest = hashlib.sha256(bridge.encode()).digest()
+    return ':'.join(f'{b:02x}' for b in (0x02, *digest[:5]))
+
+
 def _run(*args, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(args, capture_output=True, text=True)
     if check and proc.returncode:
@@ -140,6 +147,12 @@ class NetnsHostManager:
             if _run('ip', 'link', 'show', self.bridge, check=False).returncode == 0:
                 return
             _run('ip', 'link', 'add', self.bridge, 'type', 'bridge')
+            # A bridge takes the lowest MAC address of its ports unless it
+            # has its own: then, when the node whose port lent it goes, the
+            # other nodes' ARP entry for the gateway (the executor's side of
+            # every SSH and console connection) points nowhere, and their
+            # traffic stalls for half a minute or more until it is renewed.
+            _run('ip', 'link', 'set', self.bridge, 'address', bridge_mac(self.bridge))
             _run('ip', 'addr', 'add', f'{self.gateway}/{self.network.prefixlen}', 'dev',
                  self.bridge)
             _run('ip', 'link', 'set', self.bridge, 'up')
@@ -163,6 +176,9 @@ class NetnsHostManager:
                          veth=veth)
         try:
             self._make_namespace(host)
+            # The address may have been an earlier node's: forget where it
+            # was, or packets go to that node's port until the entry ages.
+            _run('ip', 'neigh', 'flush', 'to', address, 'dev', self.bridge, check=False)
             self._start_sshd(host, authorized_keys, rootfs)
             wait_for_ssh(address, 22, timeout, alive=lambda: self._alive(host))
         except Exception:

@@ -10,6 +10,7 @@ transaction per step. Adding a step never edits an old one.
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import threading
 from dataclasses import dataclass, fields
@@ -61,6 +62,7 @@ def _tables(metadata: sa.MetaData, prefix: str) -> dict[str, sa.Table]:
         sa.Column('held', sa.Boolean),
         sa.Column('nodeset', sa.String(255), nullable=True),
         *_waste_columns(),
+        sa.Column('nodes', sa.Text, nullable=True),
     )
     artifact = sa.Table(
         f'{prefix}zuul_artifact', metadata,
@@ -122,7 +124,18 @@ def _migration_3(conn, tables, metadata):
     sa.Index(f'{table.name}_input_hash_idx', table.c.input_hash).create(conn)
 
 
-MIGRATIONS = [_migration_1, _migration_2, _migration_3]
+def _migration_4(conn, tables, metadata):
+    """Builds: the nodes they ran on (JSON: name, label, provider...)."""
+    table = tables['build']
+    present = {c['name'] for c in sa.inspect(conn).get_columns(table.name)}
+    if 'nodes' not in present:
+        preparer = conn.dialect.identifier_preparer
+        kind = sa.Text().compile(dialect=conn.dialect)
+        conn.execute(sa.text(f'ALTER TABLE {preparer.quote(table.name)} ADD COLUMN '
+                             f'{preparer.quote("nodes")} {kind}'))
+
+
+MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4]
 
 # Results a build or buildset can record (released Zuul's names); a
 # query for any other answers 400 rather than an empty list.
@@ -187,6 +200,14 @@ def _artifact_data(rows: list[dict]) -> dict:
     if not rows:
         return {}
     return {'zuul': {'artifacts': [{'name': r['name'], 'url': r['url']} for r in rows]}}
+
+
+def _json_list(text) -> list:
+    try:
+        value = json.loads(text) if text else []
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
 
 
 def _iso(value):
@@ -289,6 +310,7 @@ class BuildHistory:
             error_detail=build.error_detail, final=final,
             held=bool(getattr(build, 'held', False)),
             nodeset=getattr(build, 'nodeset', None),
+            nodes=json.dumps(getattr(build, 'nodes', None) or []),
             **_waste_values(build))).inserted_primary_key[0]
         artifacts = (build.result_data.get('zuul') or {}).get('artifacts') or []
         for art in artifacts:
@@ -369,6 +391,7 @@ class BuildHistory:
                                  'branch', 'ref_url', 'newrev', 'event_id')}
         for key in ('input_hash', 'failure_class', 'reused_from'):
             d[key] = row.get(key)
+        d['nodes'] = _json_list(row.get('nodes'))
         d['start_time'] = _iso(row['start_time'])
         d['end_time'] = _iso(row['end_time'])
         if row['start_time'] and row['end_time']:

@@ -1,15 +1,35 @@
 'use strict';
-// One build from the history: result, timing, change, inputs, artifacts,
-// reruns, and its logs browsable in place (?path=<file or dir> below the
-// build's log directory; #L12 or #L12-20 highlights lines of a text log).
+// One build from the history, in three views (?tab=summary|logs|console):
+// Summary (result, timing, change, the nodeset it ran on, inputs,
+// artifacts, reruns), Logs (its logs browsable in place: ?path=<file or
+// dir> below the build's log directory; #L12 or #L12-20 highlights lines
+// of a text log) and Console (job-output.json: each playbook and play,
+// each task per host with its result, start and duration, and its output
+// -- folded for tasks that passed, open for the one that failed).
 
 const VERSION = new URL(document.currentScript.src).searchParams.get('v') || '';
 const logview = import(`/static/logview.js?v=${VERSION}`);
 const LOGS = `/logs/${encodeURIComponent(zuul.arg)}/`;
 const TEXT_RE = /\.(txt|log|out|err|yaml|yml|conf|cfg|ini|sh|py|csv)$|^[^.]+$/i;
 
+const TABS = [['summary', 'Summary'], ['logs', 'Logs'], ['console', 'Console']];
+
+function currentTab() {
+  const params = new URLSearchParams(location.search);
+  const tab = params.get('tab');
+  if (TABS.some(([key]) => key === tab)) return tab;
+  return params.get('path') ? 'logs' : 'summary';
+}
+
+function tabs(current) {
+  return zuul.el('nav', {class: 'build-tabs', 'aria-label': 'Build views'},
+    TABS.map(([key, title]) => zuul.el('a', {href: `${location.pathname}?tab=${key}`,
+      id: `tab-${key}`, 'aria-current': key === current ? 'page' : null}, title)));
+}
+
 function pagePath(path) {
   const params = new URLSearchParams(location.search);
+  params.set('tab', 'logs');
   if (path) params.set('path', path); else params.delete('path');
   const query = params.toString();
   return `${location.pathname}${query ? `?${query}` : ''}`;
@@ -29,6 +49,7 @@ function summary(b) {
     ['Start', b.start_time], ['End', b.end_time],
     ['Duration', b.duration === null ? '' : zuul.duration(b.duration * 1000)],
     ['Voting', b.voting ? 'yes' : 'no'], ['Final', b.final === false ? 'no (retried)' : null],
+    ['Nodeset', nodesetText(b)],
     ['Buildset', zuul.el('a', {href: `${tenantUrl}/buildset/${b.buildset.uuid}`,
       id: 'buildset-link'}, b.buildset.uuid)],
     ['Event', b.event_id], ['Error', b.error_detail],
@@ -42,6 +63,17 @@ function summary(b) {
         zuul.el('td', {class: `field-${k.toLowerCase()}`}, v instanceof Node ? v : String(v)))));
 }
 
+function nodesetText(b) {
+  const nodes = (b.nodes || []).map((n) => {
+    const names = Array.isArray(n.name) ? n.name.join(', ') : String(n.name || '');
+    const where = [n.label, n.provider].filter((v) => v).join(' on ');
+    return where ? `${names} (${where})` : names;
+  });
+  if (!b.nodeset && !nodes.length) return null;
+  if (!nodes.length) return b.nodeset;
+  return `${b.nodeset ? `${b.nodeset}: ` : ''}${nodes.join('; ')}`;
+}
+
 function reruns(b) {
   if (!(b.reruns || []).length) return null;
   const base = `/t/${encodeURIComponent(zuul.tenant)}/build/`;
@@ -51,10 +83,13 @@ function reruns(b) {
         r.final ? ' (final)' : '')))];
 }
 
+// Artifacts a playbook returned (zuul_return); only web addresses (or
+// paths on this server) become links, never a javascript: URL.
 function artifacts(b) {
   if (!(b.artifacts || []).length) return null;
-  return [zuul.el('h2', {}, 'Artifacts'), zuul.el('ul', {class: 'artifacts'},
-    b.artifacts.map((a) => zuul.el('li', {}, zuul.el('a', {href: a.url}, a.name))))];
+  return [zuul.el('h2', {}, 'Artifacts'), zuul.el('ul', {class: 'artifacts', id: 'artifacts'},
+    b.artifacts.map((a) => zuul.el('li', {}, /^(https?:\/\/|\/(?!\/))/i.test(a.url || '')
+      ? zuul.el('a', {href: a.url}, a.name) : `${a.name} (${a.url})`)))];
 }
 
 async function fetchJSON(url) {
@@ -148,18 +183,121 @@ async function logs(b) {
   return section;
 }
 
+// -- the console (job-output.json) ----------------------------------------------
+
+// "2024-01-02 03:04:05.123456" (the executor's local time) as a Date
+function parseStamp(text) {
+  const m = /^(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(\.\d+)?/.exec(text || '');
+  if (!m) return null;
+  const date = new Date(`${m[1]}T${m[2]}${m[3] ? m[3].slice(0, 4) : ''}`);
+  return Number.isNaN(date.getTime()) ? null : date;
+}
+
+function taskFailed(status) {
+  return /^(FAILED|UNREACHABLE)$/.test(status);
+}
+
+function statusClass(status) {
+  return `status-${status.split(' ')[0].toLowerCase()}`;
+}
+
+// The task's output on one host: the lines streamed from the node (each
+// with the time the node printed it), else what the result carries.
+function taskOutput(result) {
+  const pre = zuul.el('pre', {class: 'task-output'});
+  const lines = Array.isArray(result.console) ? result.console : null;
+  if (lines && lines.length) {
+    for (const [stamp, text] of lines) {
+      pre.append(zuul.el('span', {class: 'ts'}, `${String(stamp).slice(11, 23)} `),
+        `${text}\n`);
+    }
+  } else {
+    const parts = [];
+    const add = (r) => ['stdout', 'stderr'].forEach((k) => { if (r[k]) parts.push(String(r[k])); });
+    add(result);
+    for (const item of Array.isArray(result.results) ? result.results : []) {
+      if (item && typeof item === 'object') add(item);
+    }
+    if (parts.length) pre.append(parts.join('\n'), '\n');
+  }
+  if (result.msg && (taskFailed(String(result.status || '')) || !pre.childNodes.length)) {
+    pre.append(zuul.el('strong', {}, String(result.msg)), '\n');
+  }
+  return pre.childNodes.length ? pre : zuul.el('p', {class: 'empty'}, 'No output.');
+}
+
+function taskRow(task, host, result, counter) {
+  const status = String(result.status || (result.failed ? 'FAILED' : 'ok'));
+  const info = task.task || {};
+  const duration = info.duration || {};
+  const start = parseStamp(duration.start || info.start);
+  const end = parseStamp(duration.end);
+  const failed = taskFailed(status);
+  counter.n += 1;
+  const details = zuul.el('details', {class: 'console-task', id: `task-${counter.n}`,
+    'data-status': status, 'data-failed': failed ? 'true' : 'false',
+    'data-task': info.name || '', 'data-host': host, open: failed ? 'open' : null},
+  zuul.el('summary', {},
+    zuul.el('span', {class: `task-status ${statusClass(status)}`}, status),
+    zuul.el('span', {class: 'task-name'}, info.name || ''),
+    zuul.el('span', {class: 'task-host'}, host),
+    zuul.el('time', {class: 'task-start', datetime: start ? start.toISOString() : null},
+      start ? start.toLocaleTimeString() : ''),
+    zuul.el('span', {class: 'task-duration'},
+      start && end ? zuul.duration(end - start) : '')),
+  taskOutput(result));
+  return details;
+}
+
+function consoleView(b, playbooks) {
+  const counter = {n: 0};
+  const sections = (Array.isArray(playbooks) ? playbooks : []).map((playbook) => {
+    const plays = (playbook.plays || []).map((play) => {
+      const rows = [];
+      for (const task of play.tasks || []) {
+        for (const [host, result] of Object.entries(task.hosts || {})) {
+          rows.push(taskRow(task, host, result || {}, counter));
+        }
+      }
+      return zuul.el('section', {class: 'console-play'},
+        zuul.el('h3', {}, `PLAY [${(play.play || {}).name || ''}]`), rows);
+    });
+    const phase = (playbook.phase || '').replace('_', '-');
+    return zuul.el('section', {class: 'console-playbook', 'data-phase': playbook.phase || ''},
+      zuul.el('h2', {}, `${phase} ${playbook.playbook || ''}`), plays);
+  });
+  return [artifacts(b), zuul.el('div', {class: 'console', id: 'console'},
+    sections.length ? sections : zuul.el('p', {class: 'empty'}, 'No playbook ran.'))];
+}
+
+async function consoleSection(b) {
+  const playbooks = await fetchJSON(logsUrl('job-output.json'));
+  if (playbooks === null) {
+    return [zuul.el('p', {class: 'empty', id: 'no-console'},
+      'No console: this build kept no job-output.json with its logs.'), artifacts(b)];
+  }
+  return consoleView(b, playbooks);
+}
+
 async function load() {
   try {
     const b = await zuul.getJSON(zuul.api(`build/${encodeURIComponent(zuul.arg)}`));
-    const [inputSection, logSection] = await Promise.all([inputs(b), logs(b)]);
-    zuul.show(zuul.el('h1', {}, `Build ${b.uuid}`), summary(b), reruns(b), artifacts(b),
-      inputSection, logSection);
+    const tab = currentTab();
+    let body;
+    if (tab === 'logs') body = await logs(b);
+    else if (tab === 'console') body = await consoleSection(b);
+    else body = [summary(b), reruns(b), artifacts(b), await inputs(b)];
+    zuul.show(zuul.el('h1', {}, `Build ${b.uuid}`),
+      zuul.el('p', {class: `build-result result-${(b.result || '').toLowerCase()}`},
+        `${b.job_name}: ${b.result || 'running'}`), tabs(tab), [body].flat(4));
     const text = document.getElementById('log-text');
     if (text) {
       const {highlight} = await logview;
       highlight(text, location.hash);
       window.addEventListener('hashchange', () => highlight(text, location.hash));
     }
+    const failed = document.querySelector('details.console-task[data-failed="true"]');
+    if (failed) failed.scrollIntoView({block: 'center'});
     document.body.dataset.loaded = 'yes';
   } catch (e) {
     zuul.show(zuul.error(`Cannot load the build: ${e.message}`));

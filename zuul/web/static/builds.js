@@ -10,7 +10,16 @@ const FILTERS = ['project', 'pipeline', 'job_name', 'change', 'patchset', 'branc
 // column title -> the API's sort key (null: not sortable)
 const COLUMNS = [['Job', 'job_name'], ['Project', 'project'], ['Branch', null],
   ['Pipeline', 'pipeline'], ['Change', 'change'], ['Duration', 'duration'],
-  ['Start', 'start_time'], ['Result', 'result']];
+  ['Start', 'start_time'], ['Result', 'result'], ['Logs', null]];
+
+// Each build's logs: the build page's Logs view (which browses logs kept
+// by zuul-web, or links where a job uploaded them); nothing without logs.
+function logsCell(b) {
+  if (!b.log_url || !/^(https?:\/\/|\/)/i.test(b.log_url)) return zuul.el('td', {});
+  return zuul.el('td', {class: 'log-link'}, zuul.el('a', {class: 'logs-link',
+    'aria-label': `logs of ${b.job_name} ${b.uuid}`,
+    href: `/t/${encodeURIComponent(zuul.tenant)}/build/${b.uuid}?tab=logs`}, 'Logs'));
+}
 
 function buildRow(b) {
   const link = zuul.el('a', {href: `/t/${encodeURIComponent(zuul.tenant)}/build/${b.uuid}`},
@@ -21,7 +30,8 @@ function buildRow(b) {
     zuul.el('td', {}, b.pipeline), zuul.el('td', {}, change),
     zuul.el('td', {class: 'duration'}, b.duration === null ? '' : zuul.duration(b.duration * 1000)),
     zuul.el('td', {}, b.start_time || ''),
-    zuul.el('td', {class: `result result-${(b.result || '').toLowerCase()}`}, b.result || ''));
+    zuul.el('td', {class: `result result-${(b.result || '').toLowerCase()}`}, b.result || ''),
+    logsCell(b));
 }
 
 // The filter form: a GET form, so submitting it rewrites the query string.

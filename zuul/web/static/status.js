@@ -1,15 +1,21 @@
 'use strict';
 // The status page: pipelines, their shared queues drawn as queues (a line
-// down the left joins each change to the one it is tested behind), each
-// change with its position, time queued, ETA and each job's progress bar
-// from its expected duration. Polls the status API every few seconds
-// while the tab is visible. /t/<t>/status/change/<N,P> shows one change.
-// Logged-in admins (login.js) get Dequeue and Promote buttons.
+// joins each change to the one it is tested behind), each change with its
+// position, time queued, ETA and each job's progress bar from its expected
+// duration; each change's jobs fold away (its toggle, or "Collapse all").
+// Counts are of the changes under test: an item that is only there as a
+// dependency of another (not live) is drawn but not counted.  Polls the
+// status API every few seconds while the tab is visible.
+// /t/<t>/status/change/<N,P> shows one change.  Logged-in admins
+// (login.js) get Dequeue and Promote buttons and an Enqueue form.
 
 const REFRESH_MS = 5000;
 const CHANGE_ID_RE = /^\d+,\d+$/;          // a Gerrit change: its own status page
 const CHANGE_RE = /^\d+,[0-9a-fA-F]+$/;      // and a GitHub pull request (N,sha)
-const state = {status: null, items: null, timer: null};
+// collapsed: the keys (pipeline:item) of changes whose jobs are folded;
+// collapseNew: fold the changes that appear from now on too.
+const state = {status: null, items: null, timer: null, collapsed: new Set(),
+  collapseNew: false, seen: new Set()};
 // One formatter for every enqueue time (toLocaleString makes one per call).
 const DATE_FORMAT = new Intl.DateTimeFormat(undefined, {dateStyle: 'medium',
                                                        timeStyle: 'medium'});
@@ -96,17 +102,59 @@ function statusLink(item) {
     href: `/t/${encodeURIComponent(zuul.tenant)}/status/change/${item.id}`}, 'status');
 }
 
-function changeBox(item, position, now, pipeline) {
+function itemKey(item, pipeline) {
+  return `${pipeline ? pipeline.name : item.pipeline || ''}:${item.id}`;
+}
+
+function isCollapsed(key) {
+  if (!state.seen.has(key)) {
+    state.seen.add(key);
+    if (state.collapseNew) state.collapsed.add(key);
+  }
+  return state.collapsed.has(key);
+}
+
+// The button that folds a change's jobs away (and back).
+function toggleButton(item, key, collapsed, listId) {
+  const button = zuul.el('button', {type: 'button', class: 'toggle-jobs',
+    'aria-expanded': collapsed ? 'false' : 'true', 'aria-controls': listId,
+    'data-focus-key': `toggle:${key}`,
+    'aria-label': `${collapsed ? 'Show' : 'Hide'} the jobs of ${item.id}`},
+  collapsed ? '\u25b8' : '\u25be');
+  button.addEventListener('click', () => {
+    if (state.collapsed.has(key)) state.collapsed.delete(key);
+    else state.collapsed.add(key);
+    render();
+  });
+  return button;
+}
+
+function jobSummary(item) {
+  const jobs = item.jobs || [];
+  const done = jobs.filter((j) => j.result).length;
+  const failed = jobs.filter((j) => j.result && j.result !== 'SUCCESS' &&
+                                    j.result !== 'SKIPPED').length;
+  return zuul.el('span', {class: 'jobs-summary'},
+    `${done}/${jobs.length} jobs done${failed ? `, ${failed} failed` : ''}`);
+}
+
+function changeBox(item, position, now, pipeline, joined) {
   const [health, healthText] = itemHealth(item);
   const enqueued = item.enqueue_time ? new Date(item.enqueue_time) : null;
   const failing = (item.failing_reasons || []).length;
+  const key = itemKey(item, pipeline);
+  const collapsed = item.live && isCollapsed(key);
+  const listId = `jobs-${key.replace(/[^A-Za-z0-9_-]/g, '-')}`;
   return zuul.el('li', {class: `change health-${health}${item.live ? '' : ' non-live'}`
-                          + `${failing ? ' failing' : ''}`,
+                          + `${failing ? ' failing' : ''}${joined ? ' joined' : ''}`
+                          + `${collapsed ? ' collapsed' : ''}`,
                         'data-change': item.id, 'data-position': position,
                         'data-project': item.project,
                         'aria-label': `${item.id} ${item.project}: ${healthText}`},
+    joined ? zuul.el('span', {class: 'queue-line', 'aria-hidden': 'true'}) : null,
     zuul.el('div', {class: 'change-header'},
-      zuul.el('span', {class: 'position'}, `#${position}`),
+      item.live ? toggleButton(item, key, collapsed, listId) : null,
+      zuul.el('span', {class: 'position'}, item.live ? `#${position}` : 'dependency'),
       zuul.el('span', {class: `health-badge badge-${health}`}, healthText),
       zuul.el('span', {class: 'change-id'}, changeLink(item)),
       zuul.el('span', {class: 'change-project'}, item.project),
@@ -121,8 +169,9 @@ function changeBox(item, position, now, pipeline) {
     failing ? zuul.el('div', {class: 'failing-reasons'},
       'Failing because ' + item.failing_reasons.join(', ')) : null,
     adminButtons(item, position, pipeline),
-    item.live ? zuul.el('ul', {class: 'jobs', 'aria-label': `jobs of ${item.id}`},
-      (item.jobs || []).map(jobRow)) : null);
+    item.live && collapsed ? jobSummary(item) : null,
+    item.live ? zuul.el('ul', {class: 'jobs', id: listId, 'aria-label': `jobs of ${item.id}`,
+      hidden: collapsed ? 'hidden' : null}, (item.jobs || []).map(jobRow)) : null);
 }
 
 // -- admin actions ------------------------------------------------------------
@@ -196,11 +245,75 @@ function filterBox() {
     window.history.replaceState(null, '', url);
     render();
   });
-  return zuul.el('div', {class: 'toolbar', role: 'search'},
-    zuul.el('label', {for: 'filter'}, 'Filter'), input);
+  const all = (collapse) => {
+    const button = zuul.el('button', {type: 'button', id: collapse ? 'collapse-all' : 'expand-all',
+      'data-focus-key': collapse ? 'collapse-all' : 'expand-all'},
+    collapse ? 'Collapse all' : 'Expand all');
+    button.addEventListener('click', () => {
+      state.collapseNew = collapse;
+      state.collapsed = collapse ? new Set(state.seen) : new Set();
+      render();
+    });
+    return button;
+  };
+  return zuul.el('div', {class: 'toolbar'},
+    zuul.el('div', {role: 'search', class: 'search'},
+      zuul.el('label', {for: 'filter'}, 'Filter'), input),
+    all(false), all(true));
+}
+
+// -- enqueue (admins) -------------------------------------------------------------
+
+function enqueueForm() {
+  const box = document.getElementById('admin-tools');
+  if (!box) return;
+  if (!zuul.auth || !zuul.auth.admin || !state.status) {
+    box.replaceChildren();
+    return;
+  }
+  if (box.querySelector('form')) return;
+  const field = (name, label, placeholder) => zuul.el('label', {}, `${label} `,
+    zuul.el('input', {name, id: `enqueue-${name}`, placeholder, size: 18}));
+  const pipelines = zuul.el('select', {name: 'pipeline', id: 'enqueue-pipeline'},
+    state.status.pipelines.map((p) => zuul.el('option', {value: p.name}, p.name)));
+  const form = zuul.el('form', {class: 'enqueue-form', id: 'enqueue-form'},
+    zuul.el('strong', {}, 'Enqueue'),
+    zuul.el('label', {}, 'pipeline ', pipelines),
+    field('project', 'project', 'org/project'),
+    field('change', 'change', 'N,P (or leave empty)'),
+    field('ref', 'or ref', 'refs/heads/master'),
+    zuul.el('button', {type: 'submit', id: 'enqueue-submit'}, 'Enqueue'));
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const project = String(data.get('project') || '').trim();
+    const change = String(data.get('change') || '').trim();
+    const ref = String(data.get('ref') || '').trim();
+    const body = {pipeline: data.get('pipeline')};
+    if (change) body.change = change; else body.ref = ref;
+    if (!project || !(change || ref)) {
+      showMessage('Enqueue needs a project and a change or a ref.', true);
+      return;
+    }
+    try {
+      await zuul.request('POST', zuul.api(`project/${projectPath(project)}/enqueue`), body);
+      showMessage(`Enqueued ${change || ref} of ${project} into ${body.pipeline}.`, false);
+    } catch (e) {
+      showMessage(`Enqueue of ${change || ref} failed (${e.status || 'error'}): ${e.message}`,
+        true);
+    }
+    refresh();
+  });
+  box.replaceChildren(form);
 }
 
 // -- pipelines --------------------------------------------------------------------
+
+// The changes under test: items that are there only as the dependency
+// of another (not live) are not counted.
+function liveCount(items) {
+  return items.filter((i) => i.live !== false).length;
+}
 
 function queueBox(queue, now, pipeline, terms) {
   const items = queue.heads.flat();
@@ -208,16 +321,23 @@ function queueBox(queue, now, pipeline, terms) {
   const heads = queue.heads.map((head) => {
     let position = 0;
     const boxes = [];
+    let previous = null;
     for (const item of head) {
       if (item.live) position += 1;
-      if (matches(item, terms)) boxes.push(changeBox(item, position, now, pipeline));
+      // a line joins a change to the box above when that is what it is
+      // tested behind
+      const joined = previous !== null && item.item_ahead === previous.id && boxes.length > 0;
+      if (matches(item, terms)) boxes.push(changeBox(item, position, now, pipeline, joined));
+      previous = item;
     }
     return boxes.length ? zuul.el('ol', {class: 'queue-head'}, boxes) : null;
   }).filter((h) => h);
   if (!heads.length) return null;
+  const count = liveCount(items);
   return zuul.el('div', {class: 'change-queue', 'data-queue': name},
     zuul.el('div', {class: 'queue-name'}, `Queue: ${name}`,
-      queue.window ? ` (window ${queue.window})` : '', ` — ${items.length} item(s)`),
+      queue.window ? ` (window ${queue.window})` : '',
+      ` — ${count} change${count === 1 ? '' : 's'}`),
     heads);
 }
 
@@ -225,7 +345,7 @@ function pipelineBox(pipeline, now, terms) {
   const queues = pipeline.change_queues.map((q) => queueBox(q, now, pipeline, terms))
     .filter((q) => q);
   if (terms.length && !queues.length) return null;
-  const count = pipeline.change_queues.reduce((n, q) => n + q.heads.flat().length, 0);
+  const count = pipeline.change_queues.reduce((n, q) => n + liveCount(q.heads.flat()), 0);
   const heading = `pipeline-${pipeline.name}`;
   return zuul.el('section', {class: 'pipeline', 'data-pipeline': pipeline.name,
                              'aria-labelledby': heading},
@@ -256,7 +376,7 @@ function renderChange(now) {
   return state.items.map((item) => zuul.el('section', {class: 'pipeline',
       'data-pipeline': item.pipeline || '', 'aria-label': `${item.pipeline || ''} pipeline`},
     zuul.el('h2', {}, item.pipeline || 'pipeline'),
-    zuul.el('ol', {class: 'queue-head'}, changeBox(item, 1, now, null))));
+    zuul.el('ol', {class: 'queue-head'}, changeBox(item, 1, now, null, false))));
 }
 
 // Replace the pipelines, keeping keyboard focus on the same control.
@@ -273,6 +393,7 @@ function render() {
   }
   document.getElementById('updated').textContent =
     `Updated ${new Date(now).toLocaleTimeString()}`;
+  enqueueForm();
   document.body.dataset.loaded = 'yes';
   document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
 }
@@ -284,6 +405,7 @@ function layout() {
   zuul.show(title, zuul.arg ? null : filterBox(),
     zuul.el('p', {class: 'summary'}, zuul.el('span', {id: 'summary'}), ' ',
             zuul.el('span', {id: 'updated'})),
+    zuul.el('div', {id: 'admin-tools'}),
     zuul.el('p', {id: 'action-message', role: 'status'}),
     zuul.el('div', {id: 'status-error', role: 'alert'}),
     zuul.el('div', {class: 'pipelines', id: 'pipelines'}));

@@ -117,7 +117,9 @@ class ExecutorAdapter:
         self.records = None
         # Job ``reuse-results``: successful builds by input hash.
         self.reuse_index = reuse.ReuseIndex(lambda: getattr(scheduler, 'history', None))
-        self.pins = reuse.Pinner()
+        # Pinning answers reach the scheduler's thread as result events.
+        self.pins = reuse.Pinner(post=lambda bs, result: scheduler.add_result_event(
+            'pin-completed', build_set=bs, result=result))
 
     def execute(self, tenant: str, pipeline, item: m.QueueItem, job: m.JobRef, nodeset,
                 build: m.Build) -> None:
@@ -129,29 +131,41 @@ class ExecutorAdapter:
                                    tenant, getattr(tenant_state, 'layout', None))
         required = state.artifacts if state.state == READY else []
         if reuse.reuse_enabled(job):
-            build.input_hash = self.input_hash_for(tenant, item, job, required)
+            digest = self.input_hash_for(tenant, item, job, required)
+            build.input_hash = None if digest == reuse.PENDING else digest
         self._submit(tenant, pipeline, item, job, nodeset, build, required)
 
     def input_hash_for(self, tenant: str, item: m.QueueItem, job: m.JobRef,
                        required_artifacts: list) -> str | None:
         """The content hash of what a build of ``job`` would run with
         (zuul/scheduler/reuse.py); the projects it uses beyond the merge
-        are pinned first. None: not describable, never reused."""
+        are pinned first (never waited for: ``reuse.PENDING`` while they
+        are). None: not describable, never reused."""
         bs = item.current_build_set
         spec = self.job_spec_for(job, item)
         missing = reuse.unpinned_projects(bs, reuse.used_projects(spec, item))
-        if missing and not self.pins.pin(getattr(self.scheduler, 'merger', None), bs,
-                                         missing, item.event_id):
-            return None
+        if missing:
+            state = self.pins.pin(getattr(self.scheduler, 'merger', None), bs, missing,
+                                  item.event_id)
+            if state != reuse.PINNED:
+                return reuse.PENDING if state == reuse.PENDING else None
         artifacts = required_artifacts + parent_artifacts(item, job.name)
         return reuse.input_hash(tenant, item, job, spec, artifacts)
 
+    def pin_completed(self, build_set, result) -> None:
+        """The scheduler's thread: a merger answered (or did not) a
+        pinning read."""
+        self.pins.completed(build_set, result)
+
     def try_reuse(self, tenant: str, item: m.QueueItem, job: m.JobRef,
-                  required_artifacts: list) -> bool:
+                  required_artifacts: list) -> bool | str:
         """For a job with ``reuse-results``: when a SUCCESS build had the
         same input hash, complete a build of it as SUCCESS now, pointing
-        at that one; True if so (nothing is launched)."""
+        at that one; True if so (nothing is launched), ``'wait'`` while
+        its projects are being pinned."""
         digest = self.input_hash_for(tenant, item, job, required_artifacts)
+        if digest == reuse.PENDING:
+            return 'wait'
         original = self.reuse_index.find(tenant, digest) if digest else None
         if original is None:
             return False

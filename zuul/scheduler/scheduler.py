@@ -237,6 +237,8 @@ class Scheduler:
         if listing is not None and any(getattr(c, 'workers_busy', lambda: 0)()
                                        for c in listing()):
             return True
+        if getattr(getattr(self.executor, 'pins', None), 'pending', 0):
+            return True
         for tenant in self.tenants.values():
             for manager in tenant.managers.values():
                 for item in manager.all_items():
@@ -327,6 +329,8 @@ class Scheduler:
             self._on_build_completed(args)
         elif event.kind == 'report-completed':
             self._manager_of(args['item']).on_report_completed(args['item'], args['merged'])
+        elif event.kind == 'pin-completed':
+            self.executor.pin_completed(args['build_set'], args['result'])
         else:
             log.error('Unknown result event %s', event.kind)
 

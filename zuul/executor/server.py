@@ -84,6 +84,12 @@ class ExecutorServer:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._registered_execute = False
+        # Deciding what to register and telling Gearman happen together:
+        # the governor, the job loop and build threads all re-register,
+        # and one that decided earlier must not send after one that
+        # decided later (an executor left not taking builds until the
+        # next change of its load).
+        self._registration_lock = threading.Lock()
         self._accepting = True
         self._running = False
         self._stopped = threading.Event()
@@ -193,6 +199,10 @@ class ExecutorServer:
 
     # -- registration and capacity --------------------------------------
     def _update_registration(self) -> None:
+        with self._registration_lock:
+            self._register()
+
+    def _register(self) -> None:
         with self._lock:
             want = (self._running and self._accepting
                     and self.governor.accepting(len(self.builds), len(self.starting)))

@@ -30,6 +30,7 @@ from zuul.executor.protocol import (
     ExecuteRequest,
     ProtocolVersionError,
     StopRequest,
+    execute_function,
     stop_function,
 )
 from zuul.executor.sandbox import BubblewrapSandbox
@@ -137,7 +138,9 @@ class ExecutorServer:
                                             self.settings.log_stream_public_host)
         self.log_streamer.start()
         if self.build_records is not None:
-            self.build_records.register_executor(self.settings.hostname)
+            self.build_records.register_executor(self.settings.hostname,
+                                                 zone=self.settings.zone,
+                                                 allow_unzoned=self.settings.allow_unzoned)
         self.worker = GearWorker(f'executor:{self.settings.hostname}')
         self.worker.addServer(*self.gearman, **tls_kwargs(self.tls))
         self.worker.waitForServer()
@@ -208,7 +211,7 @@ class ExecutorServer:
                     and self.governor.accepting(len(self.builds), len(self.starting)))
             functions = [stop_function(self.settings.hostname)]
             if want:
-                functions.append(FUNCTION_EXECUTE)
+                functions += self.execute_functions()
             changed = want != self._registered_execute
             self._registered_execute = want
         if self.worker is not None and (changed or not want):
@@ -219,6 +222,18 @@ class ExecutorServer:
                 self.worker.stopWaitingForJobs()
             if not want and self.governor.reason:
                 log.info('Not accepting builds: %s', self.governor.reason)
+
+    def execute_functions(self) -> list[str]:
+        """What this executor takes builds as: ``executor:execute`` when
+        it has no zone; ``executor:execute:<zone>`` when it has one (and
+        ``executor:execute`` too with ``allow_unzoned``)."""
+        zone = self.settings.zone
+        if not zone:
+            return [FUNCTION_EXECUTE]
+        functions = [execute_function(zone)]
+        if self.settings.allow_unzoned:
+            functions.append(FUNCTION_EXECUTE)
+        return functions
 
     def _governor_loop(self) -> None:
         while not self._stopped.wait(GOVERNOR_INTERVAL):
@@ -258,7 +273,7 @@ class ExecutorServer:
 
     def _dispatch(self, job) -> None:
         name = job.name.decode('utf8') if isinstance(job.name, bytes) else job.name
-        if name == FUNCTION_EXECUTE:
+        if name == FUNCTION_EXECUTE or name.startswith(FUNCTION_EXECUTE + ':'):
             self._start_build(job)
         elif name == stop_function(self.settings.hostname):
             request = StopRequest.from_json(job.arguments)

@@ -80,6 +80,9 @@ class Build:
     failure_class: str | None = None
     input_hash: str | None = None
     reused_from: dict | None = None
+    # The executor zone of its nodes (node attribute ``executor-zone``):
+    # only an executor of that zone runs it.
+    zone: str | None = None
 
     @property
     def finished(self) -> bool:

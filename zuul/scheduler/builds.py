@@ -9,8 +9,17 @@ from __future__ import annotations
 import json
 import logging
 import time
+from types import SimpleNamespace
 
-from zuul.executor.protocol import ExecuteRequest, ItemSpec, NodeSpec, ZuulContext
+from zuul.executor.protocol import (
+    BuildResult,
+    ExecuteRequest,
+    ItemSpec,
+    NodeSpec,
+    ZuulContext,
+    node_zone,
+    valid_zone,
+)
 from zuul.manager.requirements import READY, artifact_entries, requirements_state
 from zuul.model import item as m
 from zuul.model.change import Change
@@ -201,10 +210,35 @@ class ExecutorAdapter:
             repo_state=launch_repo_state(bs), attempt=bs.tries.get(job.name, 1),
             infra_failure_patterns=infra_failure_patterns(getattr(
                 getattr(tenant_state, 'layout', None), 'tenant', None)))
-        log.info('[e: %s] Launching %s build %s', item.event_id, job.name, build.uuid)
+        nodes = [node for _, node in getattr(nodeset, 'nodes', nodeset or ())]
+        build.zone = node_zone(nodes)
+        if build.zone is not None and not valid_zone(build.zone):
+            self._refuse(build, tenant, f'node attribute executor-zone {build.zone!r} is not '
+                         'a valid zone name')
+            return
+        log.info('[e: %s] Launching %s build %s%s', item.event_id, job.name, build.uuid,
+                 f' (executor zone {build.zone})' if build.zone else '')
         handle = self.client.execute(request, on_progress=self._progress(build),
-                                     on_complete=self._complete(build, tenant))
+                                     on_complete=self._complete(build, tenant),
+                                     zone=build.zone)
         self.handles[build.uuid] = handle
+
+    def _refuse(self, build, tenant, why: str) -> None:
+        """A build that cannot be submitted ends as an ERROR, saying why."""
+        log.error('Build %s of %s not launched: %s', build.uuid, build.job.name, why)
+        result = BuildResult(result='ERROR', error_detail=why)
+        self._complete(build, tenant)(SimpleNamespace(url=None), result)
+
+    def zones_up(self) -> set | None:
+        """Executor zones with an executor up (None: not known)."""
+        records = self.records
+        if records is None or not hasattr(records, 'executor_zones'):
+            return None
+        try:
+            return records.executor_zones()
+        except Exception:
+            log.exception('Unable to list the executors in ZooKeeper')
+            return None
 
     def _image_context(self, item, job) -> dict:
         from zuul.scheduler.images import image_context

@@ -218,9 +218,9 @@ class ExecutorAdapter:
             return
         log.info('[e: %s] Launching %s build %s%s', item.event_id, job.name, build.uuid,
                  f' (executor zone {build.zone})' if build.zone else '')
+        zoned = {'zone': build.zone} if build.zone else {}
         handle = self.client.execute(request, on_progress=self._progress(build),
-                                     on_complete=self._complete(build, tenant),
-                                     zone=build.zone)
+                                     on_complete=self._complete(build, tenant), **zoned)
         self.handles[build.uuid] = handle
 
     def _refuse(self, build, tenant, why: str) -> None:

@@ -98,7 +98,9 @@ class Scheduler:
     # -- lifecycle ----------------------------------------------------------
 
     def start(self) -> None:
-        self.reconfigure()
+        # From the shared config cache: a scheduler that starts re-reads
+        # only what no scheduler cached.
+        self.reconfigure(keep_shared=True)
         self.restore_state()
         self.loop.start()
 
@@ -252,10 +254,14 @@ class Scheduler:
 
     # -- reconfiguration ------------------------------------------------------
 
-    def reconfigure(self, tenant_names=None, projects=None) -> None:
+    def reconfigure(self, tenant_names=None, projects=None, keep_shared=False) -> None:
         """(Re)load layouts; queue items are kept and move to the new
         layout's managers. Runs on the scheduler thread after start()."""
-        layouts = self.layouts.load(tenant_names=tenant_names, projects=projects)
+        if keep_shared:
+            layouts = self.layouts.load(tenant_names=tenant_names, projects=projects,
+                                        keep_shared=True)
+        else:
+            layouts = self.layouts.load(tenant_names=tenant_names, projects=projects)
         for name, layout in layouts.items():
             old = self.tenants.get(name)
             state = TenantState(name, layout)

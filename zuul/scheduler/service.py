@@ -117,6 +117,10 @@ class SchedulerService:
                                MergerConfigFetcher(self.merge_client), drivers, hostnames,
                                keystore=self.keystore)
         self.layouts.default_ansible_version = conf.scheduler.default_ansible_version
+        # The unparsed configuration shared through ZooKeeper: a scheduler
+        # that starts (or takes over) re-reads only what is not there.
+        from zuul.zk.config_cache import ConfigCacheStore
+        self.layouts.shared_cache = ConfigCacheStore(self.zk.client)
         self.node_client = NodeRequestClient(self.zk, requestor='zuul-scheduler')
         self.node_client.start()
         self.launcher_node_client = NodeRequestClient(self.zk.sibling(ZUUL_LAUNCHER),

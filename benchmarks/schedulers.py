@@ -37,6 +37,7 @@ visible (events/s per busy core).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -175,6 +176,10 @@ class Site:
         return [s.scheduler.loop for s in self.services if getattr(s, 'scheduler', None)]
 
     def stop(self) -> None:
+        import faulthandler
+        # A part that does not stop is named (its threads' stacks) rather
+        # than holding the run.
+        faulthandler.dump_traceback_later(120, exit=True)
         for stop in ([self.executor.stop] if self.executor else []) + \
                 [s.stop for s in self.services[1:]] + [self.system.stop,
                                                      self.gerrit.server.stop,
@@ -184,6 +189,7 @@ class Site:
             except Exception as exc:  # best effort
                 print(f'stop: {exc}', file=sys.stderr)
         shutil.rmtree(self.root, ignore_errors=True)
+        faulthandler.cancel_dump_traceback_later()
 
 
 def _pct(values, q):
@@ -317,6 +323,7 @@ def main(argv=None) -> None:
     for n in [int(x) for x in args.schedulers.split(',')]:
         print(f'-- {n} scheduler(s)', file=sys.stderr, flush=True)
         results.append(run(args.projects, args.changes, n, args.timeout))
+        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     table = rows(results)
     width = max(len(r[0]) for r in table)
     header = ['measure'] + [f'{r["schedulers"]} scheduler(s)' for r in results]

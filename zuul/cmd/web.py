@@ -105,7 +105,28 @@ def webhook_receiver(config_path: str):
     return WebhookReceiver(connections), zk
 
 
-def build_web(settings: WebSettings, webhooks=None):
+def published_status(config_path: str, zk=None):
+    """The tenants' status as the scheduler publishes it in ZooKeeper
+    (``[zookeeper] hosts``), over ``zk`` or a session of its own; (None,
+    None) without ZooKeeper. Returns (StatusStore, the session opened)."""
+    from zuul.configloader.zuulconf import load_zuul_conf
+    from zuul.driver.registry import default_registry
+    from zuul.zk.status import StatusStore
+    if zk is not None:
+        return StatusStore(zk.client), None
+    raw = configparser.ConfigParser()
+    raw.read(config_path)
+    if not raw.get('zookeeper', 'hosts', fallback=None):
+        return None, None
+    conf = load_zuul_conf(config_path, default_registry())
+    from nodepool.zk.api import NodepoolZooKeeper
+    zk = NodepoolZooKeeper.from_hosts(conf.zookeeper.hosts,
+                                      timeout=conf.zookeeper.session_timeout,
+                                      tls=conf.zookeeper.tls())
+    return StatusStore(zk.client), zk
+
+
+def build_web(settings: WebSettings, webhooks=None, published=None):
     """The ZuulWeb for ``settings`` (not started); migrates the history
     schema first so the web never reads an old one."""
     from zuul.lib.auth import Authenticators
@@ -124,7 +145,7 @@ def build_web(settings: WebSettings, webhooks=None):
                    # Pollers of one tenant share one scheduler call a second.
                    status_cache_ttl=1.0,
                    webhooks=webhooks, authenticators=Authenticators(settings.auth),
-                   enforce_access=True), rpc
+                   enforce_access=True, published_status=published), rpc
 
 
 def main(argv=None) -> int:
@@ -155,7 +176,8 @@ def main(argv=None) -> int:
                                                       fallback='/var/run/zuul/web.pid')
     with PidFile(pidfile):
         webhooks, zk = webhook_receiver(args.config)
-        web, rpc = build_web(settings, webhooks)
+        published, status_zk = published_status(args.config, zk)
+        web, rpc = build_web(settings, webhooks, published)
         done = threading.Event()
 
         def on_signal(signum, frame):
@@ -176,8 +198,9 @@ def main(argv=None) -> int:
             commands.stop()
         web.stop()
         rpc.shutdown()
-        if zk is not None:
-            zk.close()
+        for session in (zk, status_zk):
+            if session is not None:
+                session.close()
     return 0
 
 

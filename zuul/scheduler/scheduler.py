@@ -77,6 +77,9 @@ class Scheduler:
         # events kept until the state they produced is saved.
         self.state_store = None
         self.event_queue = None
+        # zuul.scheduler.status_publisher.StatusPublisher: the tenants'
+        # status in ZooKeeper for zuul-web (None: not published).
+        self.status_publisher = None
         self._acks: list[str] = []
         self._forget: list = []
         self._marked = 0.0
@@ -172,6 +175,8 @@ class Scheduler:
                     continue
                 if self.state_store.save(tenant.name, name, snapshot(manager, self.nodes)):
                     written += 1
+        if written and self.status_publisher is not None:
+            self.status_publisher.changed()
         if only is None:
             now = time.time()
             if now - self._marked >= MARK_INTERVAL or self._latest_changed:
@@ -518,13 +523,21 @@ class Scheduler:
 
     def _mgmt_status_get(self, tenant, version=''):
         from zuul.scheduler.status import tenant_status
+        return tenant_status(self, tenant, self.status_estimate(tenant), version=version)
+
+    def _mgmt_status_publish(self, publisher):
+        publisher.publish()
+        return True
+
+    def status_estimate(self, tenant: str):
+        """Expected job durations for ``tenant``'s status."""
         times = self.build_times
 
         def estimate(item, job_name):
             change = item.change
             return times.estimate(tenant, change.project, getattr(change, 'branch', None),
                                   job_name)
-        return tenant_status(self, tenant, estimate, version=version)
+        return estimate
 
     def _mgmt_tenant_list(self):
         return [{'name': name, 'projects': self.layouts.project_count(state.layout),

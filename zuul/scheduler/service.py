@@ -83,6 +83,7 @@ class SchedulerService:
             self.scheduler.latest_events.update(since['connections'])
             self.scheduler.recent_events.update(since['recent'])
         self.scheduler.start()
+        self.status_publisher.start()
         self.images.start()
         self._start_connections(since)
         log.info('Scheduler started with tenants %s (%d items restored)',
@@ -141,6 +142,10 @@ class SchedulerService:
         scheduler.executor.records = BuildRecords(self.zk.client)
         scheduler.provider_publisher = ProviderPublisher(self.zk.client)
         scheduler.autoholds = AutoholdStore(self.zk.client)
+        from zuul.scheduler.status_publisher import StatusPublisher
+        from zuul.zk.status import StatusStore
+        self.status_publisher = scheduler.status_publisher = StatusPublisher(
+            scheduler, StatusStore(self.zk.client))
         scheduler.web_root = conf.web.root
 
     def _start_services(self) -> None:
@@ -287,7 +292,7 @@ class SchedulerService:
                     log.exception('Error while stopping')
             return
         self.is_leader = False
-        for stop in (lambda: self.timer.stop(),
+        for stop in (lambda: self.timer.stop(), lambda: self.status_publisher.stop(),
                      lambda: self.connections.stop(), lambda: self.scheduler.stop(),
                      lambda: self.rpc.stop(), lambda: self.node_client.stop(),
                      lambda: self.launcher_node_client.stop(),

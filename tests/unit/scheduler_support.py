@@ -62,8 +62,8 @@ class HeldExecutor:
         self.running = []
         self.requests = []
 
-    def execute(self, request, on_progress=None, on_complete=None):
-        handle = SimpleNamespace(url=None)
+    def execute(self, request, on_progress=None, on_complete=None, zone=None):
+        handle = SimpleNamespace(url=None, zone=zone)
         self.running.append((request, handle, on_complete))
         self.requests.append(request)
         return handle

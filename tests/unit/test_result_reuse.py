@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.harness.waiting import wait_for
 from zuul.driver.sql.history import BuildHistory
 from zuul.executor.protocol import BuildResult, JobSpec, PlaybookSpec, RequiredProject, RoleSpec
 from zuul.model import item as m
@@ -233,47 +234,78 @@ def test_try_reuse_needs_an_enabled_job_and_an_adapter():
 
 
 class _Handle:
-    def __init__(self, result):
-        self.result = result
+    def __init__(self):
         self.canceled = False
 
     def wait(self, timeout):
-        return self.result
+        raise AssertionError('the scheduler thread waited for a merger answer')
 
     def cancel(self):
         self.canceled = True
 
 
 class _Merger:
-    """merger:refstate answers (or none), recording the requests."""
+    """merger:refstate requests, answered when the test says
+    (``answer``), recording them."""
 
-    def __init__(self, result):
-        self.result = result
+    def __init__(self):
         self.requests = []
+        self.callbacks = []
+        self.handles = []
 
     def get_repo_state(self, items, callback, event_id=None):
         self.requests.append([(i.connection, i.project) for i in items])
-        return _Handle(self.result)
+        self.callbacks.append(callback)
+        self.handles.append(_Handle())
+        return self.handles[-1]
+
+    def answer(self, result):
+        self.callbacks.pop(0)(result)
 
 
-def test_pinning_reads_the_heads_once_and_gives_up_once_per_build_set():
+def test_pinning_never_waits_and_is_decided_by_the_answer():
     from zuul.merger.protocol import RefStateResult
     item = _item()
     bs = item.current_build_set
     del bs.repo_state['gerrit']['org/lib']
-    merger = _Merger(RefStateResult(updated=True, repo_state={'gerrit': {'org/lib': LIB}}))
-    pins = reuse.Pinner()
-    assert pins.pin(merger, bs, [('gerrit', 'org/lib')])
-    assert merger.requests == [[('gerrit', 'org/lib')]]
-    assert bs.pinned_state == {'gerrit': {'org/lib': LIB}}
-    # No answer: the job is not reused, and the build set is not asked again.
+    posted = []
+    merger = _Merger()
+    pins = reuse.Pinner(post=lambda b, r: posted.append((b, r)))
+    # Asked, not waited for (the old pinning held the scheduler's thread
+    # up to 30 s here); asking again does not read again.
+    assert pins.pin(merger, bs, [('gerrit', 'org/lib')]) == reuse.PENDING
+    assert pins.pin(merger, bs, [('gerrit', 'org/lib')]) == reuse.PENDING
+    assert merger.requests == [[('gerrit', 'org/lib')]] and pins.pending == 1
+    # The answer goes to the scheduler's thread (post), which takes it in.
+    merger.answer(RefStateResult(updated=True, repo_state={'gerrit': {'org/lib': LIB}}))
+    assert posted == [(bs, posted[0][1])] and bs.pinned_state == {}
+    pins.completed(*posted[0])
+    assert bs.pinned_state == {'gerrit': {'org/lib': LIB}} and pins.pending == 0
+    assert pins.pin(merger, bs, [('gerrit', 'org/lib')]) == reuse.PINNED
+    assert len(merger.requests) == 1
+
+
+def test_pinning_that_fails_or_times_out_is_not_tried_again():
+    from zuul.merger.protocol import RefStateResult
     other = _item().current_build_set
-    silent = _Merger(None)
-    assert not pins.pin(silent, other, [('gerrit', 'org/x')])
-    assert not pins.pin(silent, other, [('gerrit', 'org/x')])
-    assert len(silent.requests) == 1
-    failed = _Merger(RefStateResult(updated=False, error='cannot fetch'))
-    assert not reuse.pin_projects(failed, _item().current_build_set, [('gerrit', 'org/y')])
+    merger = _Merger()
+    pins = reuse.Pinner()
+    assert pins.pin(merger, other, [('gerrit', 'org/x')]) == reuse.PENDING
+    merger.answer(RefStateResult(updated=False, error='cannot fetch'))
+    assert pins.pin(merger, other, [('gerrit', 'org/x')]) == reuse.UNPINNABLE
+    assert len(merger.requests) == 1
+    # No answer at all: the timeout decides, and the read is withdrawn.
+    silent, timed = _Merger(), reuse.Pinner(timeout=0.05)
+    bs = _item().current_build_set
+    assert timed.pin(silent, bs, [('gerrit', 'org/y')]) == reuse.PENDING
+    wait_for(lambda: timed.pending == 0, timeout=10, what='the pinning timeout')
+    assert timed.pin(silent, bs, [('gerrit', 'org/y')]) == reuse.UNPINNABLE
+    assert silent.handles[0].canceled
+    # A late answer after the timeout changes nothing.
+    silent.answer(RefStateResult(updated=True, repo_state={'gerrit': {'org/y': LIB}}))
+    assert bs.pinned_state == {}
+    assert reuse.Pinner().pin(None, _item().current_build_set,
+                              [('gerrit', 'org/z')]) == reuse.UNPINNABLE
 
 
 def test_reuse_results_is_a_job_attribute_inherited_and_overridden():

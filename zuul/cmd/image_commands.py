@@ -1,6 +1,6 @@
 """``zuul`` CLI commands for image builds of ``type: zuul`` images
 (seed 001), over the scheduler's ``zuul:image_*`` RPC functions (the
-parsers; zuul/cmd/client.py ``cmd_image`` runs them)::
+parsers; zuul/client/commands.py ``cmd_image`` runs them)::
 
     zuul image-build --tenant T --image NAME     (alias: build-image)
     zuul image-list --tenant T [--image NAME]

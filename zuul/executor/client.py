@@ -17,11 +17,11 @@ import time
 import gear
 
 from zuul.executor.protocol import (
-    FUNCTION_EXECUTE,
     BuildProgress,
     BuildResult,
     ExecuteRequest,
     StopRequest,
+    execute_function,
     stop_function,
 )
 from zuul.lib.gearlib import GearClient
@@ -121,9 +121,11 @@ class ExecutorClient:
         self.gearman.shutdown()
 
     def execute(self, request: ExecuteRequest, on_progress=None,
-                on_complete=None) -> BuildHandle:
+                on_complete=None, zone: str | None = None) -> BuildHandle:
+        """Submit a build; one on nodes of an executor ``zone`` only runs
+        on an executor of that zone (``executor:execute:<zone>``)."""
         handle = BuildHandle(request, on_progress, on_complete)
-        job = gear.TextJob(FUNCTION_EXECUTE, request.to_json().decode('utf8'),
+        job = gear.TextJob(execute_function(zone), request.to_json().decode('utf8'),
                            unique=request.uuid)
         with self._lock:
             self._handles[request.uuid] = handle

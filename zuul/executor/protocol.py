@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,39 @@ FUNCTION_STOP_PREFIX = 'executor:stop:'
 # attempt + 1.  The executor itself turns the last attempt into RETRY_LIMIT.
 RESULTS = ('SUCCESS', 'FAILURE', 'POST_FAILURE', 'RETRY', 'RETRY_LIMIT',
            'TIMED_OUT', 'ABORTED', 'MERGER_FAILURE', 'ERROR')
+
+
+# Executor zones (released ``[executor] zone``, node attribute
+# ``executor-zone``): a build on nodes of a zone is submitted as
+# ``executor:execute:<zone>``, which only executors of that zone register.
+NODE_ZONE_ATTRIBUTE = 'executor-zone'
+_ZONE = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,63}')
+
+
+def valid_zone(name) -> bool:
+    """A zone name fit for a Gearman function name: letters, digits,
+    ``.``, ``_``, ``-`` (at most 64; no NUL, space or ``:``)."""
+    return isinstance(name, str) and _ZONE.fullmatch(name) is not None
+
+
+def execute_function(zone: str | None = None) -> str:
+    """The Gearman function a build of ``zone`` (None: unzoned) is
+    submitted as.  ValueError for a zone name that is not valid."""
+    if zone is None:
+        return FUNCTION_EXECUTE
+    if not valid_zone(zone):
+        raise ValueError(f'{zone!r} is not a valid executor zone name')
+    return f'{FUNCTION_EXECUTE}:{zone}'
+
+
+def node_zone(nodes) -> str | None:
+    """The ``executor-zone`` attribute of a build's nodes (node record
+    dicts): the first node that has one decides."""
+    for node in nodes or ():
+        zone = (node.get('attributes') or {}).get(NODE_ZONE_ATTRIBUTE)
+        if zone is not None:
+            return zone
+    return None
 
 
 def stop_function(hostname: str) -> str:

@@ -31,6 +31,7 @@ from zuul.executor.protocol import (
     ExecuteRequest,
     ProtocolVersionError,
     StopRequest,
+    execute_function,
     stop_function,
 )
 from zuul.executor.sandbox import BubblewrapSandbox
@@ -91,6 +92,12 @@ class ExecutorServer:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._registered_execute = False
+        # Deciding what to register and telling Gearman happen together:
+        # the governor, the job loop and build threads all re-register,
+        # and one that decided earlier must not send after one that
+        # decided later (an executor left not taking builds until the
+        # next change of its load).
+        self._registration_lock = threading.Lock()
         self._accepting = True
         self._running = False
         self._stopped = threading.Event()
@@ -138,7 +145,9 @@ class ExecutorServer:
                                             self.settings.log_stream_public_host)
         self.log_streamer.start()
         if self.build_records is not None:
-            self.build_records.register_executor(self.settings.hostname)
+            self.build_records.register_executor(self.settings.hostname,
+                                                 zone=self.settings.zone,
+                                                 allow_unzoned=self.settings.allow_unzoned)
         self.worker = GearWorker(f'executor:{self.settings.hostname}')
         self.worker.addServer(*self.gearman, **tls_kwargs(self.tls))
         self.worker.waitForServer()
@@ -209,12 +218,16 @@ class ExecutorServer:
 
     # -- registration and capacity --------------------------------------
     def _update_registration(self) -> None:
+        with self._registration_lock:
+            self._register()
+
+    def _register(self) -> None:
         with self._lock:
             want = (self._running and self._accepting
                     and self.governor.accepting(len(self.builds), len(self.starting)))
             functions = [stop_function(self.settings.hostname)]
             if want:
-                functions.append(FUNCTION_EXECUTE)
+                functions += self.execute_functions()
             changed = want != self._registered_execute
             self._registered_execute = want
         if self.worker is not None and (changed or not want):
@@ -234,6 +247,18 @@ class ExecutorServer:
             self.stats.report(running, starting, paused)
         except Exception:   # figures must never stop the executor
             log.exception('Unable to report the executor figures')
+
+    def execute_functions(self) -> list[str]:
+        """What this executor takes builds as: ``executor:execute`` when
+        it has no zone; ``executor:execute:<zone>`` when it has one (and
+        ``executor:execute`` too with ``allow_unzoned``)."""
+        zone = self.settings.zone
+        if not zone:
+            return [FUNCTION_EXECUTE]
+        functions = [execute_function(zone)]
+        if self.settings.allow_unzoned:
+            functions.append(FUNCTION_EXECUTE)
+        return functions
 
     def _governor_loop(self) -> None:
         while not self._stopped.wait(GOVERNOR_INTERVAL):
@@ -277,7 +302,7 @@ class ExecutorServer:
 
     def _dispatch(self, job) -> None:
         name = job.name.decode('utf8') if isinstance(job.name, bytes) else job.name
-        if name == FUNCTION_EXECUTE:
+        if name == FUNCTION_EXECUTE or name.startswith(FUNCTION_EXECUTE + ':'):
             self._start_build(job)
         elif name == stop_function(self.settings.hostname):
             request = StopRequest.from_json(job.arguments)

@@ -80,6 +80,10 @@ class ExecutorSettings:
     untrusted_ro_paths: list[str] = field(default_factory=list)
     untrusted_rw_paths: list[str] = field(default_factory=list)
     ansible_root: str | None = None
+    # Executor zone: only builds whose nodes have this ``executor-zone``
+    # (and, with allow_unzoned, those whose nodes have none).
+    zone: str | None = None
+    allow_unzoned: bool = False
 
     @classmethod
     def from_config(cls, config) -> ExecutorSettings:
@@ -113,6 +117,14 @@ class ExecutorSettings:
             kw['keep_jobdir'] = str(sec['keep_jobdir']).lower() in ('1', 'true', 'yes')
         if 'hidden_paths' in sec:
             kw['hidden_paths'] = [p for p in str(sec['hidden_paths']).split(',') if p]
+        if sec.get('zone'):
+            from zuul.executor.protocol import valid_zone
+            if not valid_zone(sec['zone']):
+                raise ValueError(f"[executor] zone: {sec['zone']!r} is not a valid zone name "
+                                 '(letters, digits, ".", "_" and "-", at most 64)')
+            kw['zone'] = sec['zone']
+        if 'allow_unzoned' in sec:
+            kw['allow_unzoned'] = str(sec['allow_unzoned']).lower() in ('1', 'true', 'yes')
         if sec.get('variables'):
             kw['site_variables'] = load_site_variables(sec['variables'])
         return cls(**kw)

@@ -26,6 +26,18 @@ and a worker then sends its functions again.  What this module adds:
   saw the connection go and submits its job again.  The embedded server
   likewise passes on work packets only from the worker it assigned the
   job to.
+
+Wake-ups: a Gearman worker with nothing to do sleeps (PRE_SLEEP) until
+the server sends it a NOOP for a job it can do.  Two holes in that:
+gear's server wakes workers only when a job is submitted, so a worker
+that registers a function (CAN_DO) while it sleeps -- an executor whose
+governor re-registers, a merger resumed -- was never told of the jobs
+already queued for it; and any NOOP that does not arrive leaves a job
+queued beside an idle worker until unrelated work arrives.  The
+embedded server wakes a sleeping worker when it registers a function
+with queued work, and every idle worker asks again for work every
+``IDLE_REGRAB_INTERVAL`` seconds whatever it was told, so no wake-up
+lost for any reason holds a job longer than that.
 """
 
 from __future__ import annotations
@@ -36,6 +48,7 @@ import select
 import socket
 import ssl
 import threading
+import time
 from dataclasses import dataclass
 
 import gear
@@ -199,13 +212,61 @@ class GuardedWorkerJob(gear.WorkerJob):
         return self._channel is not None and self._channel.lost
 
 
+# An idle worker asks its server for work again this often (seconds),
+# whether or not it was woken: the bound on any lost wake-up.
+IDLE_REGRAB_INTERVAL = 2.0
+
+
 class GearWorker(_ConnectionMixin, gear.Worker):
     """A gear.Worker with TCP_NODELAY and keepalive on its connections.
     Its jobs (:class:`GuardedWorkerJob`) answer only over the connection
     they came on and never raise when the server is gone; gear sends the
-    registered functions again after every reconnect."""
+    registered functions again after every reconnect.  While a thread
+    waits in ``getJob``, a connection asleep for ``regrab_interval``
+    seconds asks for a job again (GRAB_JOB_UNIQ), so a job the server
+    did not wake it for is taken within that time."""
 
     job_class = GuardedWorkerJob
+    regrab_interval = IDLE_REGRAB_INTERVAL
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self._regrab_stop = threading.Event()
+        self.regrabs = 0
+        threading.Thread(target=self._regrab_loop, daemon=True,
+                         name=f'gear-regrab-{self.client_id!r}').start()
+
+    def _regrab_loop(self) -> None:
+        while not self._regrab_stop.wait(self.regrab_interval / 2):
+            try:
+                self.regrab_idle()
+            except Exception:  # never let the safety net die
+                log.exception('Asking the Gearman server for work again failed')
+
+    def regrab_idle(self) -> int:
+        """Ask again for work on every connection asleep for at least
+        ``regrab_interval`` while a thread waits for a job; returns how
+        many asked."""
+        asked = 0
+        now = time.time()
+        with self.job_lock:
+            if not self.running or self.waiting_for_jobs < 1:
+                return 0
+            for conn in list(self.active_connections):
+                if conn.state != 'SLEEP' or now - conn.state_time < self.regrab_interval:
+                    continue
+                try:
+                    self._sendGrabJobUniq(conn)
+                except Exception:  # lost: the reconnect asks again
+                    continue
+                conn.changeState('GRAB_WAIT')
+                asked += 1
+        self.regrabs += asked
+        return asked
+
+    def shutdown(self):
+        self._regrab_stop.set()
+        super().shutdown()
 
 
 # How long a connecting client has to complete the TLS handshake.
@@ -303,6 +364,17 @@ class GearServer(gear.Server):
     def _registerConnection(self, conn):  # noqa: N802 - gear API
         _nodelay(conn.conn)
         super()._registerConnection(conn)
+
+    def handleCanDo(self, packet):  # noqa: N802 - gear API
+        super().handleCanDo(packet)
+        self._wake_for_queued(packet.connection)
+
+    def _wake_for_queued(self, conn) -> None:
+        """A sleeping worker that can now do a queued job is woken (gear
+        wakes workers only when a job is submitted)."""
+        if getattr(conn, 'state', None) == 'SLEEP' and \
+                self.getJobForConnection(conn, peek=True) is not None:
+            self.wakeConnection(conn)
 
     def handlePassthrough(self, packet, finished=False):  # noqa: N802 - gear API
         # WORK_* packets count only from the worker the job was assigned to:

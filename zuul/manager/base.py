@@ -561,7 +561,10 @@ class PipelineManager(BundleHandling):
             if not self._requirements_met(item, job):
                 changed = changed or job.name in bs.builds   # failed unrun
                 continue
-            if self._reuse_result(item, job):
+            reused = self._reuse_result(item, job)
+            if reused == 'wait':
+                continue    # its projects are being pinned: a later pass
+            if reused:
                 changed = True
                 continue
             if not self.ctx.acquire_semaphores(item, job):
@@ -574,9 +577,10 @@ class PipelineManager(BundleHandling):
             changed = True
         return changed
 
-    def _reuse_result(self, item: m.QueueItem, job: m.JobRef) -> bool:
+    def _reuse_result(self, item: m.QueueItem, job: m.JobRef) -> bool | str:
         """Job ``reuse-results``: True when an earlier SUCCESS build had
-        the same inputs and counts for this one (zuul/scheduler/reuse.py)."""
+        the same inputs and counts for this one, ``'wait'`` while that
+        cannot be told yet (zuul/scheduler/reuse.py)."""
         return self.ctx.reuse_result(item, job)
 
     def _held_by_changes_ahead(self, item: m.QueueItem) -> bool:

@@ -90,6 +90,9 @@ class Build:
     # written inline) and each node ({name, label, provider, id, ...}).
     nodeset: str | None = None
     nodes: list = field(default_factory=list)
+    # The executor zone of its nodes (node attribute ``executor-zone``):
+    # only an executor of that zone runs it.
+    zone: str | None = None
 
     @property
     def finished(self) -> bool:

@@ -9,8 +9,18 @@ from __future__ import annotations
 import json
 import logging
 import time
+from types import SimpleNamespace
 
-from zuul.executor.protocol import ExecuteRequest, ItemSpec, NodeSpec, SshKeySpec, ZuulContext
+from zuul.executor.protocol import (
+    BuildResult,
+    ExecuteRequest,
+    ItemSpec,
+    NodeSpec,
+    SshKeySpec,
+    ZuulContext,
+    node_zone,
+    valid_zone,
+)
 from zuul.manager.requirements import READY, artifact_entries, requirements_state
 from zuul.model import item as m
 from zuul.model.change import Change
@@ -142,9 +152,11 @@ class ExecutorAdapter:
         self.records = None
         # Job ``reuse-results``: successful builds by input hash.
         self.reuse_index = reuse.ReuseIndex(lambda: getattr(scheduler, 'history', None))
-        self.pins = reuse.Pinner()
         # zuul.zk.ssh_keys.ProjectSshKeys (None: no project keys given).
         self.project_ssh_keys = None
+        # Pinning answers reach the scheduler's thread as result events.
+        self.pins = reuse.Pinner(post=lambda bs, result: scheduler.add_result_event(
+            'pin-completed', build_set=bs, result=result))
 
     def execute(self, tenant: str, pipeline, item: m.QueueItem, job: m.JobRef, nodeset,
                 build: m.Build) -> None:
@@ -156,29 +168,41 @@ class ExecutorAdapter:
                                    tenant, getattr(tenant_state, 'layout', None))
         required = state.artifacts if state.state == READY else []
         if reuse.reuse_enabled(job):
-            build.input_hash = self.input_hash_for(tenant, item, job, required)
+            digest = self.input_hash_for(tenant, item, job, required)
+            build.input_hash = None if digest == reuse.PENDING else digest
         self._submit(tenant, pipeline, item, job, nodeset, build, required)
 
     def input_hash_for(self, tenant: str, item: m.QueueItem, job: m.JobRef,
                        required_artifacts: list) -> str | None:
         """The content hash of what a build of ``job`` would run with
         (zuul/scheduler/reuse.py); the projects it uses beyond the merge
-        are pinned first. None: not describable, never reused."""
+        are pinned first (never waited for: ``reuse.PENDING`` while they
+        are). None: not describable, never reused."""
         bs = item.current_build_set
         spec = self.job_spec_for(job, item)
         missing = reuse.unpinned_projects(bs, reuse.used_projects(spec, item))
-        if missing and not self.pins.pin(getattr(self.scheduler, 'merger', None), bs,
-                                         missing, item.event_id):
-            return None
+        if missing:
+            state = self.pins.pin(getattr(self.scheduler, 'merger', None), bs, missing,
+                                  item.event_id)
+            if state != reuse.PINNED:
+                return reuse.PENDING if state == reuse.PENDING else None
         artifacts = required_artifacts + parent_artifacts(item, job.name)
         return reuse.input_hash(tenant, item, job, spec, artifacts)
 
+    def pin_completed(self, build_set, result) -> None:
+        """The scheduler's thread: a merger answered (or did not) a
+        pinning read."""
+        self.pins.completed(build_set, result)
+
     def try_reuse(self, tenant: str, item: m.QueueItem, job: m.JobRef,
-                  required_artifacts: list) -> bool:
+                  required_artifacts: list) -> bool | str:
         """For a job with ``reuse-results``: when a SUCCESS build had the
         same input hash, complete a build of it as SUCCESS now, pointing
-        at that one; True if so (nothing is launched)."""
+        at that one; True if so (nothing is launched), ``'wait'`` while
+        its projects are being pinned."""
         digest = self.input_hash_for(tenant, item, job, required_artifacts)
+        if digest == reuse.PENDING:
+            return 'wait'
         original = self.reuse_index.find(tenant, digest) if digest else None
         if original is None:
             return False
@@ -216,10 +240,35 @@ class ExecutorAdapter:
                 getattr(tenant_state, 'layout', None), 'tenant', None)),
             ssh_keys=project_ssh_keys(self.project_ssh_keys, pipeline, item))
         build.nodeset, build.nodes = nodeset_record(job, request.nodes)
-        log.info('[e: %s] Launching %s build %s', item.event_id, job.name, build.uuid)
+        nodes = [node for _, node in getattr(nodeset, 'nodes', nodeset or ())]
+        build.zone = node_zone(nodes)
+        if build.zone is not None and not valid_zone(build.zone):
+            self._refuse(build, tenant, f'node attribute executor-zone {build.zone!r} is not '
+                         'a valid zone name')
+            return
+        log.info('[e: %s] Launching %s build %s%s', item.event_id, job.name, build.uuid,
+                 f' (executor zone {build.zone})' if build.zone else '')
+        zoned = {'zone': build.zone} if build.zone else {}
         handle = self.client.execute(request, on_progress=self._progress(build),
-                                     on_complete=self._complete(build, tenant))
+                                     on_complete=self._complete(build, tenant), **zoned)
         self.handles[build.uuid] = handle
+
+    def _refuse(self, build, tenant, why: str) -> None:
+        """A build that cannot be submitted ends as an ERROR, saying why."""
+        log.error('Build %s of %s not launched: %s', build.uuid, build.job.name, why)
+        result = BuildResult(result='ERROR', error_detail=why)
+        self._complete(build, tenant)(SimpleNamespace(url=None), result)
+
+    def zones_up(self) -> set | None:
+        """Executor zones with an executor up (None: not known)."""
+        records = self.records
+        if records is None or not hasattr(records, 'executor_zones'):
+            return None
+        try:
+            return records.executor_zones()
+        except Exception:
+            log.exception('Unable to list the executors in ZooKeeper')
+            return None
 
     def _image_context(self, item, job) -> dict:
         from zuul.scheduler.images import image_context

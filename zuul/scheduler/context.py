@@ -240,9 +240,10 @@ class SchedulerContext:
     def semaphores(self):
         return self.scheduler.semaphore_handler(self.tenant.name)
 
-    def reuse_result(self, item, job) -> bool:
+    def reuse_result(self, item, job) -> bool | str:
         """Job ``reuse-results``: True when an earlier SUCCESS build with
-        the same inputs completes ``job`` for ``item``."""
+        the same inputs completes ``job`` for ``item``; ``'wait'`` while
+        the projects it uses are being pinned."""
         return reuse.try_reuse(self, item, job)
 
     def retry_node_failure(self, build_set, job) -> bool:

@@ -48,6 +48,11 @@ class EventLoop:
         self._last_settle = time.monotonic()
         self._save_failing_since: float | None = None
         self._save_warned = 0.0
+        # The longest the thread was busy with one step (an event, a pass
+        # over the pipelines, a save) without looking at its queues: what
+        # an event arriving then waited at most (benchmarks, monitoring).
+        self.max_stall = 0.0
+        self.stalls_over_100ms = 0
 
     # -- producers (any thread) -------------------------------------------
 
@@ -132,13 +137,26 @@ class EventLoop:
                     return
                 self._busy = True
                 kind, event = self._next()
-            self._dispatch(kind, event)
+            self._timed(self._dispatch, kind, event)
             with self._cond:
                 more = bool(self.management or self.results or self.triggers)
             if not more or time.monotonic() - self._last_settle >= SETTLE_INTERVAL:
                 self._settle()
-                self._save()
+                self._timed(self._save)
                 self._last_settle = time.monotonic()
+
+    def _timed(self, step, *args):
+        start = time.monotonic()
+        try:
+            return step(*args)
+        finally:
+            spent = time.monotonic() - start
+            if spent > self.max_stall:
+                self.max_stall = spent
+            if spent > 0.1:
+                self.stalls_over_100ms += 1
+                log.info('Event loop busy %.0f ms in %s', spent * 1000,
+                         _describe(step, args))
 
     def _dispatch(self, kind, event) -> None:
         self.processed += 1
@@ -187,7 +205,7 @@ class EventLoop:
         # each pass either changes something or ends the loop).
         for _ in range(100):
             try:
-                if not self.handlers.process_pipelines():
+                if not self._timed(self.handlers.process_pipelines):
                     return
             except Exception:
                 log.exception('Error processing pipelines')
@@ -195,3 +213,12 @@ class EventLoop:
             with self._cond:
                 if self.management or self.results or self.triggers:
                     return
+
+
+def _describe(step, args) -> str:
+    name = getattr(step, '__name__', repr(step))
+    if len(args) == 2:      # (kind, event) of _dispatch
+        kind, event = args
+        detail = getattr(event, 'kind', None) or getattr(event, 'type', None) or ''
+        return f'{name} {kind} {detail}'.strip()
+    return name

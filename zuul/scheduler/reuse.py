@@ -39,10 +39,10 @@ from zuul.model import item as m
 log = logging.getLogger('zuul.scheduler.reuse')
 
 HASH_VERSION = 1
-# How long the scheduler waits for a merger to pin the heads of the
-# projects a job uses beyond the merge (the job runs normally without).
-# The scheduler's thread waits: a build set whose pinning failed is not
-# pinned again (``Pinner``).
+# How long a merger has to pin the heads of the projects a job uses
+# beyond the merge (the job runs normally without).  The scheduler's
+# thread never waits for it: the job waits, its pipeline goes on
+# (``Pinner``); a build set whose pinning failed is not pinned again.
 PIN_TIMEOUT = 30.0
 # Build sets remembered as not pinnable.
 PIN_FAILURES_KEPT = 1000
@@ -123,46 +123,99 @@ def input_hash(tenant: str, item: m.QueueItem, job: m.JobRef, spec,
 
 # -- pinning ------------------------------------------------------------------------
 
-def pin_projects(merger, bs: m.BuildSet, projects, event_id=None,
-                 timeout: float = PIN_TIMEOUT) -> bool:
-    """Read the current branch heads of ``projects`` through a merger
-    into ``bs.pinned_state``; False if no answer came."""
-    from zuul.merger.protocol import MergeItem
-    if not projects:
-        return True
-    if merger is None:
-        return False
-    items = [MergeItem(connection=c, project=p) for c, p in projects]
-    handle = merger.get_repo_state(items, lambda result: None, event_id=event_id)
-    result = handle.wait(timeout)
-    if result is None or not getattr(result, 'updated', False):
-        log.warning('[e: %s] Unable to pin %s for result reuse: %s', event_id, projects,
-                    getattr(result, 'error', None) or 'no merger answered')
-        handle.cancel()
-        return False
-    for connection, found in (result.repo_state or {}).items():
-        bs.pinned_state.setdefault(connection, {}).update(found)
-    return not unpinned_projects(bs, projects)
+PINNED, PENDING, UNPINNABLE = 'pinned', 'pending', 'unpinnable'
 
 
 class Pinner:
-    """``pin_projects`` at most once per build set that failed it: a
-    merger that does not answer holds the scheduler once, not at every
-    pass over the queue."""
+    """Pins the heads of the projects a job uses beyond the merge with
+    one ``merger:refstate`` read per build set, never waiting for it:
+    ``pin`` asks and answers PENDING; the merger's answer (or, after
+    ``timeout`` seconds, its absence) goes to ``post(build_set,
+    result)``, which hands it to the scheduler's thread, which calls
+    ``completed``.  A build set whose pinning failed is not pinned again
+    (UNPINNABLE: its jobs run without reuse).  Without ``post`` the
+    answer is taken where it arrives (tests, tools)."""
 
-    def __init__(self, pin=None):
-        self._pin = pin or pin_projects
+    def __init__(self, post=None, timeout: float = PIN_TIMEOUT):
+        self._post = post
+        self.timeout = timeout
+        # build set uuid -> (handle, timer, projects, event_id)
+        self._pending: dict[str, tuple] = {}
         self._failed: dict[str, None] = {}
+        self._lock = threading.Lock()
 
-    def pin(self, merger, bs: m.BuildSet, projects, event_id=None) -> bool:
-        if bs.uuid in self._failed:
-            return False
-        if self._pin(merger, bs, projects, event_id):
-            return True
-        self._failed[bs.uuid] = None
-        while len(self._failed) > PIN_FAILURES_KEPT:
-            self._failed.pop(next(iter(self._failed)))
-        return False
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def pin(self, merger, bs: m.BuildSet, projects, event_id=None) -> str:
+        """PINNED when every one of ``projects`` has a known state,
+        PENDING while the merger is asked, UNPINNABLE once it failed."""
+        projects = list(projects)
+        if not unpinned_projects(bs, projects):
+            return PINNED
+        with self._lock:
+            if bs.uuid in self._failed:
+                return UNPINNABLE
+            if bs.uuid in self._pending:
+                return PENDING
+        if merger is None:
+            self._fail(bs, projects, event_id, 'no merger')
+            return UNPINNABLE
+        from zuul.merger.protocol import MergeItem
+        items = [MergeItem(connection=c, project=p) for c, p in projects]
+        timer = threading.Timer(self.timeout, self._answer, args=(bs, None))
+        timer.daemon = True
+        with self._lock:
+            self._pending[bs.uuid] = (None, timer, projects, event_id)
+        handle = merger.get_repo_state(items, lambda result: self._answer(bs, result),
+                                       event_id=event_id)
+        with self._lock:
+            entry = self._pending.get(bs.uuid)
+            if entry is not None:
+                self._pending[bs.uuid] = (handle,) + entry[1:]
+        timer.start()
+        with self._lock:
+            return PENDING if bs.uuid in self._pending else self._state(bs, projects)
+
+    def _state(self, bs, projects) -> str:
+        return UNPINNABLE if bs.uuid in self._failed or unpinned_projects(bs, projects) \
+            else PINNED
+
+    def _answer(self, bs: m.BuildSet, result) -> None:
+        # Any thread: the merger's callback or the timer.
+        if self._post is not None:
+            self._post(bs, result)
+        else:
+            self.completed(bs, result)
+
+    def completed(self, bs: m.BuildSet, result) -> None:
+        """The scheduler's thread: the answer to ``bs``'s pinning (None:
+        none came in time).  The first of answer and timeout decides."""
+        with self._lock:
+            entry = self._pending.pop(bs.uuid, None)
+        if entry is None:
+            return
+        handle, timer, projects, event_id = entry
+        timer.cancel()
+        if result is None or not getattr(result, 'updated', False):
+            if handle is not None:
+                handle.cancel()
+            self._fail(bs, projects, event_id,
+                       getattr(result, 'error', None) or 'no merger answered')
+            return
+        for connection, found in (result.repo_state or {}).items():
+            bs.pinned_state.setdefault(connection, {}).update(found)
+        if unpinned_projects(bs, projects):
+            self._fail(bs, projects, event_id, 'the merger did not know them all')
+
+    def _fail(self, bs, projects, event_id, why: str) -> None:
+        log.warning('[e: %s] Unable to pin %s for result reuse: %s', event_id, projects, why)
+        with self._lock:
+            self._failed[bs.uuid] = None
+            while len(self._failed) > PIN_FAILURES_KEPT:
+                self._failed.pop(next(iter(self._failed)))
 
 
 # -- the index of successful builds --------------------------------------------------
@@ -230,9 +283,11 @@ def complete_as_reused(scheduler, build: m.Build, original: dict) -> None:
         start_time=now, end_time=now, log_url=original.get('log_url'))
 
 
-def try_reuse(ctx, item: m.QueueItem, job: m.JobRef) -> bool:
+def try_reuse(ctx, item: m.QueueItem, job: m.JobRef) -> bool | str:
     """The pipeline manager's question before asking for nodes: True if
-    ``job`` (with ``reuse-results``) completed from an earlier build."""
+    ``job`` (with ``reuse-results``) completed from an earlier build,
+    ``'wait'`` while the projects it uses are being pinned (ask again on
+    a later pass)."""
     if not reuse_enabled(job):
         return False
     scheduler = getattr(ctx, 'scheduler', None)
@@ -241,7 +296,7 @@ def try_reuse(ctx, item: m.QueueItem, job: m.JobRef) -> bool:
     if not hasattr(adapter, 'try_reuse') or tenant is None:
         return False
     from zuul.manager.requirements import READY, requires_of
-    required = []
+    required: list = []
     if requires_of(job):
         state = ctx.job_requirements(item, job)
         required = state.artifacts if state.state == READY else []

@@ -77,6 +77,9 @@ class Scheduler:
         # events kept until the state they produced is saved.
         self.state_store = None
         self.event_queue = None
+        # zuul.scheduler.status_publisher.StatusPublisher: the tenants'
+        # status in ZooKeeper for zuul-web (None: not published).
+        self.status_publisher = None
         self._acks: list[str] = []
         self._forget: list = []
         self._marked = 0.0
@@ -98,7 +101,9 @@ class Scheduler:
     # -- lifecycle ----------------------------------------------------------
 
     def start(self) -> None:
-        self.reconfigure()
+        # From the shared config cache: a scheduler that starts re-reads
+        # only what no scheduler cached.
+        self.reconfigure(keep_shared=True)
         self.restore_state()
         self.loop.start()
 
@@ -170,6 +175,8 @@ class Scheduler:
                     continue
                 if self.state_store.save(tenant.name, name, snapshot(manager, self.nodes)):
                     written += 1
+        if written and self.status_publisher is not None:
+            self.status_publisher.changed()
         if only is None:
             now = time.time()
             if now - self._marked >= MARK_INTERVAL or self._latest_changed:
@@ -237,6 +244,8 @@ class Scheduler:
         if listing is not None and any(getattr(c, 'workers_busy', lambda: 0)()
                                        for c in listing()):
             return True
+        if getattr(getattr(self.executor, 'pins', None), 'pending', 0):
+            return True
         for tenant in self.tenants.values():
             for manager in tenant.managers.values():
                 for item in manager.all_items():
@@ -250,10 +259,14 @@ class Scheduler:
 
     # -- reconfiguration ------------------------------------------------------
 
-    def reconfigure(self, tenant_names=None, projects=None) -> None:
+    def reconfigure(self, tenant_names=None, projects=None, keep_shared=False) -> None:
         """(Re)load layouts; queue items are kept and move to the new
         layout's managers. Runs on the scheduler thread after start()."""
-        layouts = self.layouts.load(tenant_names=tenant_names, projects=projects)
+        if keep_shared:
+            layouts = self.layouts.load(tenant_names=tenant_names, projects=projects,
+                                        keep_shared=True)
+        else:
+            layouts = self.layouts.load(tenant_names=tenant_names, projects=projects)
         for name, layout in layouts.items():
             old = self.tenants.get(name)
             state = TenantState(name, layout)
@@ -327,6 +340,8 @@ class Scheduler:
             self._on_build_completed(args)
         elif event.kind == 'report-completed':
             self._manager_of(args['item']).on_report_completed(args['item'], args['merged'])
+        elif event.kind == 'pin-completed':
+            self.executor.pin_completed(args['build_set'], args['result'])
         else:
             log.error('Unknown result event %s', event.kind)
 
@@ -508,13 +523,21 @@ class Scheduler:
 
     def _mgmt_status_get(self, tenant, version=''):
         from zuul.scheduler.status import tenant_status
+        return tenant_status(self, tenant, self.status_estimate(tenant), version=version)
+
+    def _mgmt_status_publish(self, publisher):
+        publisher.publish()
+        return True
+
+    def status_estimate(self, tenant: str):
+        """Expected job durations for ``tenant``'s status."""
         times = self.build_times
 
         def estimate(item, job_name):
             change = item.change
             return times.estimate(tenant, change.project, getattr(change, 'branch', None),
                                   job_name)
-        return tenant_status(self, tenant, estimate, version=version)
+        return estimate
 
     def _mgmt_tenant_list(self):
         return [{'name': name, 'projects': self.layouts.project_count(state.layout),

@@ -83,6 +83,7 @@ class SchedulerService:
             self.scheduler.latest_events.update(since['connections'])
             self.scheduler.recent_events.update(since['recent'])
         self.scheduler.start()
+        self.status_publisher.start()
         self.images.start()
         self._start_connections(since)
         self._start_metrics()
@@ -118,6 +119,10 @@ class SchedulerService:
                                MergerConfigFetcher(self.merge_client), drivers, hostnames,
                                keystore=self.keystore)
         self.layouts.default_ansible_version = conf.scheduler.default_ansible_version
+        # The unparsed configuration shared through ZooKeeper: a scheduler
+        # that starts (or takes over) re-reads only what is not there.
+        from zuul.zk.config_cache import ConfigCacheStore
+        self.layouts.shared_cache = ConfigCacheStore(self.zk.client)
         self.node_client = NodeRequestClient(self.zk, requestor='zuul-scheduler')
         self.node_client.start()
         self.launcher_node_client = NodeRequestClient(self.zk.sibling(ZUUL_LAUNCHER),
@@ -140,6 +145,10 @@ class SchedulerService:
         scheduler.executor.records = BuildRecords(self.zk.client)
         scheduler.provider_publisher = ProviderPublisher(self.zk.client)
         scheduler.autoholds = AutoholdStore(self.zk.client)
+        from zuul.scheduler.status_publisher import StatusPublisher
+        from zuul.zk.status import StatusStore
+        self.status_publisher = scheduler.status_publisher = StatusPublisher(
+            scheduler, StatusStore(self.zk.client))
         scheduler.web_root = conf.web.root
 
     def _start_services(self) -> None:
@@ -303,7 +312,7 @@ class SchedulerService:
         for part in ('gearman_stats', 'prometheus'):
             if getattr(self, part, None) is not None:
                 getattr(self, part).stop()
-        for stop in (lambda: self.timer.stop(),
+        for stop in (lambda: self.timer.stop(), lambda: self.status_publisher.stop(),
                      lambda: self.connections.stop(), lambda: self.scheduler.stop(),
                      lambda: self.rpc.stop(), lambda: self.node_client.stop(),
                      lambda: self.launcher_node_client.stop(),

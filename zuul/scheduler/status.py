@@ -13,7 +13,7 @@ def _ms(t: float | None) -> int | None:
 
 
 def job_status(item: m.QueueItem, job: m.JobRef, estimates=None,
-               now: float | None = None) -> dict:
+               now: float | None = None, zones_up: set | None = None) -> dict:
     """One job of an item. Times as released Zuul gives them:
     ``elapsed_time`` and ``remaining_time`` in ms (remaining only for a
     running build with an estimate, 0 once it ended), ``estimated_time`` in
@@ -39,7 +39,7 @@ def job_status(item: m.QueueItem, job: m.JobRef, estimates=None,
         'end_time': _ms(build.end_time) if build else None,
         'elapsed_time': _ms(elapsed), 'remaining_time': _ms(remaining),
         'estimated_time': estimated, 'canceled': bool(build and build.canceled),
-        'waiting_status': _waiting(item, job, build),
+        'waiting_status': _waiting(item, job, build, zones_up),
         'tries': bs.tries.get(job.name, 0),
         'dependencies': list(job.dependencies),
         'node_labels': [label for _, label in job.nodes],
@@ -52,8 +52,14 @@ def job_status(item: m.QueueItem, job: m.JobRef, estimates=None,
     }
 
 
-def _waiting(item, job, build) -> str | None:
+def _waiting(item, job, build, zones_up: set | None = None) -> str | None:
     if build is not None:
+        if build.zone and build.start_time is None and build.result is None:
+            # Submitted for an executor of its nodes' zone (``zones_up``:
+            # the zones with an executor up, None when not known).
+            if zones_up is not None and build.zone not in zones_up:
+                return f'executor zone {build.zone}: no executor of the zone is up'
+            return f'executor zone {build.zone}'
         return None
     bs = item.current_build_set
     if bs.merge_state != m.MERGE_COMPLETE:
@@ -126,7 +132,8 @@ def failing_reasons(item: m.QueueItem, memo: dict | None = None) -> list[str]:
 
 
 def item_status(item: m.QueueItem, estimates=None, now: float | None = None,
-                pipeline: str | None = None, memo: dict | None = None) -> dict:
+                pipeline: str | None = None, memo: dict | None = None,
+                zones_up: set | None = None) -> dict:
     """One queue item; ``remaining_time`` (ms) is its expected time to
     finish (item_remaining), ``enqueue_time`` (ms since the epoch) when it
     entered the pipeline, ``pipeline`` the pipeline it is in; ``memo`` is
@@ -134,7 +141,7 @@ def item_status(item: m.QueueItem, estimates=None, now: float | None = None,
     change = item.change
     number = getattr(change, 'number', None)
     bs = item.current_build_set
-    jobs = [job_status(item, j, estimates, now) for j in bs.jobs or ()]
+    jobs = [job_status(item, j, estimates, now, zones_up) for j in bs.jobs or ()]
     return {
         'id': f'{number},{change.patchset}' if number else change.describe(),
         'item_id': item.id, 'event_id': item.event_id,
@@ -183,14 +190,15 @@ def queue_name(queue: m.ChangeQueue) -> str:
     return ', '.join(projects) or queue.pipeline_name
 
 
-def pipeline_status(manager, estimates=None, now: float | None = None) -> dict:
+def pipeline_status(manager, estimates=None, now: float | None = None,
+                    zones_up: set | None = None) -> dict:
     p = manager.pipeline
     queues = []
     for queue in manager.queues:
         memo: dict = {}
         queues.append({
             'name': queue_name(queue), 'window': queue.window,
-            'heads': [[item_status(i, estimates, now, p.name, memo) for i in chain]
+            'heads': [[item_status(i, estimates, now, p.name, memo, zones_up) for i in chain]
                       for chain in queue_heads(queue)],
         })
     return {'name': p.name, 'description': getattr(p, 'description', None) or '',
@@ -201,12 +209,22 @@ def tenant_status(scheduler, tenant_name: str, estimates=None, version: str = ''
                   now: float | None = None) -> dict:
     state = scheduler.get_tenant(tenant_name)
     loop = scheduler.loop
+    zones = getattr(scheduler.executor, 'zones_up', None)
+    zones_up = zones() if zones is not None and _zoned_builds(state) else None
     return {
         'zuul_version': version, 'tenant': tenant_name,
         'last_reconfigured': _ms(getattr(state, 'loaded_at', None)),
-        'pipelines': [pipeline_status(mgr, estimates, now)
+        'pipelines': [pipeline_status(mgr, estimates, now, zones_up)
                       for mgr in state.managers.values()],
         'trigger_event_queue': {'length': len(loop.triggers)},
         'management_event_queue': {'length': len(loop.management)},
         'result_event_queue': {'length': len(loop.results)},
     }
+
+
+def _zoned_builds(state) -> bool:
+    """Whether a build of the tenant waits for an executor of a zone
+    (only then are the executors listed)."""
+    return any(b.zone and b.start_time is None and b.result is None
+               for mgr in state.managers.values() for item in mgr.all_items()
+               for b in item.current_build_set.builds.values())

@@ -215,15 +215,18 @@ class ZuulWeb:
     def __init__(self, listen_address: str, port: int, rpc, history=None,
                  log_root: str | None = None, static_cache_expiry: int = 3600,
                  webhooks=None, authenticators=None, enforce_access: bool = False,
-                 status_cache_ttl: float = 0.0):
+                 status_cache_ttl: float = 0.0, published_status=None):
         """``authenticators`` and ``enforce_access``: see ZuulWebAPI;
         ``status_cache_ttl``: seconds a tenant's status is reused
         (zuul/web/status_cache.py); the daemon uses 1, as released Zuul;
-        0 (no cache) for embedded servers whose scheduler is a test's."""
+        0 (no cache) for embedded servers whose scheduler is a test's;
+        ``published_status``: a zuul.zk.status.StatusStore to read the
+        tenants' status from instead of asking the scheduler."""
         cherrypy.config.update({'environment': 'embedded', 'log.screen': False,
                                 'engine.autoreload.on': False})
         # many open status pages: one status RPC per tenant per ttl
-        self.api = ZuulWebAPI(CachedStatusRPC(rpc, status_cache_ttl), history, webhooks,
+        self.api = ZuulWebAPI(CachedStatusRPC(rpc, status_cache_ttl,
+                                              published=published_status), history, webhooks,
                               authenticators, enforce_access)
         self.app = build_app(self.api, log_root, static_cache_expiry)
         self.server = wsgi.Server((listen_address, port), self.app, numthreads=10,

@@ -39,9 +39,12 @@ class BuildRecords:
 
     # -- executor side -------------------------------------------------
 
-    def register_executor(self, hostname: str) -> None:
-        """The ephemeral liveness node; re-created after a session loss."""
+    def register_executor(self, hostname: str, zone: str | None = None,
+                          allow_unzoned: bool = False) -> None:
+        """The ephemeral liveness node (holding the executor's zone);
+        re-created after a session loss."""
         self._hostname = hostname
+        self._liveness = json.dumps({'zone': zone, 'allow_unzoned': allow_unzoned}).encode()
         self._create_liveness()
         if not self._listening:
             self._listening = True
@@ -65,12 +68,33 @@ class BuildRecords:
         if not hostname:
             return
         try:
-            self.client.create(f'{EXECUTOR_ROOT}/{hostname}', b'{}', ephemeral=True,
+            self.client.create(f'{EXECUTOR_ROOT}/{hostname}',
+                               getattr(self, '_liveness', b'{}'), ephemeral=True,
                                makepath=True)
         except NodeExistsError:
             pass
         except Exception:
             log.exception('Unable to register executor %s in ZooKeeper', hostname)
+
+    def executor_zones(self) -> set:
+        """Zones with an executor up: each live executor's ``zone`` (None
+        for an unzoned one, and for one that also takes unzoned builds)."""
+        zones: set = set()
+        try:
+            hostnames = self.client.get_children(EXECUTOR_ROOT)
+        except NoNodeError:
+            return zones
+        for hostname in hostnames:
+            try:
+                data, _ = self.client.get(f'{EXECUTOR_ROOT}/{hostname}')
+                info = json.loads(data or b'{}')
+            except (NoNodeError, ValueError):
+                continue
+            zone = info.get('zone') if isinstance(info, dict) else None
+            zones.add(zone)
+            if zone and info.get('allow_unzoned'):
+                zones.add(None)
+        return zones
 
     def started(self, uuid: str, hostname: str, url: str | None) -> None:
         self._write(uuid, {'state': RUNNING, 'executor': hostname, 'url': url,

@@ -1,0 +1,1 @@
+"""The ``zuul`` command line client's commands (zuul/client/commands.py)."""

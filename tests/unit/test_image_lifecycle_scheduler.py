@@ -482,12 +482,13 @@ def test_web_image_builds_and_uploads_match_the_openapi_document(setup):
 def test_cli_image_commands_parse_and_print(setup, monkeypatch):
     import io
 
+    from zuul.client import commands
     from zuul.cmd import client
     from zuul.scheduler.images import image_handlers
     scheduler, service, _ = setup
     rpc = DirectRPC(image_handlers(scheduler))
-    monkeypatch.setattr(client, 'rpc_call', lambda args, config, function, **fields:
-                        rpc.call(function, client.p.RPCRequest(**fields)))
+    monkeypatch.setattr(commands, 'rpc_call', lambda args, config, function, **fields:
+                        rpc.call(function, commands.p.RPCRequest(**fields)))
     monkeypatch.setattr(client, 'read_config', lambda path: None)
     out = io.StringIO()
     assert client.main(['image-build', '--tenant', 't1', '--image', 'debian'], out=out) == 0

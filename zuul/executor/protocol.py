@@ -168,6 +168,10 @@ class GroupSpec(_Wire):
     nodes: list[str] = field(default_factory=list)
 
 
+# The playbook lists of a JobSpec, in the order they run.
+PHASE_FIELDS = ('pre_run', 'run', 'post_run', 'cleanup_run')
+
+
 @dataclass
 class JobSpec(_Wire):
     """The frozen job as the executor needs it (see zuul/model/freeze.py)."""

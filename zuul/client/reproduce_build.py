@@ -1,0 +1,163 @@
+"""The executor's preparation of a build, done in a ``zuul reproduce``
+work directory: zuul.executor.build.BuildExecution prepares it exactly as
+an executor would (merges, checkouts, playbook and role checkouts,
+inventory, variables, ansible.cfg), and instead of running the
+playbooks this module describes how each would run, for run.sh."""
+
+from __future__ import annotations
+
+import os
+
+from zuul.client.commands import CLIError
+from zuul.executor import ansible_versions, ansiblecfg
+from zuul.executor.build import PHASES, BuildExecution
+from zuul.executor.jobdir import JobDir
+from zuul.executor.settings import ExecutorSettings
+from zuul.lib import safefile, yamlutil
+from zuul.merger.merger import Merger, MergerError
+from zuul.merger.repos import GitError, RepoRemote, UnknownConnectionError
+
+# The executor's git identity (zuul.conf's default): merge commits, whose
+# dates come from the changes, then get the executor's commit ids.
+GIT_USER = ('Zuul', 'zuul@example.org')
+
+
+class _PreparedSignalError(Exception):
+    """Raised where the executor would start the playbooks."""
+
+
+class UrlResolver:
+    """RepoUrlResolver for the URLs zuul-web handed out; the user's own
+    git credentials (their SSH agent, GIT_SSH_COMMAND) are used."""
+
+    def __init__(self, urls: dict):
+        self.urls = urls
+
+    def remote(self, connection: str, project: str) -> RepoRemote:
+        url = (self.urls.get(connection) or {}).get(project)
+        if not url:
+            raise UnknownConnectionError(
+                f'no git URL for {connection}/{project}: give --git-url {connection}=BASE_URL')
+        env = {k: os.environ[k] for k in ('GIT_SSH_COMMAND', 'GIT_SSH') if k in os.environ}
+        return RepoRemote(url, env)
+
+    def url(self, connection: str, project: str) -> str:
+        return self.remote(connection, project).url
+
+
+class ReproductionBuild(BuildExecution):
+    def __init__(self, request, workdir: str, git_urls: dict, key_file: str | None):
+        settings = ExecutorSettings(hostname='zuul-reproduce', job_dir=os.path.dirname(workdir),
+                                    state_dir=os.path.join(workdir, 'state'),
+                                    disk_limit_per_job=0, sandbox_untrusted=False)
+        merger = Merger(os.path.join(workdir, 'git'), UrlResolver(git_urls),
+                        git_user_name=GIT_USER[0], git_user_email=GIT_USER[1])
+        super().__init__(request, settings, merger)
+        self.workdir = workdir
+        self.jobdir = JobDir(os.path.dirname(workdir), os.path.basename(workdir))
+        self.merger = merger
+        self.key_file = key_file
+        self.merged_state: dict = {}
+
+    def check_state(self, say) -> None:
+        """Every commit the merger started from must still be there: a
+        build whose state cannot be rebuilt is refused, saying why."""
+        for conn, projects in sorted((self.request.repo_state or {}).items()):
+            for project, refs in sorted(projects.items()):
+                try:
+                    repo = self.merger._repo(conn, project)
+                    with repo.lock:
+                        repo.fetch()
+                        missing = [f'{ref} {sha}' for ref, sha in sorted(refs.items())
+                                   if not repo.has_commit(sha)]
+                        if missing:
+                            repo.fetch([sha for _, sha in refs.items()
+                                        if not repo.has_commit(sha)], branches=False)
+                except (MergerError, GitError) as e:
+                    detail = getattr(e, 'stderr', None) or str(e)
+                    raise CLIError(f'cannot rebuild the speculative state: {conn}/{project} '
+                                   f'cannot be fetched ({detail.strip()})') from None
+                gone = [f'{ref} {sha}' for ref, sha in sorted(refs.items())
+                        if not repo.has_commit(sha)]
+                if gone:
+                    raise CLIError(f'cannot rebuild the speculative state: {conn}/{project} '
+                                   f'no longer has commit(s) {", ".join(gone)} '
+                                   '(garbage-collected or the branch was rewritten)')
+
+    def prepare(self, skipped: set) -> dict:
+        self.jobdir.create()
+        job = self.request.job
+        try:
+            ansible_versions.playbook_command(self.settings, job.ansible_version)
+        except ansible_versions.UnknownAnsibleVersionError:
+            job.ansible_version = None     # the Ansible installed here
+        try:
+            result, detail = self._prepare_and_run()
+        except _PreparedSignalError:
+            pass
+        except (MergerError, GitError) as e:
+            raise CLIError(f'cannot rebuild the speculative state: {e}') from None
+        else:
+            raise CLIError(f'cannot prepare the build ({result}): {detail}')
+        self._check_inside()
+        return self._plan(skipped)
+
+    # Where the executor would run the playbooks: stop.
+    def _run_phases(self) -> str:
+        raise _PreparedSignalError()
+
+    def _check_inside(self) -> None:
+        """Nothing prepared (a checkout's symlink included) points the
+        playbooks outside the work directory."""
+        for phase in PHASES:
+            for pb in self.playbooks[phase]:
+                for path in (pb.path, pb.project_root):
+                    if not safefile.is_within(self.workdir, path):
+                        raise CLIError(f'refusing the build: {path} resolves outside the '
+                                       'work directory')
+
+    def _plan(self, skipped: set) -> dict:
+        entries = []
+        for phase in PHASES:
+            for pb in self.playbooks[phase]:
+                entry = {'phase': phase, 'index': pb.index, 'label': pb.label,
+                         'trusted': pb.trusted}
+                if (phase, pb.index) in skipped:
+                    entry['skipped'] = 'needs a secret not supplied'
+                    entries.append(entry)
+                    continue
+                entry.update(self._invocation(pb))
+                entries.append(entry)
+        state = self._merged_state()
+        return {'uuid': self.request.uuid, 'job': self.request.job.name,
+                'playbooks': entries, 'state': state}
+
+    def _merged_state(self) -> dict:
+        return self.merged_state or dict(self.request.repo_state or {})
+
+    def _prepare_sources(self, repo_state: dict) -> dict:
+        self.merged_state = repo_state     # what the items merged into
+        return super()._prepare_sources(repo_state)
+
+    def _invocation(self, pb) -> dict:
+        home = (self.jobdir.playbook_home(pb.phase, pb.index) if pb.trusted
+                else self.jobdir.home)
+        command = [self.ansible_playbook, pb.path, '-e', f'@{self.extra_vars_file}',
+                   '-e', f'@{self.zuul_vars_file}']
+        if pb.secrets:
+            path = os.path.join(self.jobdir.playbook_dir(pb.phase, pb.index),
+                                'your-secrets.yaml')
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, 'w') as f:
+                f.write(yamlutil.dump_for_ansible(pb.secrets))
+            command += ['-e', f'@{path}']
+        command += ['-e', f'@{self.site_vars_file}']
+        env = ansiblecfg.playbook_env(
+            self.jobdir, trusted=pb.trusted, phase=pb.phase, label=pb.label,
+            roles_path=pb.roles_path, ssh_auth_sock=os.environ.get('SSH_AUTH_SOCK'),
+            home=home, split_streams=self.request.job.ansible_split_streams)
+        if self.key_file:
+            env['ANSIBLE_PRIVATE_KEY_FILE'] = os.path.abspath(self.key_file)
+        env = {k: v for k, v in env.items() if v is not None}
+        cwd = home if pb.trusted else self.jobdir.work_root
+        return {'command': command, 'env': env, 'cwd': cwd}

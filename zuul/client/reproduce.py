@@ -208,27 +208,38 @@ def render_script(plan: dict, data: dict) -> str:
              f'# Reproduction of build {plan["uuid"]} ({plan["job"]}), made by zuul reproduce.',
              f'# The original build: {build.get("result") or "result not recorded"}.',
              'result=SUCCESS', 'pre_ok=1',
-             'play() {', '    echo "== $1"', '    shift', '    "$@"', '}']
+             f'output={shlex.quote(plan["job_output"])}',
+             '# Each playbook\'s console (work/logs/job-output.txt), as it ran.',
+             'play() {', '    echo "== $1"', '    shift',
+             '    local before; before=$(stat -c %s "$output" 2>/dev/null || echo 0)',
+             '    "$@"', '    local status=$?',
+             '    [ -f "$output" ] && tail -c +$((before + 1)) "$output"',
+             '    return $status', '}']
+    calls = []
     for entry in plan['playbooks']:
         if entry.get('skipped'):
-            lines.append(f'# skipped ({entry["skipped"]}): {entry["label"]}')
+            calls.append(f'# skipped ({entry["skipped"]}): {entry["label"]}')
             continue
-        env = ' '.join(f'{k}={shlex.quote(v)}' for k, v in sorted(entry['env'].items()))
-        cmd = ' '.join(shlex.quote(c) for c in entry['command'])
-        call = (f'(cd {shlex.quote(entry["cwd"])} && exec env -i {env} {cmd})')
+        name = f'{entry["phase"]}_{entry["index"]}'
+        lines += ['', f'# {entry["phase"].upper()}: {entry["label"]}', f'{name}() (',
+                  f'    cd {shlex.quote(entry["cwd"])} || exit 1', '    exec env -i \\']
+        lines += [f'        {k}={shlex.quote(v)} \\' for k, v in sorted(entry['env'].items())]
+        lines.append('        ' + ' '.join(shlex.quote(c) for c in entry['command']))
+        lines.append(')')
         label = shlex.quote(f'{entry["phase"].upper()}: {entry["label"]}')
         phase = entry['phase']
         if phase == 'pre_run':
-            lines.append(f'if [ $pre_ok = 1 ]; then play {label} {call} || '
+            calls.append(f'if [ $pre_ok = 1 ]; then play {label} {name} || '
                          '{ pre_ok=0; result=PRE_FAILURE; }; fi')
         elif phase == 'run':
-            lines.append(f'if [ $pre_ok = 1 ] && [ $result = SUCCESS ]; then play {label} '
-                         f'{call} || result=FAILURE; fi')
+            calls.append(f'if [ $pre_ok = 1 ] && [ $result = SUCCESS ]; then play {label} '
+                         f'{name} || result=FAILURE; fi')
         elif phase == 'post_run':
-            lines.append(f'play {label} {call} || {{ [ $result = SUCCESS ] && '
+            calls.append(f'play {label} {name} || {{ [ $result = SUCCESS ] && '
                          'result=POST_FAILURE; }')
         else:
-            lines.append(f'play {label} {call} || true')
+            calls.append(f'play {label} {name} || true')
+    lines += ['', '# The playbooks, in the order the executor ran them.'] + calls
     lines += ['echo "== Reproduction result: $result"',
               'case $result in SUCCESS) exit 0;; FAILURE) exit 1;; POST_FAILURE) exit 2;; '
               '*) exit 3;; esac', '']

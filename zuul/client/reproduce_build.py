@@ -68,21 +68,24 @@ class ReproductionBuild(BuildExecution):
                     repo = self.merger._repo(conn, project)
                     with repo.lock:
                         repo.fetch()
-                        missing = [f'{ref} {sha}' for ref, sha in sorted(refs.items())
-                                   if not repo.has_commit(sha)]
-                        if missing:
-                            repo.fetch([sha for _, sha in refs.items()
-                                        if not repo.has_commit(sha)], branches=False)
                 except (MergerError, GitError) as e:
                     detail = getattr(e, 'stderr', None) or str(e)
                     raise CLIError(f'cannot rebuild the speculative state: {conn}/{project} '
                                    f'cannot be fetched ({detail.strip()})') from None
+                with repo.lock:
+                    missing = [sha for sha in refs.values() if not repo.has_commit(sha)]
+                    if missing:
+                        try:   # asked for by id: gone from every branch?
+                            repo.fetch(missing, branches=False)
+                        except GitError:
+                            pass
                 gone = [f'{ref} {sha}' for ref, sha in sorted(refs.items())
                         if not repo.has_commit(sha)]
                 if gone:
                     raise CLIError(f'cannot rebuild the speculative state: {conn}/{project} '
                                    f'no longer has commit(s) {", ".join(gone)} '
                                    '(garbage-collected or the branch was rewritten)')
+            say(f'{conn}: the commits the build started from are all there')
 
     def prepare(self, skipped: set) -> dict:
         self.jobdir.create()
@@ -130,6 +133,7 @@ class ReproductionBuild(BuildExecution):
                 entries.append(entry)
         state = self._merged_state()
         return {'uuid': self.request.uuid, 'job': self.request.job.name,
+                'job_output': self.jobdir.job_output_txt,
                 'playbooks': entries, 'state': state}
 
     def _merged_state(self) -> dict:

@@ -5,21 +5,30 @@ nodepool-launcher booted in a network namespace, zuul-web on the build
 database). The command reproduces the failing build on a fresh local
 network-namespace node it starts and stops itself: the same task fails
 with the same output, and the change ahead is in the checked-out tree.
-The passing build ahead of it passes again."""
+The passing build ahead of it passes again, prepared for a node the
+user names and run by its run.sh. The commands are those of
+doc/source/user/reproduce.rst, as printed (its example URL, build uuid,
+host address and key file replaced by this system's)."""
 
 from __future__ import annotations
 
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
 import pytest
 
+from nodepool.driver.netns.host import NetnsHostManager
 from tests.functional.system_support import zuul_system  # noqa: F401 - fixture
 from tests.functional.test_e2e_multinode import launcher  # noqa: F401 - fixture
+from tests.harness.docs import code_blocks
 from tests.harness.waiting import wait_for
+
+DOC = 'doc/source/user/reproduce.rst'
+DOC_UUID = '4a7c1d2e9b8f4c3a9e6d5b4a3c2d1e0f'
 
 JOBS = """
 - job:
@@ -90,14 +99,26 @@ def system(zuul_system, launcher):  # noqa: F811
         rpc.shutdown()
 
 
-def reproduce(system, uuid: str, workdir: str) -> tuple[int, str]:
+def doc_commands(index: int) -> list[str]:
+    """The ``$`` lines of the page's console block ``index``."""
+    block = code_blocks(DOC, 'console')[index]
+    return [line[2:] for line in block.splitlines() if line.startswith('$ ')]
+
+
+def run(system, line: str, cwd, **replace) -> tuple[int, str]:
+    """Run a documented command line in ``cwd``: ``zuul`` is this
+    checkout's client; git reaches the development Gerrit with its key."""
+    for old, new in {'https://zuul.example.org': system.web, **replace}.items():
+        line = line.replace(old, new)
+    argv = shlex.split(line)
+    if argv[0] == 'zuul':
+        argv = [sys.executable, '-m', 'zuul.cmd.client'] + argv[1:]
     gerrit = system.gerrit
     ssh = ['ssh', '-o', 'BatchMode=yes', '-i', gerrit.key_path, '-o', 'IdentitiesOnly=yes',
            '-o', f'UserKnownHostsFile={gerrit.known_hosts}']
     env = dict(os.environ, GIT_SSH_COMMAND=' '.join(shlex.quote(c) for c in ssh))
-    proc = subprocess.run([sys.executable, '-m', 'zuul.cmd.client', '--zuul-url', system.web,
-                           'reproduce', '--tenant', 'example', uuid, '--workdir', workdir],
-                          capture_output=True, text=True, env=env, timeout=600)
+    os.makedirs(cwd, exist_ok=True)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -110,7 +131,8 @@ def _failure_lines(text: str) -> list[str]:
     return [line for line in lines[at:at + 4] if line.strip()]
 
 
-def test_a_gate_failure_behind_another_change_reproduces_locally(system, tmp_path):
+def test_a_gate_failure_behind_another_change_reproduces_locally(system, tmp_path,
+                                                                 ssh_keypair):
     store = system.store
     ahead = store.create_change('org/app', 'master', 'Ahead', {'ahead.txt': 'ahead\n'})
     failing = store.create_change('org/app', 'master', 'Fails', {'FAIL': 'yes\n'})
@@ -124,8 +146,9 @@ def test_a_gate_failure_behind_another_change_reproduces_locally(system, tmp_pat
     (good,) = system.build_history(pipeline='gate', change=ahead.number)
     assert (bad['result'], good['result']) == ('FAILURE', 'SUCCESS')
 
-    work = str(tmp_path / 'bad')
-    status, out = reproduce(system, bad['uuid'], work)
+    (command,) = doc_commands(0)
+    status, out = run(system, command, tmp_path / 'bad', **{DOC_UUID: bad['uuid']})
+    work = str(tmp_path / 'bad' / f'reproduce-{bad["uuid"]}')
     assert status == 1, out
     assert 'Started local node' in out and 'Stopped local node' in out
     assert 'node node up' in out          # the playbook reached the local node
@@ -135,19 +158,34 @@ def test_a_gate_failure_behind_another_change_reproduces_locally(system, tmp_pat
     assert "Asked to fail by ['" in '\n'.join(_failure_lines(again))
     assert '== Reproduction result: FAILURE' in out
     # The change ahead is in the tree, merged as in the gate.
-    (src,) = [os.path.join(root) for root, dirs, files in os.walk(os.path.join(work, 'work',
-                                                                              'src'))
-              if root.endswith('org/app')]
-    assert os.path.isfile(os.path.join(src, 'ahead.txt'))
-    assert os.path.isfile(os.path.join(src, 'FAIL'))
+    assert os.path.isfile(os.path.join(_app(work), 'ahead.txt'))
+    assert os.path.isfile(os.path.join(_app(work), 'FAIL'))
     # A variable that looks like a template stays text, as on the executor.
     assert not os.path.exists('/tmp/templated')
 
-    work = str(tmp_path / 'good')
-    status, out = reproduce(system, good['uuid'], work)
+    # The passing build, prepared for a node of one's own, run by run.sh.
+    prepare, run_script = doc_commands(1)
+    cwd = tmp_path / 'good'
+    os.makedirs(cwd)
+    shutil.copy(ssh_keypair.private_key_path, cwd / 'my-node-key')
+    manager = NetnsHostManager(str(tmp_path / 'mine'), '10.236.0.0/16', 'rpbr0')
+    node = manager.create('mine-1', [ssh_keypair.public_key.strip()])
+    try:
+        status, out = run(system, prepare, cwd, **{DOC_UUID: good['uuid'],
+                                                   '192.0.2.10': node.address})
+        assert status == 0, out
+        assert 'Started local node' not in out
+        status, out = run(system, run_script, cwd)
+    finally:
+        manager.delete(node)
+        os.system('ip link del rpbr0 2>/dev/null')
     assert status == 0, out
-    assert '== Reproduction result: SUCCESS' in out
-    (src,) = [root for root, dirs, files in os.walk(os.path.join(work, 'work', 'src'))
+    assert 'node node up' in out and '== Reproduction result: SUCCESS' in out
+    assert os.path.isfile(os.path.join(_app(cwd / 'failed-build'), 'ahead.txt'))
+    assert not os.path.exists(os.path.join(_app(cwd / 'failed-build'), 'FAIL'))
+
+
+def _app(work) -> str:
+    (src,) = [root for root, _, _ in os.walk(os.path.join(work, 'work', 'src'))
               if root.endswith('org/app')]
-    assert os.path.isfile(os.path.join(src, 'ahead.txt'))
-    assert not os.path.exists(os.path.join(src, 'FAIL'))
+    return src

@@ -350,10 +350,10 @@ def add_parser(subs) -> None:
     sub.add_argument('--tenant', required=True)
     sub.add_argument('--workdir', help='where to lay it out (default ./reproduce-UUID; '
                                        'must not exist or be empty)')
-    target = sub.add_mutually_exclusive_group()
-    target.add_argument('--host', help='run against this node: [USER@]ADDRESS[:PORT]')
-    target.add_argument('--prepare-only', action='store_true',
-                        help='lay out the work directory, run nothing')
+    sub.add_argument('--host', help='run against this node: [USER@]ADDRESS[:PORT] '
+                                    '(default: a local network-namespace node)')
+    sub.add_argument('--prepare-only', action='store_true',
+                     help='lay out the work directory, run nothing')
     sub.add_argument('--key', help='SSH private key for --host (default: your ssh-agent)')
     sub.add_argument('--secret', action='append', metavar='NAME=FILE',
                      help='the value (YAML) of secret NAME (repeatable)')

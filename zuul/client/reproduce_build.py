@@ -7,6 +7,7 @@ playbooks this module describes how each would run, for run.sh."""
 from __future__ import annotations
 
 import os
+import tempfile
 
 from zuul.client.commands import CLIError
 from zuul.executor import ansible_versions, ansiblecfg
@@ -55,6 +56,11 @@ class ReproductionBuild(BuildExecution):
         super().__init__(request, settings, merger)
         self.workdir = workdir
         self.jobdir = JobDir(os.path.dirname(workdir), os.path.basename(workdir))
+        # SSH control sockets need a short path (108 bytes): a work
+        # directory deep in a tree would make ssh refuse every node.
+        if len(self.jobdir.control_path_dir) > 40:
+            self.jobdir.control_path_dir = tempfile.mkdtemp(prefix='zuul-repro-cp-')
+            self.jobdir.untrusted_control_path_dir = tempfile.mkdtemp(prefix='zuul-repro-cu-')
         self.merger = merger
         self.key_file = key_file
         self.merged_state: dict = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.harness.docs import code_blocks
 from tests.unit.web_auth_support import authenticators, start, token
 from zuul.driver.sql.history import BuildHistory
 from zuul.executor.protocol import (
@@ -30,6 +32,8 @@ from zuul.executor.protocol import (
 from zuul.scheduler.builds import ExecutorAdapter
 from zuul.web.server import ZuulWeb
 
+DOC = 'doc/source/user/reproduce.rst'
+DOC_UUID = '4a7c1d2e9b8f4c3a9e6d5b4a3c2d1e0f'
 PLAINTEXT = 'pl41ntext-S3CRET-never-handed-out'
 USER_VALUE = 'my-own-token-4711'
 HOST = 'review.example.org'
@@ -39,7 +43,7 @@ PRE = """
   gather_facts: false
   tasks:
     - name: Use the credentials
-      command: echo "token is {{ creds.token | default('absent') }}"
+      command: echo "token is {{ site_creds.token | default('absent') }}"
 """
 
 RUN = """
@@ -111,7 +115,7 @@ def request(env, tenant='t1', playbook='playbooks/run.yaml', project='org/app',
             repo_state=None) -> ExecuteRequest:
     secret_pb = PlaybookSpec(connection='gerrit', project='org/config', branch='master',
                              path='playbooks/pre.yaml', trusted=True,
-                             secrets={'creds': {'token': PLAINTEXT}})
+                             secrets={'site_creds': {'token': PLAINTEXT}})
     run_pb = PlaybookSpec(connection='gerrit', project='org/config', branch='master',
                           path=playbook, trusted=True)
     job = JobSpec(name='app-test', pre_run=[secret_pb], run=[run_pb],
@@ -163,7 +167,7 @@ def test_api_and_work_dir_hold_no_secret_byte(env):
         raw = r.read()
     assert PLAINTEXT.encode() not in raw
     data = json.loads(raw)
-    assert data['request']['job']['pre_run'][0]['secret_names'] == ['creds']
+    assert data['request']['job']['pre_run'][0]['secret_names'] == ['site_creds']
     assert data['git_urls']['gerrit']['org/app'].endswith('/org/app')
     # Keep the stored row honest as well: the database holds no secret.
     with open(env.tmp / 'history.sqlite', 'rb') as f:
@@ -171,7 +175,7 @@ def test_api_and_work_dir_hold_no_secret_byte(env):
     work = env.tmp / 'w1'
     status, out, err = reproduce(env, uuid, '--prepare-only', workdir=work)
     assert status == 0, err
-    assert 'Secret creds of pre_run playbook org/config/playbooks/pre.yaml is left out' in out
+    assert 'Secret site_creds of pre_run playbook org/config/playbooks/pre.yaml is left out' in out
     assert PLAINTEXT.encode() not in _all_bytes(work)
     # The script runs the same playbooks in the same order.
     script = (work / 'run.sh').read_text()
@@ -179,12 +183,25 @@ def test_api_and_work_dir_hold_no_secret_byte(env):
         script.index('RUN: trusted : org/config/playbooks/run.yaml@master')
 
 
+def doc_command(env, index: int, uuid: str, cwd) -> tuple[int, str, str]:
+    """Run the ``$`` line of console block ``index`` of the page as
+    printed, with its example URL, tenant and build uuid replaced."""
+    (line,) = [x[2:] for x in code_blocks(DOC, 'console')[index].splitlines()
+               if x.startswith('$ ')]
+    line = line.replace('https://zuul.example.org', env.base).replace(
+        '--tenant example', '--tenant t1').replace(DOC_UUID, uuid)
+    argv = shlex.split(line)
+    assert argv[0] == 'zuul'
+    proc = subprocess.run([sys.executable, '-m', 'zuul.cmd.client', *argv[1:]], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
 def test_supplied_secret_and_the_run_fails_on_the_same_task(env, tmp_path):
     uuid = launch(env, request(env))
-    secret = tmp_path / 'creds.yaml'
-    secret.write_text(f'token: {USER_VALUE}\n')
-    work = tmp_path / 'w2'
-    status, out, err = reproduce(env, uuid, '--secret', f'creds={secret}', workdir=work)
+    (tmp_path / 'my-creds.yaml').write_text(f'token: {USER_VALUE}\n')
+    status, out, err = doc_command(env, 2, uuid, tmp_path)     # --secret site_creds=...
+    work = tmp_path / f'reproduce-{uuid}'
     assert status == 1, (out, err)   # FAILURE, as app.txt asks
     assert f'token is {USER_VALUE}' in out
     assert 'app.txt says fail' in out and 'Fail on request' in out
@@ -196,12 +213,17 @@ def test_supplied_secret_and_the_run_fails_on_the_same_task(env, tmp_path):
 
 def test_skip_trusted_says_what_it_skipped(env, tmp_path):
     uuid = launch(env, request(env))
-    status, out, err = reproduce(env, uuid, '--skip-trusted', workdir=tmp_path / 'w3')
+    status, out, err = doc_command(env, 3, uuid, tmp_path)     # --skip-trusted
     assert status == 1, err
     assert ('Skipped trusted pre_run playbook org/config/playbooks/pre.yaml: it needs '
-            'secret(s) creds') in out
+            'secret(s) site_creds') in out
     assert 'token is' not in out
     assert 'app.txt says fail' in out
+    # A secret the build does not use is refused, not silently dropped.
+    (tmp_path / 'x.yaml').write_text('a: 1\n')
+    status, out, err = reproduce(env, uuid, '--secret', f'nope={tmp_path}/x.yaml',
+                                 workdir=tmp_path / 'w3')
+    assert status == 1 and 'the build uses no such secret' in err
 
 
 def test_a_tenant_the_caller_cannot_see_is_refused(env, tmp_path):

@@ -199,14 +199,21 @@ def prepare(data: dict, workdir: str, secrets: dict, skipped: set, host: dict | 
     return plan
 
 
+def _comment(text) -> str:
+    """``text`` fit for one comment line of run.sh (no line break or
+    other control character from stored data ends the comment)."""
+    return re.sub(r'[\x00-\x1f\x7f]', '?', str(text))
+
+
 def render_script(plan: dict, data: dict) -> str:
     """run.sh: the playbooks in the executor's order and with its rules
     (a failing pre-run stops before run; post-run and cleanup always
     run); exit 0 SUCCESS, 1 FAILURE, 2 POST_FAILURE, 3 pre-run failure."""
     build = data.get('build') or {}
     lines = ['#!/bin/bash',
-             f'# Reproduction of build {plan["uuid"]} ({plan["job"]}), made by zuul reproduce.',
-             f'# The original build: {build.get("result") or "result not recorded"}.',
+             _comment(f'# Reproduction of build {plan["uuid"]} ({plan["job"]}), made by zuul '
+                      'reproduce.'),
+             _comment(f'# The original build: {build.get("result") or "not recorded"}.'),
              'result=SUCCESS', 'pre_ok=1',
              f'output={shlex.quote(plan["job_output"])}',
              '# Each playbook\'s console (work/logs/job-output.txt), as it ran.',
@@ -218,10 +225,10 @@ def render_script(plan: dict, data: dict) -> str:
     calls = []
     for entry in plan['playbooks']:
         if entry.get('skipped'):
-            calls.append(f'# skipped ({entry["skipped"]}): {entry["label"]}')
+            calls.append(_comment(f'# skipped ({entry["skipped"]}): {entry["label"]}'))
             continue
         name = f'{entry["phase"]}_{entry["index"]}'
-        lines += ['', f'# {entry["phase"].upper()}: {entry["label"]}', f'{name}() (',
+        lines += ['', _comment(f'# {entry["phase"].upper()}: {entry["label"]}'), f'{name}() (',
                   f'    cd {shlex.quote(entry["cwd"])} || exit 1', '    exec env -i \\']
         lines += [f'        {k}={shlex.quote(v)} \\' for k, v in sorted(entry['env'].items())]
         lines.append('        ' + ' '.join(shlex.quote(c) for c in entry['command']))

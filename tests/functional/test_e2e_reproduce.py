@@ -38,8 +38,6 @@ JOBS = """
         - name: node
           label: ubuntu-jammy
     run: playbooks/repro.yaml
-    vars:
-      shout: "{{ '{{' }} lookup('pipe', 'touch /tmp/templated') }}"
 """
 
 PLAYBOOK = """
@@ -61,7 +59,8 @@ PLAYBOOK = """
       fail:
         msg: >-
           Asked to fail by {{ markers.files | map(attribute='path')
-          | map('relpath', zuul.executor.src_root) | sort | list }}
+          | map('relpath', zuul.executor.src_root) | sort | list }}:
+          {{ zuul.change_message }}
       when: markers.matched > 0
 """
 
@@ -135,7 +134,11 @@ def test_a_gate_failure_behind_another_change_reproduces_locally(system, tmp_pat
                                                                  ssh_keypair):
     store = system.store
     ahead = store.create_change('org/app', 'master', 'Ahead', {'ahead.txt': 'ahead\n'})
-    failing = store.create_change('org/app', 'master', 'Fails', {'FAIL': 'yes\n'})
+    # A commit message carrying a template: text on the executor, text again
+    # in the reproduction (zuul.* variables are unsafe).
+    marker = tmp_path / 'templated'
+    message = "Fails {{ lookup('pipe', 'touch %s') }}" % marker
+    failing = store.create_change('org/app', 'master', message, {'FAIL': 'yes\n'})
     wait_for(lambda: system.verified(ahead) and system.verified(failing), timeout=300,
              what='check votes')
     store.approve(ahead, 'Workflow', 1, who='core')
@@ -160,8 +163,9 @@ def test_a_gate_failure_behind_another_change_reproduces_locally(system, tmp_pat
     # The change ahead is in the tree, merged as in the gate.
     assert os.path.isfile(os.path.join(_app(work), 'ahead.txt'))
     assert os.path.isfile(os.path.join(_app(work), 'FAIL'))
-    # A variable that looks like a template stays text, as on the executor.
-    assert not os.path.exists('/tmp/templated')
+    # The commit message's template stayed text, as on the executor.
+    assert "Fails {{ lookup('pipe'," in again
+    assert not marker.exists()
 
     # The passing build, prepared for a node of one's own, run by run.sh.
     prepare, run_script = doc_commands(1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -181,6 +182,13 @@ def test_api_and_work_dir_hold_no_secret_byte(env):
     script = (work / 'run.sh').read_text()
     assert script.index('PRE_RUN: trusted : org/config/playbooks/pre.yaml') < \
         script.index('RUN: trusted : org/config/playbooks/run.yaml@master')
+    # ...in bubblewrap, as on the executor, unless told otherwise.
+    assert script.count('/bwrap --die-with-parent') == 2 or shutil.which('bwrap') is None
+    status, out, err = reproduce(env, uuid, '--prepare-only', '--no-sandbox',
+                                 workdir=env.tmp / 'w1b')
+    assert status == 0, err
+    assert 'run without a sandbox (--no-sandbox)' in out
+    assert 'bwrap' not in (env.tmp / 'w1b' / 'run.sh').read_text()
 
 
 def doc_command(env, index: int, uuid: str, cwd) -> tuple[int, str, str]:

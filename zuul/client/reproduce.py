@@ -183,12 +183,16 @@ def parse_host(value: str) -> dict:
 
 
 def prepare(data: dict, workdir: str, secrets: dict, skipped: set, host: dict | None,
-            git_urls: dict, key_file: str | None, say) -> dict:
+            git_urls: dict, key_file: str | None, say, sandboxed: bool = True) -> dict:
     """Lay out ``workdir``; the plan run.sh follows (also in plan.json)."""
     from zuul.client.reproduce_build import ReproductionBuild
     request = request_from_public(data, secrets)
     _nodes_for(request, host)
-    build = ReproductionBuild(request, workdir, git_urls or {}, key_file)
+    build = ReproductionBuild(request, workdir, git_urls or {}, key_file, sandboxed)
+    if build.sandbox is None:
+        say('The playbooks run without a sandbox (' + ('--no-sandbox' if not sandboxed else
+            'bubblewrap is not installed') + '): untrusted playbooks from the changes '
+            'under test run with your privileges')
     build.check_state(say)
     plan = build.prepare(skipped)
     with open(os.path.join(workdir, _SCRIPT), 'w') as f:
@@ -310,7 +314,8 @@ def cmd_reproduce(args, config, out) -> int:
         say('--prepare-only: the inventory names the build\'s original nodes; run again '
             'with --host to point it at yours')
     try:
-        plan = prepare(data, workdir, secrets, skipped, host, urls, key_file, say)
+        plan = prepare(data, workdir, secrets, skipped, host, urls, key_file, say,
+                       not args.no_sandbox)
         for conn, projects in sorted(plan['state'].items()):
             for project, refs in sorted(projects.items()):
                 for ref, sha in sorted(refs.items()):
@@ -369,4 +374,6 @@ def add_parser(subs) -> None:
     sub.add_argument('--git-url', action='append', metavar='CONNECTION=BASE_URL',
                      help='fetch the projects of CONNECTION from BASE_URL/<project>')
     sub.add_argument('--auth-token', help='bearer token for a tenant with access rules')
+    sub.add_argument('--no-sandbox', action='store_true',
+                     help='run the playbooks without bubblewrap (as your own user)')
 

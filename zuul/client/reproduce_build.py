@@ -7,12 +7,15 @@ playbooks this module describes how each would run, for run.sh."""
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+from types import SimpleNamespace
 
 from zuul.client.commands import CLIError
 from zuul.executor import ansible_versions, ansiblecfg
 from zuul.executor.build import PHASES, BuildExecution
 from zuul.executor.jobdir import JobDir
+from zuul.executor.sandbox import BubblewrapSandbox
 from zuul.executor.settings import ExecutorSettings
 from zuul.lib import safefile, yamlutil
 from zuul.merger.merger import Merger, MergerError
@@ -47,10 +50,15 @@ class UrlResolver:
 
 
 class ReproductionBuild(BuildExecution):
-    def __init__(self, request, workdir: str, git_urls: dict, key_file: str | None):
+    def __init__(self, request, workdir: str, git_urls: dict, key_file: str | None,
+                 sandboxed: bool = True):
+        key_file = os.path.abspath(key_file) if key_file else None
+        # The key (when not in the work directory) is visible, read-only,
+        # to the sandboxed runs, which see nothing else of your home.
+        outside = [key_file] if key_file and not safefile.is_within(workdir, key_file) else []
         settings = ExecutorSettings(hostname='zuul-reproduce', job_dir=os.path.dirname(workdir),
                                     state_dir=os.path.join(workdir, 'state'),
-                                    disk_limit_per_job=0, sandbox_untrusted=False)
+                                    disk_limit_per_job=0, trusted_ro_paths=outside)
         merger = Merger(os.path.join(workdir, 'git'), UrlResolver(git_urls),
                         git_user_name=GIT_USER[0], git_user_email=GIT_USER[1])
         super().__init__(request, settings, merger)
@@ -64,6 +72,10 @@ class ReproductionBuild(BuildExecution):
         self.merger = merger
         self.key_file = key_file
         self.merged_state: dict = {}
+        # Playbooks run in bubblewrap as on the executor (untrusted ones
+        # come from the changes under test): None without it.
+        self.sandbox = _sandbox(settings, outside) if sandboxed else None
+        self.ssh_auth_sock = os.environ.get('SSH_AUTH_SOCK')
 
     def check_state(self, say) -> None:
         """Every commit the merger started from must still be there: a
@@ -152,22 +164,29 @@ class ReproductionBuild(BuildExecution):
     def _invocation(self, pb) -> dict:
         home = (self.jobdir.playbook_home(pb.phase, pb.index) if pb.trusted
                 else self.jobdir.home)
-        command = [self.ansible_playbook, pb.path, '-e', f'@{self.extra_vars_file}',
-                   '-e', f'@{self.zuul_vars_file}']
-        if pb.secrets:
-            path = os.path.join(self.jobdir.playbook_dir(pb.phase, pb.index),
-                                'your-secrets.yaml')
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        secrets = SimpleNamespace(path=None, fd=None)
+        if pb.secrets:   # the values you supplied, in the work directory
+            secrets.path = os.path.join(self.jobdir.playbook_dir(pb.phase, pb.index),
+                                        'your-secrets.yaml')
+            fd = os.open(secrets.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, 'w') as f:
                 f.write(yamlutil.dump_for_ansible(pb.secrets))
-            command += ['-e', f'@{path}']
-        command += ['-e', f'@{self.site_vars_file}']
+        command, cwd = self._command(pb, secrets, home)
         env = ansiblecfg.playbook_env(
             self.jobdir, trusted=pb.trusted, phase=pb.phase, label=pb.label,
-            roles_path=pb.roles_path, ssh_auth_sock=os.environ.get('SSH_AUTH_SOCK'),
+            roles_path=pb.roles_path, ssh_auth_sock=self.ssh_auth_sock,
             home=home, split_streams=self.request.job.ansible_split_streams)
         if self.key_file:
-            env['ANSIBLE_PRIVATE_KEY_FILE'] = os.path.abspath(self.key_file)
+            env['ANSIBLE_PRIVATE_KEY_FILE'] = self.key_file
         env = {k: v for k, v in env.items() if v is not None}
-        cwd = home if pb.trusted else self.jobdir.work_root
         return {'command': command, 'env': env, 'cwd': cwd}
+
+
+def _sandbox(settings: ExecutorSettings, outside: list) -> BubblewrapSandbox | None:
+    """zuul.executor.server's sandbox, the reproduction's state hidden."""
+    sandbox = BubblewrapSandbox(
+        hidden_paths=[settings.state_dir],
+        readonly_paths=[sys.base_prefix, sys.prefix,
+                        os.path.join(ansiblecfg.CODE_ROOT, 'zuul')],
+        ro_paths=list(outside))
+    return sandbox if sandbox.available() else None

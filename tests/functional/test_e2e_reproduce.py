@@ -145,15 +145,19 @@ def test_a_gate_failure_behind_another_change_reproduces_locally(system, tmp_pat
     store.approve(failing, 'Workflow', 1, who='core')
     wait_for(lambda: store.get_change(ahead.number).status == 'MERGED' and
              system.verified(failing) == -2, timeout=300, what='gate results')
-    (bad,) = system.build_history(pipeline='gate', change=failing.number)
-    (good,) = system.build_history(pipeline='gate', change=ahead.number)
-    assert (bad['result'], good['result']) == ('FAILURE', 'SUCCESS')
+    builds = system.build_history(pipeline='gate', change=failing.number) + \
+        system.build_history(pipeline='gate', change=ahead.number)
+    (bad,) = [b for b in builds if b['change'] == failing.number and b['final']]
+    (good,) = [b for b in builds if b['change'] == ahead.number and b['final']]
+    assert (bad['result'], good['result']) == ('FAILURE', 'SUCCESS'), builds
 
     (command,) = doc_commands(0)
     status, out = run(system, command, tmp_path / 'bad', **{DOC_UUID: bad['uuid']})
     work = str(tmp_path / 'bad' / f'reproduce-{bad["uuid"]}')
     assert status == 1, out
     assert 'Started local node' in out and 'Stopped local node' in out
+    # The same merge commits as the executor's, the change ahead included.
+    assert re.search(r'Same commits as the executor ran on \(\d+ branch heads\)', out), out
     assert 'node node up' in out          # the playbook reached the local node
     original = open(os.path.join(system.log_root, bad['uuid'], 'job-output.txt')).read()
     again = open(os.path.join(work, 'work', 'logs', 'job-output.txt')).read()

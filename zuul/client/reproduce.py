@@ -188,13 +188,16 @@ def prepare(data: dict, workdir: str, secrets: dict, skipped: set, host: dict | 
     from zuul.client.reproduce_build import ReproductionBuild
     request = request_from_public(data, secrets)
     _nodes_for(request, host)
-    build = ReproductionBuild(request, workdir, git_urls or {}, key_file, sandboxed)
+    executor = data.get('executor') or {}
+    build = ReproductionBuild(request, workdir, git_urls or {}, key_file, sandboxed,
+                              executor.get('git_user'))
     if build.sandbox is None:
         say('The playbooks run without a sandbox (' + ('--no-sandbox' if not sandboxed else
             'bubblewrap is not installed') + '): untrusted playbooks from the changes '
             'under test run with your privileges')
     build.check_state(say)
     plan = build.prepare(skipped)
+    say(compare_state(plan['state'], executor.get('merged_state')))
     with open(os.path.join(workdir, _SCRIPT), 'w') as f:
         f.write(render_script(plan, data))
     os.chmod(os.path.join(workdir, _SCRIPT), 0o755)
@@ -207,6 +210,21 @@ def _comment(text) -> str:
     """``text`` fit for one comment line of run.sh (no line break or
     other control character from stored data ends the comment)."""
     return re.sub(r'[\x00-\x1f\x7f]', '?', str(text))
+
+
+def compare_state(mine: dict, theirs: dict | None) -> str:
+    """One line: whether the branch heads made here are the executor's."""
+    if not theirs:
+        return ('The executor did not report the commits it ran on (a build not '
+                'finished, or from an older executor): not compared')
+    heads = {(c, p, r): sha for c, ps in theirs.items() for p, rs in ps.items()
+             for r, sha in rs.items()}
+    differ = [f'{c}/{p} {r}' for (c, p, r), sha in sorted(heads.items())
+              if ((mine.get(c) or {}).get(p) or {}).get(r) != sha]
+    if differ:
+        return (f'Warning: not the commits the executor ran on: {", ".join(differ)} '
+                '(the same trees, unless a change was updated since)')
+    return f'Same commits as the executor ran on ({len(heads)} branch heads)'
 
 
 def render_script(plan: dict, data: dict) -> str:

@@ -21,9 +21,10 @@ from zuul.lib import safefile, yamlutil
 from zuul.merger.merger import Merger, MergerError
 from zuul.merger.repos import GitError, RepoRemote, UnknownConnectionError
 
-# The executor's git identity (zuul.conf's default): merge commits, whose
-# dates come from the changes, then get the executor's commit ids.
-GIT_USER = ('Zuul', 'zuul@example.org')
+# The git identity of merge commits when the executor did not report its
+# own ([merger] git_user_name/git_user_email; their dates come from the
+# changes, so with the executor's identity they get the executor's ids).
+GIT_USER = ('Zuul', 'zuul@localhost')
 
 
 class _PreparedSignalError(Exception):
@@ -51,7 +52,7 @@ class UrlResolver:
 
 class ReproductionBuild(BuildExecution):
     def __init__(self, request, workdir: str, git_urls: dict, key_file: str | None,
-                 sandboxed: bool = True):
+                 sandboxed: bool = True, git_user=None):
         key_file = os.path.abspath(key_file) if key_file else None
         # The key (when not in the work directory) is visible, read-only,
         # to the sandboxed runs, which see nothing else of your home.
@@ -59,8 +60,9 @@ class ReproductionBuild(BuildExecution):
         settings = ExecutorSettings(hostname='zuul-reproduce', job_dir=os.path.dirname(workdir),
                                     state_dir=os.path.join(workdir, 'state'),
                                     disk_limit_per_job=0, trusted_ro_paths=outside)
+        name, email = git_user if git_user and len(git_user) == 2 else GIT_USER
         merger = Merger(os.path.join(workdir, 'git'), UrlResolver(git_urls),
-                        git_user_name=GIT_USER[0], git_user_email=GIT_USER[1])
+                        git_user_name=name, git_user_email=email)
         super().__init__(request, settings, merger)
         self.workdir = workdir
         self.jobdir = JobDir(os.path.dirname(workdir), os.path.basename(workdir))
@@ -156,10 +158,6 @@ class ReproductionBuild(BuildExecution):
 
     def _merged_state(self) -> dict:
         return self.merged_state or dict(self.request.repo_state or {})
-
-    def _prepare_sources(self, repo_state: dict) -> dict:
-        self.merged_state = repo_state     # what the items merged into
-        return super()._prepare_sources(repo_state)
 
     def _invocation(self, pb) -> dict:
         home = (self.jobdir.playbook_home(pb.phase, pb.index) if pb.trusted

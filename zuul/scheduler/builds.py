@@ -271,6 +271,20 @@ class ExecutorAdapter:
         except Exception:
             log.exception('Unable to keep what build %s runs with', request.uuid)
 
+    def _keep_outcome(self, build, result) -> None:
+        """The speculative state the executor ran the build on, with what
+        it kept of the launch (``zuul reproduce`` checks it makes the same
+        commits)."""
+        history = getattr(self.scheduler, 'history', None)
+        state = getattr(result, 'merged_state', None)
+        if history is None or not state or not hasattr(history, 'add_reproduction_outcome'):
+            return
+        try:
+            history.add_reproduction_outcome(build.uuid, {
+                'merged_state': state, 'git_user': list(result.git_user or [])})
+        except Exception:
+            log.exception('Unable to keep the state build %s ran on', build.uuid)
+
     def _refuse(self, build, tenant, why: str) -> None:
         """A build that cannot be submitted ends as an ERROR, saying why."""
         log.error('Build %s of %s not launched: %s', build.uuid, build.job.name, why)
@@ -307,6 +321,7 @@ class ExecutorAdapter:
     def _complete(self, build, tenant: str | None = None):
         def on_complete(handle, result):
             self.handles.pop(build.uuid, None)
+            self._keep_outcome(build, result)
             if result is not None and result.result == m.SUCCESS and tenant:
                 self.reuse_index.add(tenant, build, result, handle.url)
             if (result is None or result.result is None) and self.records is not None:
@@ -369,6 +384,7 @@ class ExecutorAdapter:
                          build.uuid, lost_detail or 'no executor')
                 result = BuildResult(result=None,
                                      error_detail=lost_detail or 'executor lost')
+            self._keep_outcome(build, result)
             self._completed(build, result, url or build.url)
         record = self.records.get(build.uuid) if self.records is not None else None
         if record is None or (executor_gone and record.get('state') != COMPLETED):

@@ -342,6 +342,20 @@ class BuildHistory:
                 uuid=uuid, tenant=tenant, data=json.dumps(data),
                 created=datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)))
 
+    def add_reproduction_outcome(self, uuid: str, outcome: dict) -> bool:
+        """Add what the executor reported (``executor``: the merged state,
+        its git identity) to build ``uuid``'s record; False if none."""
+        t = self.tables['reproduction']
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(t.c.id, t.c.data).where(t.c.uuid == uuid)
+                               .order_by(t.c.id.desc()).limit(1)).first()
+            if row is None:
+                return False
+            data = json.loads(row[1])
+            data['executor'] = outcome
+            conn.execute(sa.update(t).where(t.c.id == row[0]).values(data=json.dumps(data)))
+        return True
+
     def get_reproduction(self, tenant: str, uuid: str) -> dict | None:
         """What build ``uuid`` of ``tenant`` was launched with, or None."""
         t = self.tables['reproduction']

@@ -120,3 +120,24 @@ def test_run_sh_never_runs_stored_text(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert '== Reproduction result: SUCCESS' in proc.stdout
     assert not marker.exists()
+
+
+def test_a_half_written_or_linked_work_directory_is_refused(tmp_path):
+    """A run killed half-way leaves its directory: the next one refuses
+    to mix into it rather than reuse what it cannot vouch for."""
+    from zuul.client.reproduce import make_workdir, parse_host
+    left = tmp_path / 'killed'
+    left.mkdir()
+    (left / 'git').mkdir()
+    with pytest.raises(CLIError, match='exists and is not an empty directory'):
+        make_workdir(str(left))
+    (tmp_path / 'elsewhere').mkdir()
+    os.symlink(tmp_path / 'elsewhere', tmp_path / 'link')
+    with pytest.raises(CLIError):
+        make_workdir(str(tmp_path / 'link'))
+    assert make_workdir(str(tmp_path / 'fresh')) == str(tmp_path / 'fresh')
+    assert parse_host('root@10.0.0.5:2222') == {'address': '10.0.0.5', 'port': 2222,
+                                                'username': 'root'}
+    assert parse_host('10.0.0.5')['username'] is None
+    with pytest.raises(CLIError):
+        parse_host('@10.0.0.5')

@@ -15,6 +15,9 @@ log = logging.getLogger('zuul.scheduler.daemon')
 LEADER_LOCK = '/zuul/scheduler/leader'
 # Catch-up starts this long before the last save (events in flight then).
 CATCH_UP_SLACK = 5.0
+# Services started in this process (their identifiers differ).
+_INSTANCES = [0]
+_INSTANCES_LOCK = threading.Lock()
 
 
 class SchedulerService:
@@ -29,6 +32,7 @@ class SchedulerService:
         self.gear_server = None
         self.parts: list = []
         self.leader_lock = None
+        self._identifier = None
         self.is_leader = False
         # Set to stop waiting for leadership (a standby told to stop).
         self.stopping = threading.Event()
@@ -147,8 +151,15 @@ class SchedulerService:
 
     @property
     def identifier(self) -> str:
-        import socket
-        return f'{socket.gethostname()}:{os.getpid()}'
+        """``host:pid`` (``host:pid-N`` for the Nth service of a process,
+        as benchmarks run them)."""
+        if self._identifier is None:
+            import socket
+            with _INSTANCES_LOCK:
+                _INSTANCES[0] += 1
+                suffix = f'-{_INSTANCES[0]}' if _INSTANCES[0] > 1 else ''
+            self._identifier = f'{socket.gethostname()}:{os.getpid()}{suffix}'
+        return self._identifier
 
     def _gearman(self) -> tuple:
         """(host, port) of the Gearman server and its tls= keyword."""

@@ -330,7 +330,7 @@ def rows(results: list[dict]) -> list[tuple]:
         ('events/s per core', *[f'{r["events_per_s"] / cores:.1f}' for r in results]),
         ('scheduler loop CPU per item, all schedulers (ms)', *each('{:.2f}',
                                                                    'cpu_per_item_ms')),
-        ('loop CPU by scheduler (s)', *[' / '.join(f'{c:.1f}' for c in r['cpu_by_scheduler_s'])
+        ('loop CPU by scheduler (s)', *[' / '.join(f'{c:.2f}' for c in r['cpu_by_scheduler_s'])
                                         for r in results]),
         ('event -> first build, check: p50 / p99 (s)',
          *[f'{r["check_p50_s"]:.2f} / {r["check_p99_s"]:.2f}' for r in results]),

@@ -14,6 +14,7 @@ import signal
 import textwrap
 import time
 
+import pytest
 from kazoo.client import KazooClient
 
 from tests.functional.system_support import zuul_system  # noqa: F401
@@ -125,6 +126,21 @@ def test_two_active_schedulers_share_the_tenants_and_survive_sigkill(zuul_system
         assert created_two in _processing(owner_two.log())
         assert created_two not in _processing(owner_one.log())
         assert created_one not in _processing(owner_two.log())
+        # The zuul command reaches the scheduler that receives the events
+        # (a); an enqueue into b's tenant is carried out by b.
+        b_change, b_tenant, b_project = (one, 'example', 'org/app') if owner_one is b \
+            else (two, 'second', 'org/app2')
+        system.rpc('zuul:enqueue', tenant=b_tenant, pipeline='check', project=b_project,
+                   change=f'{b_change.number},1')
+        wait_for(lambda: len([m for m in system.messages(b_change)
+                              if 'Build succeeded' in m]) == 2, timeout=240,
+                 what='the enqueued check run')
+        spec = f'{b_change.number},1'
+        assert len(_enqueued(b.log(), spec)) == 2, _enqueued(b.log(), spec)
+        assert not _enqueued(a.log(), spec)
+        with pytest.raises(Exception, match='99999'):
+            system.rpc('zuul:enqueue', tenant=b_tenant, pipeline='check',
+                       project=b_project, change='99999,1')
         for change in (one, two):
             store.approve(change, 'Workflow', 1, who='core')
         states = PipelineStateStore(zk.client)
@@ -158,6 +174,10 @@ def test_two_active_schedulers_share_the_tenants_and_survive_sigkill(zuul_system
         print(f'tenant moved {moved:.1f} s after SIGKILL (session timeout 4 s)')
     finally:
         zk.close()
+
+
+def _enqueued(log: str, spec: str) -> list[str]:
+    return [line for line in log.splitlines() if 'Enqueued' in line and spec in line]
 
 
 def _processing(log: str) -> str:

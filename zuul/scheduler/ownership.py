@@ -71,6 +71,8 @@ class TenantOwnership:
         self.identifier = identifier
         self.tick = tick
         self.queues = TenantEventQueues(client)
+        self.requests = TenantEventQueues(client, 'management')
+        self._seen_requests: dict[str, set] = {}
         self.versions = LayoutVersions(client)
         # tenant -> the kazoo lock held (written on the event thread).
         self.owned: dict = {}
@@ -181,19 +183,80 @@ class TenantOwnership:
                 fed += 1
         return fed
 
+    # -- management requests --------------------------------------------------
+
+    def forward(self, kind: str, args: dict, timeout: float | None):
+        """Ask the holder of ``args['tenant']`` to carry out ``kind``
+        (enqueue, dequeue, promote) and wait for its answer."""
+        from zuul.model.errors import UnknownNameError
+        tenant = args['tenant']
+        done = threading.Event()
+        import uuid
+        path = self.requests.put(tenant, {'kind': kind, 'args': args,
+                                          'id': uuid.uuid4().hex})
+
+        def answered(data, stat):
+            if data is None or json.loads(data or b'{}').get('done'):
+                done.set()
+                return False
+        self.client.DataWatch(path, answered)
+        try:
+            if not done.wait(timeout):
+                raise TimeoutError(f'{kind} not processed within {timeout}s by the '
+                                   f'scheduler holding tenant {tenant}')
+            answer = self.requests.read(path) or {}
+        finally:
+            self.requests.delete(path)
+        if not answer.get('done'):
+            raise RuntimeError(f'{kind}: the request was dropped')
+        if answer.get('error') is not None:
+            if answer.get('error_type') == 'UnknownNameError':
+                raise UnknownNameError(answer['error'])
+            raise RuntimeError(answer['error'])
+        return answer.get('result')
+
+    def _serve_requests(self, tenant: str) -> None:
+        """Requests forwarded to owned ``tenant``, onto the loop; each
+        answer is written back into the request's znode."""
+        seen = self._seen_requests.setdefault(tenant, set())
+        paths = self.requests.children(tenant)
+        seen.intersection_update(paths)
+        for path in paths:
+            if path in seen:
+                continue
+            seen.add(path)
+            request = self.requests.read(path)
+            if not request or request.get('done') or 'kind' not in request:
+                continue
+            event = self.scheduler.loop.add_management_event(
+                ManagementEvent(request['kind'], **(request.get('args') or {})))
+            threading.Thread(target=self._answer, args=(path, request, event),
+                             name='forwarded-request', daemon=True).start()
+
+    def _answer(self, path: str, request: dict, event) -> None:
+        answer = dict(request, done=True, result=None, error=None)
+        try:
+            answer['result'] = event.wait(600)
+        except Exception as exc:
+            answer.update(error=str(exc), error_type=type(exc).__name__)
+        try:
+            self.client.set(path, json.dumps(answer, default=str).encode('utf8'))
+        except NoNodeError:
+            pass    # the requester gave up
+
     def _watch(self, tenant: str) -> None:
         if tenant in self._watched:
             return
         self._watched.add(tenant)
-        root = self.queues.root(tenant)
-        self.client.ensure_path(root)
-
         def changed(children):
             if tenant not in self.owned:
                 self._watched.discard(tenant)
                 return False
             self._wake.set()
-        self.client.ChildrenWatch(root, changed)
+        for queues in (self.queues, self.requests):
+            root = queues.root(tenant)
+            self.client.ensure_path(root)
+            self.client.ChildrenWatch(root, changed)
 
     # -- on the event thread --------------------------------------------------
 
@@ -299,6 +362,7 @@ class TenantOwnership:
     def _step(self) -> None:
         for tenant in list(self.owned):
             self.feed(tenant)
+            self._serve_requests(tenant)
         tenants = sorted(self.scheduler.tenants)
         for tenant in tenants:
             if self.versions.get(tenant)['version'] > self.known_versions.get(tenant, 0):

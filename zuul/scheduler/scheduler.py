@@ -33,6 +33,10 @@ log = logging.getLogger('zuul.scheduler')
 # successor catches up on events since then).
 MARK_INTERVAL = 2.0
 
+# Management requests on one tenant's queues: with several active
+# schedulers, answered by the one holding the tenant.
+FORWARDED = frozenset({'enqueue', 'enqueue_ref', 'dequeue', 'promote'})
+
 _CHANGE_NEEDED = frozenset({'patchset-created', 'change-abandoned', 'change-merged',
                             *REF_UPDATE_EVENTS})
 
@@ -282,6 +286,10 @@ class Scheduler:
 
     def management(self, kind: str, timeout: float | None = 60.0, **args):
         """Submit a management request and wait for its outcome."""
+        if self.ownership is not None and args.get('tenant') in self.tenants and \
+                kind in FORWARDED and not self.owns(args['tenant']):
+            # Another scheduler holds the tenant: it answers.
+            return self.ownership.forward(kind, args, timeout)
         event = self.loop.add_management_event(ManagementEvent(kind, **args))
         return event.wait(timeout)
 
@@ -359,6 +367,14 @@ class Scheduler:
         handler = getattr(self, '_mgmt_' + event.kind.replace('-', '_'), None)
         if handler is None:
             event.done(exception=ValueError(f'unknown request {event.kind}'))
+            return
+        tenant = event.args.get('tenant')
+        if event.kind in FORWARDED and tenant in self.tenants and not self.owns(tenant):
+            # Given up (or taken by another) since the request was made.
+            holder = self.ownership.owners().get(tenant)
+            event.done(exception=UnknownNameError(
+                f'Tenant "{tenant}" is processed by scheduler {holder or "(none yet)"}, '
+                'not this one: ask again'))
             return
         try:
             event.done(handler(**event.args))
@@ -537,10 +553,6 @@ class Scheduler:
 
     def get_manager(self, tenant: str, pipeline: str):
         state = self.get_tenant(tenant)
-        if not self.owns(tenant):
-            holder = self.ownership.owners().get(tenant)
-            raise UnknownNameError(f'Tenant "{tenant}" is processed by scheduler '
-                                   f'{holder or "(none yet)"}, not this one: ask again')
         try:
             return state.managers[pipeline]
         except KeyError:

@@ -5,6 +5,10 @@
   whichever scheduler received the event and consumed, in order, by the
   scheduler that holds the tenant's lock; deleted once the state they
   produced is saved.
+- ``/zuul/events/tenant/<tenant>/management/event-<seq>``: management
+  requests (enqueue, dequeue, promote) received by a scheduler that does
+  not hold the tenant; the holder carries each out and writes the answer
+  into the same znode, which the requester then deletes.
 - ``/zuul/tenant/<tenant>/layout``: the tenant's layout version,
   ``{"version": N, "changes": [[N, projects or null], ...]}``, raised by
   every scheduler that reconfigures the tenant after it wrote the new
@@ -45,12 +49,19 @@ def tenant_lock_path(tenant: str) -> str:
 class TenantEventQueues:
     """One durable trigger event queue per tenant."""
 
-    def __init__(self, client):
+    def __init__(self, client, kind: str = 'trigger'):
         self.client = client
+        self.kind = kind
         self._queues: dict[str, TriggerEventQueue] = {}
 
     def root(self, tenant: str) -> str:
-        return f'{TENANT_EVENT_ROOT}/{quote(tenant)}/trigger'
+        return f'{TENANT_EVENT_ROOT}/{quote(tenant)}/{self.kind}'
+
+    def delete(self, path: str) -> None:
+        try:
+            self.client.delete(path)
+        except NoNodeError:
+            pass
 
     def queue(self, tenant: str) -> TriggerEventQueue:
         queue = self._queues.get(tenant)

@@ -25,7 +25,7 @@ def test_active_schedulers_conf_fragment_loads(tmp_path):
     assert load_zuul_conf(str(default), default_registry()).scheduler.standby is True
 
 
-def test_benchmark_command_runs_as_printed(capsys):
+def test_benchmark_command_runs_as_printed(capfd):
     from benchmarks import schedulers
     (console,) = code_blocks(PAGE, 'console')
     argv = shlex.split(console.strip().lstrip('$ '))
@@ -36,7 +36,7 @@ def test_benchmark_command_runs_as_printed(capsys):
     for flag, value in small.items():
         args[args.index(flag) + 1] = value
     schedulers.main(args)
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert '2 scheduler(s)' in out
     row = next(line for line in out.splitlines() if line.startswith('schedulers active'))
     assert row.split()[-1] == '2'

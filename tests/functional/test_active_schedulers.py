@@ -177,7 +177,8 @@ def test_two_active_schedulers_share_the_tenants_and_survive_sigkill(zuul_system
 
 
 def _enqueued(log: str, spec: str) -> list[str]:
-    return [line for line in log.splitlines() if 'Enqueued' in line and spec in line]
+    """The check reports on ``spec`` this scheduler made."""
+    return [line for line in log.splitlines() if f'Reporting success on {spec}:' in line]
 
 
 def _processing(log: str) -> str:

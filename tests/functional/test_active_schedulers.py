@@ -97,11 +97,11 @@ def _two_schedulers(system):
              what='the event stream')
     b = _scheduler(system, 'scheduler-b')
     zk = _ZooKeeper(system)
-    ids = {f'{d.pid}': d for d in (a, b)}
-
     def holder(tenant):
         owner = zk.owner(tenant)
-        return ids.get(owner.rsplit(':', 1)[1]) if owner else None
+        pid = owner.rsplit(':', 1)[1] if owner else None
+        return next((d for d in system.daemons.values() if d.kind == 'scheduler' and
+                     str(d.pid) == pid), None)
     # Both tenants idle: the first scheduler gives one up to the second.
     wait_for(lambda: {holder('example'), holder('second')} == {a, b}, timeout=60,
              what='each scheduler holding one tenant')
@@ -147,18 +147,26 @@ def test_two_active_schedulers_share_the_tenants_and_survive_sigkill(zuul_system
         wait_for(lambda: _running_held(states, 'example') == 1 and
                  _running_held(states, 'second') == 1, timeout=240,
                  what='both gate builds running and saved')
+        # A third scheduler joins while both tenants are busy: it takes
+        # none (and must not touch their saved state).
+        c = _scheduler(system, 'scheduler-c')
+        wait_for(lambda: 'Scheduler started with tenants' in c.log(), timeout=60,
+                 what='the third scheduler')
         # The first scheduler also receives Gerrit's events: it goes.
-        victim, survivor = a, b
         tenant = 'example' if owner_one is a else 'second'
+        assert {holder('example'), holder('second')} == {a, b}
         killed_at = time.monotonic()
-        victim.kill()
-        wait_for(lambda: holder(tenant) is survivor, timeout=60,
-                 what='the survivor holding the killed one\'s tenant')
+        a.kill()
+        # Its tenant goes to the scheduler below its share (the third).
+        wait_for(lambda: holder(tenant) in (b, c), timeout=60,
+                 what='another scheduler holding the killed one\'s tenant')
         moved = time.monotonic() - killed_at
-        assert f'processes tenant {tenant} (1 items restored)' in survivor.log(), \
-            survivor.log()[-3000:]
+        taker = holder(tenant)
+        assert taker is c, (taker, tenant)
+        assert f'processes tenant {tenant} (1 items restored)' in taker.log(), \
+            taker.log()[-3000:]
         wait_for(lambda: system.gerrit.server.stream_count() >= 1, timeout=60,
-                 what='the survivor receiving the events')
+                 what='a survivor receiving the events')
         with open(release, 'w') as f:
             f.write('go\n')
         wait_for(lambda: all(store.get_change(c.number).status == 'MERGED'

@@ -141,3 +141,14 @@ def test_a_half_written_or_linked_work_directory_is_refused(tmp_path):
     assert parse_host('10.0.0.5')['username'] is None
     with pytest.raises(CLIError):
         parse_host('@10.0.0.5')
+
+
+@pytest.mark.parametrize('url', ['ext::sh -c touch% /tmp/x', '-oProxyCommand=x',
+                                 'relative/path', 'https://ok/x y'])
+def test_git_urls_that_could_run_a_command_are_refused(url):
+    data = public_request(_request())
+    data['git_urls'] = {'gerrit': {'org/app': url}}
+    with pytest.raises(CLIError, match='refusing the git URL'):
+        check_paths(data)
+    data['git_urls'] = {'gerrit': {'org/app': 'ssh://zuul@review:29418/org/app'}}
+    check_paths(data)

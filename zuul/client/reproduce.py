@@ -82,6 +82,21 @@ def check_paths(data: dict) -> None:
     for node in request.get('nodes') or ():
         for name in node.get('name') or ():
             _check_name(name, 'node name', slashes=False)
+    for conn, projects in (data.get('git_urls') or {}).items():
+        for project, url in (projects or {}).items():
+            check_git_url(url, f'{conn}/{project}')
+
+
+# Where a repository may be fetched from: no ``ext::`` (runs a command),
+# no option-like or otherwise odd URL from stored data.
+_GIT_URL = re.compile(r'(https?|ssh|git|file)://[^\s]+|/[^\s]*')
+
+
+def check_git_url(url, what: str) -> str:
+    if not isinstance(url, str) or not _GIT_URL.fullmatch(url):
+        raise CLIError(f'refusing the git URL {url!r} of {what}: expected http(s)://, '
+                       'ssh://, git://, file:// or an absolute path')
+    return url
 
 
 # -- fetching ----------------------------------------------------------------------
@@ -284,7 +299,7 @@ def _git_url_overrides(pairs) -> dict:
         conn, sep, base = pair.partition('=')
         if not sep or not conn or not base:
             raise CLIError(f'--git-url {pair!r}: expected CONNECTION=BASE_URL')
-        out[conn] = base.rstrip('/')
+        out[conn] = check_git_url(base.rstrip('/'), f'--git-url {conn}')
     return out
 
 

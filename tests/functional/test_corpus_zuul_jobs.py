@@ -3,29 +3,30 @@ unmodified, through our executor onto a network-namespace node: a base
 job built from its own roles and the tox job's roles test a small Python
 project, and the build succeeds with its logs where upload-logs put them.
 
-Corpus tier (``GATEKEEP_CORPUS``). It also needs:
+Corpus tier (``GATEKEEP_CORPUS``). As a site runs them, it needs:
 
-- zuul's ``zuul_console`` module (issue 28: ``start-zuul-console`` and
-  ``prepare-workspace`` start it on the node, and the roles' command
-  output is streamed through it); until it is on main the test is skipped
-  saying so;
+- zuul's own modules on the node: ``zuul_console`` (``start-zuul-console``
+  and ``prepare-workspace`` start it; the ``command`` output of the roles
+  is streamed through it) and ``zuul_debug_info`` (``validate-host``);
 - Ansible 8 with its collections, as released Zuul installs it: the
   roles use ``include:`` (gone from ansible-core 2.16 on) and modules and
   filters that moved into collections (``synchronize``,
-  ``authorized_key``: ansible.posix; ``archive``, ``git_config``:
-  community.general; ``ipwrap``: ansible.utils, with ``netaddr``).
-  ``zuul-manage-ansible`` installs it here with
-  ``ANSIBLE_8_EXTRA_PACKAGES='ansible==8.* netaddr'`` (from the package
-  registry, once per run);
-- a node with a file system of its own holding python3, git, rsync and
-  pip (a netns label with a ``rootfs``): the roles change the node user's
-  ``~/.ssh`` (``add-build-sshkey`` adds a key to ``authorized_keys``,
-  copies one to ``id_rsa``) and install ``tox`` (``ensure-tox``, from the
-  package registry). On a netns node without a rootfs that user's files
-  are the host's, so the test refuses such a node (``NODE_ROOTFS``,
-  below, names the image directory to boot from when one exists), and
-  the node's sshd must also read ``~/.ssh/authorized_keys`` (the netns
-  driver points it at its own file only).
+  ``authorized_key``: ansible.posix; ``archive``: community.general).
+  ``zuul-manage-ansible 8`` installs it, with
+  ``ANSIBLE_8_EXTRA_PACKAGES='ansible==8.* netaddr'``, from the package
+  registry into its default root (``<venv>/lib/zuul/ansible``, where the
+  executor looks first): once, then reused by later runs;
+- a node with a root filesystem of its own holding python3, pip, git,
+  rsync, bash and tox (a netns node booted from a ``rootfs``): the roles
+  change the node user's ``~/.ssh`` (``add-build-sshkey`` adds a key to
+  ``authorized_keys``, which the node's sshd reads, and copies one to
+  ``id_rsa``). On a netns node without a rootfs those files are this
+  machine's, so the test never uses such a node.
+  ``tools/netns-rootfs-image.sh`` builds the image (``IMAGE_HOST_USR=1``:
+  this machine's /usr hard-linked, ``IMAGE_PIP_PACKAGES='tox<4'``: the
+  tox of 2019's roles, so ``ensure-tox`` finds it as on a CI image: the
+  nodes' network reaches the executor only, not the package registry),
+  once per run; ``GATEKEEP_ZUUL_JOBS_ROOTFS`` names a ready one instead.
 
 Every playbook is trusted (a config project's), as a site's base job is;
 roles left out, and why, are printed with the roles that ran.
@@ -57,12 +58,8 @@ from zuul.executor.protocol import JobSpec, RoleSpec
 pytestmark = [pytest.mark.corpus,
               pytest.mark.skipif(shutil.which('bwrap') is None, reason='needs bubblewrap')]
 
-# A root file system for the node (tools/netns-rootfs-image.sh builds
-# one; it must hold python3, git, rsync and pip for these roles).
-NODE_ROOTFS = os.environ.get('GATEKEEP_ZUUL_JOBS_ROOTFS')
-
-ZUUL_CONSOLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), 'zuul', 'ansible', 'library', 'zuul_console.py')
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOTFS_IMAGE = os.path.join(TOP, 'tools', 'netns-rootfs-image.sh')
 
 BASE_ROLES = ['emit-job-header', 'log-inventory', 'add-build-sshkey', 'start-zuul-console',
               'validate-host', 'prepare-workspace', 'ensure-output-dirs', 'fetch-output',
@@ -149,31 +146,41 @@ def _zuul_jobs_files() -> dict[str, str]:
 
 
 @pytest.fixture(scope='module')
-def ansible8_root():
-    root = tempfile.mkdtemp(prefix='zj8')
+def ansible8():
+    """Ansible 8 installed by zuul-manage-ansible into its default root
+    (left there: a later run finds it installed and reuses it)."""
     env = dict(os.environ, ANSIBLE_8_EXTRA_PACKAGES='ansible==8.* netaddr')
-    proc = subprocess.run([sys.executable, '-m', 'zuul.cmd.manage_ansible', '-r', root, '8'],
+    proc = subprocess.run([sys.executable, '-m', 'zuul.cmd.manage_ansible', '8'],
                           capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         pytest.fail(f'zuul-manage-ansible could not install Ansible 8:\n{proc.stderr}')
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
+    print(proc.stdout.strip())
 
 
-def test_zuul_jobs_base_and_tox_roles_run_unmodified(exec_env, request, capsys):  # noqa: F811
-    if not os.path.exists(ZUUL_CONSOLE):
-        pytest.skip('waits for issue 28: zuul_console (start-zuul-console, '
-                    'prepare-workspace) is not in zuul/ansible/library yet')
-    if not NODE_ROOTFS:
-        pytest.skip('needs a node with a file system of its own '
-                    '(GATEKEEP_ZUUL_JOBS_ROOTFS=<rootfs dir> with python3, git, rsync, pip): '
-                    "the roles edit the node user's ~/.ssh and install tox, which on a "
-                    "netns node without a rootfs are the host's")
-    ansible8_root = request.getfixturevalue('ansible8_root')   # installed only now
+@pytest.fixture(scope='module')
+def node_rootfs():
+    """A worker image for the node (a directory), built once per run."""
+    ready = os.environ.get('GATEKEEP_ZUUL_JOBS_ROOTFS')
+    if ready:
+        yield ready
+        return
+    base = tempfile.mkdtemp(prefix='zjroot')
+    out = os.path.join(base, 'worker')
+    env = dict(os.environ, IMAGE_HOST_USR='1', IMAGE_PIP_PACKAGES='tox<4')
+    proc = subprocess.run(['bash', ROOTFS_IMAGE, '-t', 'dir', '-o', out],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.fail(f'{ROOTFS_IMAGE} could not build the worker image:\n{proc.stderr[-3000:]}')
+    yield out
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_zuul_jobs_base_and_tox_roles_run_unmodified(exec_env, ansible8, node_rootfs,  # noqa: F811
+                                                     capsys):
     env = exec_env
     log_root = os.path.join(env.root, 'logserver')
     os.makedirs(log_root)
-    env.settings.ansible_root = ansible8_root
     env.settings.trusted_rw_paths = [log_root]
     env.upstream.create('zuul/zuul-jobs', _zuul_jobs_files())
     env.upstream.create('org/config', {'playbooks/base/pre.yaml': PRE,
@@ -195,7 +202,7 @@ def test_zuul_jobs_base_and_tox_roles_run_unmodified(exec_env, request, capsys):
               'zuul_logserver_root': log_root})
     manager = env.factory.manager       # the harness's netns nodes (tests/harness/nodes.py)
     node = manager.create(f't{os.getpid()}-zuul-jobs', [env.factory.keypair.public_key],
-                          rootfs=NODE_ROOTFS)
+                          rootfs=node_rootfs)
     try:
         request = execute_request('a' * 32, job, [node_spec(node, 'ubuntu-bionic')],
                                   [item('org/pyproj', number=1)])

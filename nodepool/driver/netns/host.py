@@ -214,9 +214,14 @@ class NetnsHostManager:
         _run('ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', f'{conf}/host_key')
         with open(f'{conf}/authorized_keys', 'w') as f:
             f.write(''.join(k.strip() + '\n' for k in authorized_keys))
+        # A node with a root filesystem of its own also reads its user's
+        # ~/.ssh/authorized_keys, as a cloud image's sshd does (zuul-jobs'
+        # add-build-sshkey adds the build's key there); without one that
+        # file would be this machine's user's, so only the node's own is.
+        keys = f'{seen}/authorized_keys' + (' .ssh/authorized_keys' if rootfs else '')
         with open(f'{conf}/sshd_config', 'w') as f:
             f.write(f'Port 22\nListenAddress {host.address}\nHostKey {seen}/host_key\n'
-                    f'AuthorizedKeysFile {seen}/authorized_keys\nPasswordAuthentication no\n'
+                    f'AuthorizedKeysFile {keys}\nPasswordAuthentication no\n'
                     'KbdInteractiveAuthentication no\n'
                     f'PidFile {seen}/sshd.pid\nStrictModes no\nUsePAM no\n'
                     'PermitRootLogin prohibit-password\nUseDNS no\n'

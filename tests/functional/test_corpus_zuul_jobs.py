@@ -48,6 +48,7 @@ from tests.functional.test_executor_support import (  # noqa: F401 - fixtures
     exec_keypair,
     exec_nodes,
     execute_request,
+    git,
     item,
     node_spec,
     playbook,
@@ -61,19 +62,28 @@ pytestmark = [pytest.mark.corpus,
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROOTFS_IMAGE = os.path.join(TOP, 'tools', 'netns-rootfs-image.sh')
 
-BASE_ROLES = ['emit-job-header', 'log-inventory', 'add-build-sshkey', 'start-zuul-console',
-              'validate-host', 'prepare-workspace', 'ensure-output-dirs', 'fetch-output',
-              'remove-build-sshkey', 'merge-output-to-logs', 'set-zuul-log-path-fact',
-              'upload-logs']
-TOX_ROLES = ['ensure-tox', 'tox', 'fetch-tox-output', 'fetch-subunit-output']
+BASE_ROLES = ['emit-job-header', 'set-zuul-log-path-fact', 'log-inventory', 'add-build-sshkey',
+              'start-zuul-console', 'validate-host', 'prepare-workspace', 'prepare-workspace-git',
+              'mirror-workspace-git-repos', 'ensure-output-dirs',
+              'fetch-output', 'remove-build-sshkey', 'merge-output-to-logs', 'upload-logs']
+TOX_ROLES = ['ensure-tox', 'ensure-python', 'bindep', 'test-setup', 'tox', 'fetch-tox-output',
+             'fetch-subunit-output']
 LEFT_OUT = {
-    'prepare-workspace-git, mirror-workspace-git-repos':
-        'alternatives to prepare-workspace (one workspace role is enough)',
-    'upload-logs to a remote log server':
-        'uploads go to a local log root (zuul_logserver_root on the executor)',
-    "the tox job's other roles (revoke-sudo, ensure-python, bindep, test-setup)":
-        'not in the list asked for; revoke-sudo would edit the host\'s sudoers '
-        '(netns nodes share the host\'s files)',
+    'git-prepare-nodecache':
+        'builds the /opt/git cache prepare-workspace-git clones from while an image is '
+        'built (diskimage-builder); the worker image here has none, so '
+        'prepare-workspace-git takes its path for repos not cached',
+    'revoke-sudo (the tox job\'s run.yaml)':
+        'a netns node\'s user is root, whose `sudo -n true` always succeeds, so the '
+        'role\'s own proof that sudo is revoked fails; the job\'s run playbook here is '
+        'run.yaml without it',
+    'upload-logs-swift':
+        'needs an OpenStack Swift endpoint and credentials (no cloud here); '
+        'upload-logs writes to a local log root (zuul_logserver_root) instead',
+    'upload-afs, release-afs-volume, create-afs-token, destroy-afs-token':
+        'need an AFS cell and Kerberos (kinit/aklog, OpenAFS kernel module)',
+    'build-docker-image, upload-docker-image, install-docker and the registry roles':
+        'need a docker daemon on the node (not in a network-namespace node)',
 }
 
 PRE = """
@@ -87,13 +97,27 @@ PRE = """
     - start-zuul-console
     - validate-host
     - prepare-workspace
+    - prepare-workspace-git
     - ensure-output-dirs
 """
 
+# zuul-jobs' playbooks/tox/pre.yaml and playbooks/unittests/pre.yaml.
 TOX_PRE = """
 - hosts: all
   roles:
     - ensure-tox
+    - ensure-python
+- hosts: all
+  tasks:
+    - name: Install binary dependencies
+      include_role:
+        name: bindep
+      vars:
+        bindep_dir: "{{ zuul_work_dir }}"
+      when: tox_install_bindep | default(true)
+    - name: Run test-setup role
+      include_role:
+        name: test-setup
 """
 
 TOX_RUN = """
@@ -124,6 +148,8 @@ PROJECT = {
     'tox.ini': ('[tox]\nenvlist = py3\nskipsdist = True\n\n'
                 '[testenv]\ncommands = python -m unittest discover -s tests -v\n'),
     'tests/__init__.py': '',
+    # run by test-setup, on the node
+    'tools/test-setup.sh': '#!/bin/sh\necho "test-setup ran on $(uname -n)" > test-setup.out\n',
     'tests/test_sum.py': ('import unittest\n\n\nclass TestSum(unittest.TestCase):\n'
                           '    def test_sum(self):\n'
                           '        self.assertEqual(sum([1, 2]), 3)\n'),
@@ -176,6 +202,25 @@ def node_rootfs():
     shutil.rmtree(base, ignore_errors=True)
 
 
+def _file_state(path: str):
+    try:
+        with open(path, 'rb') as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _roles_that_ran(tasks: dict) -> set[str]:
+    """Roles with at least one task that ran (not skipped) on some host."""
+    ran = set()
+    for name, hosts in tasks.items():
+        if ' : ' not in name:
+            continue
+        if any(not (r or {}).get('skipped') for r in hosts.values()):
+            ran.add(name.split(' : ', 1)[0])
+    return ran
+
+
 def test_zuul_jobs_base_and_tox_roles_run_unmodified(exec_env, ansible8, node_rootfs,  # noqa: F811
                                                      capsys):
     env = exec_env
@@ -189,6 +234,9 @@ def test_zuul_jobs_base_and_tox_roles_run_unmodified(exec_env, ansible8, node_ro
                                        'playbooks/tox/run.yaml': TOX_RUN,
                                        'playbooks/tox/post.yaml': TOX_POST})
     env.upstream.create('org/pyproj', PROJECT)
+    project = env.upstream.path('org/pyproj')
+    os.chmod(os.path.join(project, 'tools', 'test-setup.sh'), 0o755)
+    git(project, 'commit', '-q', '-a', '-m', 'test-setup.sh is executable')
     roles = [RoleSpec(connection='gerrit', project='zuul/zuul-jobs')]
 
     def trusted(path):
@@ -198,27 +246,54 @@ def test_zuul_jobs_base_and_tox_roles_run_unmodified(exec_env, ansible8, node_ro
         pre_run=[trusted('playbooks/base/pre.yaml'), trusted('playbooks/tox/pre.yaml')],
         run=[trusted('playbooks/tox/run.yaml')],
         post_run=[trusted('playbooks/tox/post.yaml'), trusted('playbooks/base/post.yaml')],
-        vars={'tox_envlist': 'py3', 'zuul_work_dir': '{{ zuul.project.src_dir }}',
-              'zuul_logserver_root': log_root})
+        vars={'tox_envlist': 'py3', 'zuul_logserver_root': log_root})
+    host_keys = os.path.expanduser('~/.ssh/authorized_keys')
+    host_keys_before = _file_state(host_keys)
     manager = env.factory.manager       # the harness's netns nodes (tests/harness/nodes.py)
     node = manager.create(f't{os.getpid()}-zuul-jobs', [env.factory.keypair.public_key],
                           rootfs=node_rootfs)
+    node_keys = os.path.join(node.state_dir, 'upper', 'root', '.ssh', 'authorized_keys')
     try:
         request = execute_request('a' * 32, job, [node_spec(node, 'ubuntu-bionic')],
-                                  [item('org/pyproj', number=1)])
+                                  [item('org/pyproj', number=12345)])
         result, build = run_build(env, request)
+        node_keys_after = _file_state(node_keys)
     finally:
         manager.delete(node)
+    tasks = task_results(build)
+    ran = _roles_that_ran(tasks)
     with capsys.disabled():
-        print('\nzuul-jobs roles exercised: ' + ', '.join(BASE_ROLES + TOX_ROLES))
+        print('\nzuul-jobs roles exercised: ' + ', '.join(r for r in BASE_ROLES + TOX_ROLES
+                                                         if r in ran))
+        print('zuul-jobs roles asked for that did not run: '
+              + (', '.join(r for r in BASE_ROLES + TOX_ROLES if r not in ran) or 'none'))
         for what, why in LEFT_OUT.items():
             print(f'left out: {what}: {why}')
     assert result.result == 'SUCCESS', explain(build)
-    tasks = task_results(build)
-    assert any(name.startswith('tox : Run tox') for name in tasks), sorted(tasks)
+    assert set(BASE_ROLES + TOX_ROLES) <= ran, sorted(set(BASE_ROLES + TOX_ROLES) - ran)
+    output = _read_text(build.jobdir.job_output_txt)
+    # the tox run's output came line by line from the node (zuul_console)
+    node_lines = [line for line in output.splitlines() if '| ubuntu-bionic | ' in line]
+    assert any('py3: commands succeeded' in line for line in node_lines), output[-3000:]
+    assert any('test_sum (test_sum.TestSum' in line for line in node_lines)
+    assert not tasks['test-setup : Run tools/test-setup.sh']['ubuntu-bionic'].get('skipped')
+    # add-build-sshkey changed the node's root's keys, never this machine's;
+    # remove-build-sshkey took the build key out again
+    assert _file_state(host_keys) == host_keys_before
+    assert node_keys_after is not None and b'ssh-rsa' not in node_keys_after
     # upload-logs put the build's logs under zuul_log_path in the log root
     # (a change: <change[-2:]>/<change>/<patchset>/<pipeline>/<job>/<build[:7]>)
-    uploaded = os.path.join(log_root, '01', '1', '1', 'check', 'tox-py3', 'a' * 7)
-    assert os.path.isfile(os.path.join(uploaded, 'job-output.txt.gz')), explain(build)
-    assert os.path.isdir(os.path.join(uploaded, 'zuul-info'))
-    assert os.listdir(os.path.join(uploaded, 'tox'))
+    uploaded = os.path.join(log_root, '45', '12345', '1', 'check', 'tox-py3', 'a' * 7)
+    assert os.path.isfile(os.path.join(uploaded, 'job-output.txt.gz')), \
+        sorted(os.path.relpath(os.path.join(d, n), log_root)
+               for d, _, names in os.walk(log_root) for n in names)
+    info = _read_text(os.path.join(uploaded, 'zuul-info', 'zuul-info.ubuntu-bionic.txt'))
+    assert 'Host & kernel' in info and 'Network interface addresses' in info  # zuul_debug_info
+    assert os.path.isfile(os.path.join(uploaded, 'zuul-info', 'host-info.ubuntu-bionic.yaml'))
+    assert os.path.isfile(os.path.join(uploaded, 'zuul-info', 'inventory.yaml'))
+    assert any(n.startswith('py3') for n in os.listdir(os.path.join(uploaded, 'tox')))
+
+
+def _read_text(path: str) -> str:
+    with open(path, errors='replace') as f:
+        return f.read()

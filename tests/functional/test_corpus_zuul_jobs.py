@@ -317,3 +317,70 @@ def _failures(tasks: dict) -> str:
 def _read_text(path: str) -> str:
     with open(path, errors='replace') as f:
         return f.read()
+
+
+# -- installed collections in untrusted playbooks ------------------------------
+UNTRUSTED_COLLECTIONS = """
+- hosts: all
+  tasks:
+    - name: a filter of an installed collection (ansible.utils, with netaddr)
+      debug:
+        msg: "{{ '2001:db8::1' | ipwrap }} {{ '192.0.2.1' | ansible.utils.ipwrap }}"
+      register: wrapped
+    - name: a module of an installed collection, on the node
+      community.general.archive:
+        path: /etc/hostname
+        dest: /tmp/hostname.gz
+    - assert:
+        that: wrapped.msg == '[2001:db8::1] 192.0.2.1'
+"""
+
+PLANTED_COLLECTION = """
+- hosts: all
+  tasks:
+    - debug:
+        msg: "{{ 'x' | evil.planted.mark }}"
+"""
+
+PLANTED_FILTER = (
+    'class FilterModule:\n'
+    '    def filters(self):\n'
+    '        return {"mark": self.mark}\n'
+    '    def mark(self, value):\n'
+    '        open(MARKER, "w").write("ran")\n'
+    '        return value\n')
+
+
+def test_untrusted_playbooks_use_installed_collections_never_their_own(
+        exec_env, ansible8):  # noqa: F811
+    """As released Zuul: an untrusted playbook may use the collections
+    installed with its Ansible (their filters run on the executor, their
+    modules on the nodes); a collection the project brings beside its
+    playbook (``playbooks/collections/ansible_collections/...``, which
+    Ansible would load) is refused and never imported."""
+    env = exec_env
+    marker = os.path.join(env.root, 'planted-marker')
+    env.upstream.create('org/project', {'playbooks/ok.yaml': UNTRUSTED_COLLECTIONS})
+    env.upstream.create('org/evil', {
+        'playbooks/planted.yaml': PLANTED_COLLECTION,
+        'playbooks/collections/ansible_collections/evil/planted/plugins/filter/mark.py':
+            PLANTED_FILTER.replace('MARKER', repr(marker)),
+        'playbooks/collections/ansible_collections/evil/planted/galaxy.yml':
+            'namespace: evil\nname: planted\nversion: 1.0.0\n'})
+    node = env.factory.make()
+    results = {}
+    for project, path in (('org/project', 'playbooks/ok.yaml'),
+                          ('org/evil', 'playbooks/planted.yaml')):
+        job = JobSpec(name='collections', ansible_version='8',
+                      run=[playbook(project, path)])
+        request = execute_request(f'{len(project):032x}', job,
+                                  [node_spec(node, 'ubuntu-bionic')], [item(project)])
+        results[project] = run_build(env, request)
+    result, build = results['org/project']
+    assert result.result == 'SUCCESS', (result.error_detail, explain(build))
+    tasks = task_results(build)
+    assert tasks['a module of an installed collection, on the node']['ubuntu-bionic']['changed']
+    result, build = results['org/evil']
+    assert result.result != 'SUCCESS'
+    assert 'collections found in org/evil/playbooks/planted.yaml' in result.error_detail
+    assert not os.path.exists(marker), 'a collection the project brought was imported'

@@ -329,8 +329,8 @@ UNTRUSTED_COLLECTIONS = """
       register: wrapped
     - name: a module of an installed collection, on the node
       community.general.archive:
-        path: /etc/hostname
-        dest: /tmp/hostname.gz
+        path: /etc/passwd
+        dest: /tmp/passwd.gz
     - assert:
         that: wrapped.msg == '[2001:db8::1] 192.0.2.1'
 """
@@ -340,6 +340,16 @@ PLANTED_COLLECTION = """
   tasks:
     - debug:
         msg: "{{ 'x' | evil.planted.mark }}"
+"""
+
+UNTRUSTED_SYNCHRONIZE = """
+- hosts: all
+  tasks:
+    - name: pull into the build's logs
+      synchronize:
+        src: /etc/passwd
+        dest: "{{ zuul.executor.log_root }}/"
+        mode: pull
 """
 
 PLANTED_FILTER = (
@@ -352,35 +362,53 @@ PLANTED_FILTER = (
 
 
 def test_untrusted_playbooks_use_installed_collections_never_their_own(
-        exec_env, ansible8):  # noqa: F811
+        exec_env, ansible8, node_rootfs):  # noqa: F811
     """As released Zuul: an untrusted playbook may use the collections
     installed with its Ansible (their filters run on the executor, their
     modules on the nodes); a collection the project brings beside its
     playbook (``playbooks/collections/ansible_collections/...``, which
-    Ansible would load) is refused and never imported."""
+    Ansible would load) is refused and never imported.  Unlike released
+    Zuul, ``synchronize`` (whose module runs on the executor) is refused
+    to untrusted playbooks (doc/source/compatibility.rst)."""
     env = exec_env
     marker = os.path.join(env.root, 'planted-marker')
-    env.upstream.create('org/project', {'playbooks/ok.yaml': UNTRUSTED_COLLECTIONS})
+    env.upstream.create('org/project', {'playbooks/ok.yaml': UNTRUSTED_COLLECTIONS,
+                                        'playbooks/sync.yaml': UNTRUSTED_SYNCHRONIZE})
     env.upstream.create('org/evil', {
         'playbooks/planted.yaml': PLANTED_COLLECTION,
         'playbooks/collections/ansible_collections/evil/planted/plugins/filter/mark.py':
             PLANTED_FILTER.replace('MARKER', repr(marker)),
         'playbooks/collections/ansible_collections/evil/planted/galaxy.yml':
             'namespace: evil\nname: planted\nversion: 1.0.0\n'})
-    node = env.factory.make()
+    manager = env.factory.manager
+    node = manager.create(f't{os.getpid()}-collections', [env.factory.keypair.public_key],
+                          rootfs=node_rootfs)
     results = {}
     for project, path in (('org/project', 'playbooks/ok.yaml'),
-                          ('org/evil', 'playbooks/planted.yaml')):
+                          ('org/evil', 'playbooks/planted.yaml'),
+                          ('org/project', 'playbooks/sync.yaml')):
         job = JobSpec(name='collections', ansible_version='8',
                       run=[playbook(project, path)])
-        request = execute_request(f'{len(project):032x}', job,
+        request = execute_request(f'{len(path):032x}', job,
                                   [node_spec(node, 'ubuntu-bionic')], [item(project)])
-        results[project] = run_build(env, request)
-    result, build = results['org/project']
+        try:
+            results[path] = run_build(env, request)
+        except BaseException:
+            manager.delete(node)
+            raise
+    manager.delete(node)
+    result, build = results['playbooks/ok.yaml']
     assert result.result == 'SUCCESS', (result.error_detail, explain(build))
     tasks = task_results(build)
-    assert tasks['a module of an installed collection, on the node']['ubuntu-bionic']['changed']
-    result, build = results['org/evil']
+    archived = tasks['a module of an installed collection, on the node']['ubuntu-bionic']
+    assert archived['changed'], archived
+    result, build = results['playbooks/planted.yaml']
     assert result.result != 'SUCCESS'
     assert 'collections found in org/evil/playbooks/planted.yaml' in result.error_detail
     assert not os.path.exists(marker), 'a collection the project brought was imported'
+    # synchronize runs its module on the executor: refused for untrusted
+    # playbooks here (released Zuul allows it within the work dir)
+    result, build = results['playbooks/sync.yaml']
+    assert result.result == 'FAILURE'
+    assert 'running a module over a local connection' in _read_text(
+        build.jobdir.job_output_txt)

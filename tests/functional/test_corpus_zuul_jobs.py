@@ -5,9 +5,11 @@ project, and the build succeeds with its logs where upload-logs put them.
 
 Corpus tier (``GATEKEEP_CORPUS``). As a site runs them, it needs:
 
-- zuul's own modules on the node: ``zuul_console`` (``start-zuul-console``
-  and ``prepare-workspace`` start it; the ``command`` output of the roles
-  is streamed through it) and ``zuul_debug_info`` (``validate-host``);
+- zuul's own modules: ``zuul_console`` (``start-zuul-console`` and
+  ``prepare-workspace`` start it on the node; the ``command`` output of
+  the roles is streamed through it) and ``zuul_return``; the roles bring
+  the others they use in their own ``library/`` (``zuul_debug_info``,
+  ``sshagent_remove_keys``, ``tox_install_sibling_packages``);
 - Ansible 8 with its collections, as released Zuul installs it: the
   roles use ``include:`` (gone from ansible-core 2.16 on) and modules and
   filters that moved into collections (``synchronize``,
@@ -293,7 +295,7 @@ def test_zuul_jobs_base_and_tox_roles_run_unmodified(exec_env, ansible8, node_ro
                 for d, _, names in os.walk(log_root) for n in names),
          {name: r for name, r in tasks.items() if name.startswith('upload-logs')})
     info = _read_text(os.path.join(uploaded, 'zuul-info', 'zuul-info.ubuntu-bionic.txt'))
-    assert 'Host & kernel' in info and 'Network interface addresses' in info  # zuul_debug_info
+    assert 'Host & kernel' in info      # validate-host's zuul_debug_info ran on the node
     assert os.path.isfile(os.path.join(uploaded, 'zuul-info', 'host-info.ubuntu-bionic.yaml'))
     assert os.path.isfile(os.path.join(uploaded, 'zuul-info', 'inventory.yaml'))
     assert any(n.startswith('py3') for n in os.listdir(os.path.join(uploaded, 'tox')))

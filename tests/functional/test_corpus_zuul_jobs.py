@@ -186,6 +186,19 @@ def ansible8():
     print(proc.stdout.strip())
 
 
+def _beside_usr() -> str:
+    """A scratch dir on /usr's file system if there is one (the image
+    hard-links /usr: seconds, not a copy of gigabytes)."""
+    usr = os.stat('/usr').st_dev
+    for candidate in (tempfile.gettempdir(), '/var/tmp', os.path.dirname(TOP)):
+        try:
+            if os.stat(candidate).st_dev == usr and os.access(candidate, os.W_OK):
+                return candidate
+        except OSError:
+            continue
+    return tempfile.gettempdir()
+
+
 @pytest.fixture(scope='module')
 def node_rootfs():
     """A worker image for the node (a directory), built once per run."""
@@ -193,7 +206,7 @@ def node_rootfs():
     if ready:
         yield ready
         return
-    base = tempfile.mkdtemp(prefix='zjroot')
+    base = tempfile.mkdtemp(prefix='zjroot', dir=_beside_usr())
     out = os.path.join(base, 'worker')
     env = dict(os.environ, IMAGE_HOST_USR='1', IMAGE_PIP_PACKAGES='tox<4')
     proc = subprocess.run(['bash', ROOTFS_IMAGE, '-t', 'dir', '-o', out],

@@ -16,8 +16,10 @@ their own registry to add fault-injecting drivers.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -448,3 +450,35 @@ def default_registry() -> DriverRegistry:
     return DriverRegistry([StaticDriver(), NetnsDriver(), SimulatedDriver(), OpenStackDriver(),
                            KubernetesDriver(), OpenShiftDriver(), OpenShiftPodsDriver(),
                            AwsDriver(), MetastaticDriver(), GceDriver(), AzureDriver()])
+
+
+class CachedQuota:
+    """For an adapter that reads its limits from the provider: ``quota()``
+    calls ``_fetch_quota()`` at most once per ``quota_cache_seconds``; a
+    failed read (``ProviderError``) keeps the last answer (or no limit).
+    The adapter has ``self._lock``."""
+
+    quota_cache_seconds = 60.0
+    _quota: tuple[float, Quota] | None = None
+
+    def _fetch_quota(self) -> Quota:
+        raise NotImplementedError
+
+    def invalidate_quota(self) -> None:
+        with self._lock:
+            self._quota = None
+
+    def quota(self) -> Quota:
+        with self._lock:
+            cached = self._quota
+        if cached is not None and time.monotonic() - cached[0] < self.quota_cache_seconds:
+            return cached[1]
+        try:
+            quota = self._fetch_quota()
+        except ProviderError as e:
+            logging.getLogger('nodepool.driver').warning(
+                'Provider %s: reading the quota failed: %s', self.provider.name, e)
+            return cached[1] if cached is not None else Quota()
+        with self._lock:
+            self._quota = (time.monotonic(), quota)
+        return quota

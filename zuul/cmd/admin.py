@@ -122,8 +122,14 @@ def main(argv=None, out=None) -> int:
         from zuul.zk.key_admin import key_command
         return key_command(args, args.config or DEFAULT_CONFIG, out)
     if args.command == 'create-auth-token':
+        from zuul.configloader.zuulconf import ZuulConfError, load_zuul_conf
         from zuul.lib.auth import create_token_command
-        return create_token_command(args, args.config or DEFAULT_CONFIG, out)
+        try:
+            conf = load_zuul_conf(args.config or DEFAULT_CONFIG)
+        except ZuulConfError as e:
+            print(f'zuul-admin create-auth-token: {e}', file=sys.stderr)
+            return 2
+        return create_token_command(args, args.config or DEFAULT_CONFIG, conf.auth, out)
     if args.command == 'show-job':
         args.job, args.repos = args.repos[0], args.repos[1:]
     if args.command == 'tenant-conf-check':

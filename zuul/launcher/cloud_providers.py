@@ -22,17 +22,51 @@ label's ``cpu``, ``memory``, ``storage`` and ``env``.
 from __future__ import annotations
 
 
+def _pool(resolved, limits=(('instances', 'max-servers'),)) -> dict:
+    """The one pool of a provider, with the quota limits it has."""
+    pool: dict = {'name': 'main'}
+    quota = resolved.settings.get('quota') or {}
+    if isinstance(quota, dict):
+        for src, dst in limits:
+            if quota.get(src) is not None:
+                pool[dst] = int(quota[src])
+    return pool
+
+
+def _labels(resolved, options: dict, lookup):
+    """Each label with its lookup (its image's settings right after its
+    own) and its image object (None: the label names none)."""
+    for label in resolved.labels.values():
+        look = lookup(resolved, options, label)
+        image = resolved.images.get(label.image or '')
+        if image is not None:
+            look.layers.insert(1, image.settings)
+        yield label, look, image
+
+
+def _copy(look, entry: dict, keys, convert=lambda value: value) -> None:
+    """The keys ``look`` has a value for, into ``entry``."""
+    for key in keys:
+        if look.get(key) is not None:
+            entry[key] = convert(look.get(key))
+
+
+def _done(raw: dict, pool: dict, labels: list, images: dict | None = None) -> dict:
+    pool['labels'] = labels
+    if images is not None:
+        raw['cloud-images'] = list(images.values())
+    raw['pools'] = [pool]
+    return raw
+
+
 def _aws(resolved, options: dict, lookup, common, login) -> dict:
     raw = common(resolved, options, 'aws')
     look = lookup(resolved, options)
     raw['region-name'] = str(look.get('region-name', 'region', default='us-east-1'))
     if look.get('profile-name', 'profile') is not None:
         raw['profile-name'] = str(look.get('profile-name', 'profile'))
-    pool: dict = {'name': 'main'}
-    quota = resolved.settings.get('quota') or {}
-    for src, dst in (('instances', 'max-servers'), ('cores', 'max-cores'), ('ram', 'max-ram')):
-        if isinstance(quota, dict) and quota.get(src) is not None:
-            pool[dst] = int(quota[src])
+    pool = _pool(resolved, (('instances', 'max-servers'), ('cores', 'max-cores'),
+                            ('ram', 'max-ram')))
     for key, names in (('subnet-id', ('subnet-id', 'subnet')),
                        ('security-group-id', ('security-group-id',))):
         if look.get(*names) is not None:
@@ -41,11 +75,7 @@ def _aws(resolved, options: dict, lookup, common, login) -> dict:
         pool['public-ipv4'] = bool(look.get('public-ipv4'))
     images: dict[str, dict] = {}
     labels = []
-    for label in resolved.labels.values():
-        label_look = lookup(resolved, options, label)
-        image = resolved.images.get(label.image or '')
-        if image is not None:
-            label_look.layers.insert(1, image.settings)
+    for label, label_look, image in _labels(resolved, options, lookup):
         key = image.canonical_name if image else label.canonical_name
         cloud = {'name': key, **login(label_look)}
         if label_look.get('image-id') is not None:
@@ -60,19 +90,15 @@ def _aws(resolved, options: dict, lookup, common, login) -> dict:
         itype = label_look.get('instance-type', 'cloud-flavor', 'flavor-name')
         if itype is not None:
             entry['instance-type'] = str(itype)
-        for k in ('key-name', 'volume-type', 'volume-size', 'iops', 'throughput', 'userdata',
-                  'ebs-optimized', 'host-key-checking', 'dedicated-host'):
-            if label_look.get(k) is not None:
-                entry[k] = label_look.get(k)
+        _copy(label_look, entry, ('key-name', 'volume-type', 'volume-size', 'iops', 'throughput',
+                                  'userdata', 'ebs-optimized', 'host-key-checking',
+                                  'dedicated-host'))
         if label_look.get('tags'):
             entry['tags'] = {str(k): str(v) for k, v in label_look.get('tags').items()}
         if label_look.get('market-type') == 'spot':
             entry['use-spot'] = True
         labels.append(entry)
-    pool['labels'] = labels
-    raw['cloud-images'] = list(images.values())
-    raw['pools'] = [pool]
-    return raw
+    return _done(raw, pool, labels, images)
 
 
 def _filters(value) -> list[dict]:
@@ -89,38 +115,25 @@ def _kubernetes(resolved, options: dict, lookup, common, login, driver='kubernet
     look = lookup(resolved, options)
     if look.get('context') is not None:
         raw['context'] = str(look.get('context'))
-    pool: dict = {'name': 'main'}
-    quota = resolved.settings.get('quota') or {}
-    if isinstance(quota, dict) and quota.get('instances') is not None:
-        pool['max-servers'] = int(quota['instances'])
+    pool = _pool(resolved)
     labels = []
-    for label in resolved.labels.values():
-        label_look = lookup(resolved, options, label)
-        image = resolved.images.get(label.image or '')
-        if image is not None:
-            label_look.layers.insert(1, image.settings)
+    for label, label_look, image in _labels(resolved, options, lookup):
         kind = str(label_look.get('type', default='pod'))
         entry = {'name': label.canonical_name, 'type': kind, **login(label_look)}
         if kind == 'pod':
             entry['image'] = str(label_look.get('image-name',
                                                 default=image.name if image else label.name))
-            for k in ('cpu', 'memory', 'storage', 'env', 'node-selector', 'privileged'):
-                if label_look.get(k) is not None:
-                    entry[k] = label_look.get(k)
+            _copy(label_look, entry, ('cpu', 'memory', 'storage', 'env', 'node-selector',
+                                      'privileged'))
         labels.append(entry)
-    pool['labels'] = labels
-    raw['pools'] = [pool]
-    return raw
+    return _done(raw, pool, labels)
 
 
 def _metastatic(resolved, options: dict, lookup, common, login) -> dict:
     """Each label is a slot of a node of its ``backing-label`` (a label
     of the same tenant: its canonical name is asked for)."""
     raw = common(resolved, options, 'metastatic')
-    pool: dict = {'name': 'main'}
-    quota = resolved.settings.get('quota') or {}
-    if isinstance(quota, dict) and quota.get('instances') is not None:
-        pool['max-servers'] = int(quota['instances'])
+    pool = _pool(resolved)
     labels = []
     for label in resolved.labels.values():
         label_look = lookup(resolved, options, label)
@@ -129,13 +142,9 @@ def _metastatic(resolved, options: dict, lookup, common, login) -> dict:
             # Label objects are named within their project.
             backing = label.canonical_name[:-len(label.name)] + backing
         entry = {'name': label.canonical_name, 'backing-label': backing, **login(label_look)}
-        for key in ('max-parallel-jobs', 'grace-time'):
-            if label_look.get(key) is not None:
-                entry[key] = label_look.get(key)
+        _copy(label_look, entry, ('max-parallel-jobs', 'grace-time'))
         labels.append(entry)
-    pool['labels'] = labels
-    raw['pools'] = [pool]
-    return raw
+    return _done(raw, pool, labels)
 
 
 def _gce(resolved, options: dict, lookup, common, login) -> dict:
@@ -148,34 +157,20 @@ def _gce(resolved, options: dict, lookup, common, login) -> dict:
     look = lookup(resolved, options)
     for key in ('project', 'region', 'zone'):
         raw[key] = str(look.get(key, default=''))
-    pool: dict = {'name': 'main'}
-    quota = resolved.settings.get('quota') or {}
-    if isinstance(quota, dict) and quota.get('instances') is not None:
-        pool['max-servers'] = int(quota['instances'])
+    pool = _pool(resolved)
     images: dict[str, dict] = {}
     labels = []
-    for label in resolved.labels.values():
-        label_look = lookup(resolved, options, label)
-        image = resolved.images.get(label.image or '')
-        if image is not None:
-            label_look.layers.insert(1, image.settings)
+    for label, label_look, image in _labels(resolved, options, lookup):
         key = image.canonical_name if image else label.canonical_name
         cloud = {'name': key, **login(label_look)}
-        for k in ('image-id', 'image-project', 'image-family', 'key'):
-            if label_look.get(k) is not None:
-                cloud[k] = str(label_look.get(k))
+        _copy(label_look, cloud, ('image-id', 'image-project', 'image-family', 'key'), str)
         images.setdefault(key, cloud)
         entry = {'name': label.canonical_name, 'cloud-image': key, **login(label_look),
                  'instance-type': str(label_look.get('instance-type', 'cloud-flavor',
                                                      default=''))}
-        for k in ('volume-type', 'volume-size'):
-            if label_look.get(k) is not None:
-                entry[k] = label_look.get(k)
+        _copy(label_look, entry, ('volume-type', 'volume-size'))
         labels.append(entry)
-    pool['labels'] = labels
-    raw['cloud-images'] = list(images.values())
-    raw['pools'] = [pool]
-    return raw
+    return _done(raw, pool, labels, images)
 
 
 def _azure(resolved, options: dict, lookup, common, login) -> dict:
@@ -191,22 +186,13 @@ def _azure(resolved, options: dict, lookup, common, login) -> dict:
     raw['auth-path'] = str(look.get('auth-path', default=''))
     if look.get('subnet-id') is not None:
         raw['subnet-id'] = str(look.get('subnet-id'))
-    pool: dict = {'name': 'main'}
-    quota = resolved.settings.get('quota') or {}
-    if isinstance(quota, dict) and quota.get('instances') is not None:
-        pool['max-servers'] = int(quota['instances'])
+    pool = _pool(resolved)
     images: dict[str, dict] = {}
     labels = []
-    for label in resolved.labels.values():
-        label_look = lookup(resolved, options, label)
-        image = resolved.images.get(label.image or '')
-        if image is not None:
-            label_look.layers.insert(1, image.settings)
+    for label, label_look, image in _labels(resolved, options, lookup):
         key = image.canonical_name if image else label.canonical_name
         cloud = {'name': key, **login(label_look)}
-        for k in ('image-reference', 'image-id', 'key'):
-            if label_look.get(k) is not None:
-                cloud[k] = label_look.get(k)
+        _copy(label_look, cloud, ('image-reference', 'image-id', 'key'))
         images.setdefault(key, cloud)
         size = label_look.get('vm-size', 'instance-type', 'cloud-flavor', default='')
         entry = {'name': label.canonical_name, 'cloud-image': key, **login(label_look),
@@ -214,7 +200,4 @@ def _azure(resolved, options: dict, lookup, common, login) -> dict:
         if label_look.get('tags'):
             entry['tags'] = {str(k): str(v) for k, v in label_look.get('tags').items()}
         labels.append(entry)
-    pool['labels'] = labels
-    raw['cloud-images'] = list(images.values())
-    raw['pools'] = [pool]
-    return raw
+    return _done(raw, pool, labels, images)

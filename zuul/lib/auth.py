@@ -367,21 +367,16 @@ class Authenticators:
         raise error
 
 
-def create_token_command(args, config: str, out) -> int:
+def create_token_command(args, config: str, auth: dict, out) -> int:
     """``zuul-admin create-auth-token``: print ``Bearer <token>`` signed by
-    the ``[auth NAME]`` authenticator of ``config``; the exit status."""
+    the ``[auth NAME]`` authenticator (``auth``: the parsed ``[auth ...]``
+    sections of ``config``); the exit status."""
     import sys
 
-    from zuul.configloader.zuulconf import ZuulConfError, load_zuul_conf
-    try:
-        conf = load_zuul_conf(config)
-    except ZuulConfError as e:
-        print(f'zuul-admin create-auth-token: {e}', file=sys.stderr)
-        return 2
-    authenticator = Authenticators(conf.auth).by_name.get(args.auth_config)
+    authenticator = Authenticators(auth).by_name.get(args.auth_config)
     if authenticator is None:
         print(f'zuul-admin create-auth-token: no [auth {args.auth_config}] section in '
-              f'{config} (there are: {", ".join(conf.auth) or "none"})', file=sys.stderr)
+              f'{config} (there are: {", ".join(auth) or "none"})', file=sys.stderr)
         return 1
     if args.expires_in <= 0:
         print('zuul-admin create-auth-token: --expires-in must be a positive number of '

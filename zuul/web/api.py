@@ -30,7 +30,7 @@ from zuul.web import console, openapi
 from zuul.web.access import AccessDeniedError, AccessPolicy
 from zuul.web.actions import AdminActions, NoContent
 from zuul.web.config_api import ConfigViewsAPI
-from zuul.web.errors import HTTPError, int_param
+from zuul.web.errors import HTTPError, TextResult, int_param
 
 log = logging.getLogger('zuul.web')
 
@@ -56,10 +56,6 @@ class WebRequest:
     method: str = 'GET'
     authorization: str | None = None   # the Authorization header
     body: bytes = b''
-
-
-class TextResult(str):
-    """A handler result served as text/plain instead of JSON."""
 
 
 def _rpc_status(message: str) -> int:

@@ -18,7 +18,7 @@ ZuulWebAPI checks the tenant's access rules before any of these run.
 from __future__ import annotations
 
 from zuul.lib import rpc_protocol as p
-from zuul.web.errors import HTTPError, int_param
+from zuul.web.errors import HTTPError, TextResult, int_param
 
 SEVERITIES = ('error', 'warning')
 CONFIG_ERROR_FILTERS = ('project', 'branch', 'severity', 'limit', 'skip')
@@ -137,7 +137,6 @@ class ConfigViewsAPI:
         name = '/'.join(rest)
         if not name.endswith('.pub') or name == '.pub':
             raise HTTPError(404, 'the key URL is project-ssh-key/<project>.pub')
-        from zuul.web.api import TextResult
         return TextResult(self.api._call(p.PROJECT_SSH_KEY_GET, tenant=tenant,
                                          project=name[:-len('.pub')]))
 

@@ -1,5 +1,5 @@
-"""The error a zuul-web handler raises to answer with an HTTP status, and
-the query-parameter checks that raise it."""
+"""The error a zuul-web handler raises to answer with an HTTP status, the
+query-parameter checks that raise it, and the marker of a text answer."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ class HTTPError(Exception):
         self.status = status
         self.message = message
         self.headers = headers or {}
+
+
+class TextResult(str):
+    """A handler result served as text/plain instead of JSON."""
 
 
 def int_param(kw, name, default, low=0, high=1000):

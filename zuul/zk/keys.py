@@ -204,6 +204,38 @@ def _retry() -> KazooRetry:
 # -- the store ------------------------------------------------------------------
 
 
+class ProjectKeyCache:
+    """Each project's key read (or created) once however many threads ask
+    at once: ``load(connection, project)`` gives ``(private, stored)``,
+    then ``watch(key, stored)`` drops the entry (``pop``) when ZooKeeper's
+    copy changes."""
+
+    def __init__(self, load, watch):
+        self._load = load
+        self._watch = watch
+        self._lock = threading.Lock()
+        self._project_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._entries: dict[tuple[str, str], object] = {}
+
+    def get(self, connection: str, project: str):
+        key = (connection, project)
+        private = self._entries.get(key)
+        if private is not None:
+            return private
+        with self._lock:
+            project_lock = self._project_locks.setdefault(key, threading.Lock())
+        with project_lock:
+            private = self._entries.get(key)
+            if private is None:
+                private, stored = self._load(connection, project)
+                self._entries[key] = private
+                self._watch(key, stored)
+            return private
+
+    def pop(self, key: tuple[str, str], default=None):
+        return self._entries.pop(key, default)
+
+
 class ZooKeeperKeyStore:
     """``zuul.lib.keystore.KeyStore``'s interface over ZooKeeper.
 
@@ -221,26 +253,12 @@ class ZooKeeperKeyStore:
         self.password = _password(password)
         self.state_dir = state_dir
         self.key_bits = key_bits
-        self._lock = threading.Lock()
-        self._project_locks: dict[tuple[str, str], threading.Lock] = {}
-        self._cache: dict[tuple[str, str], object] = {}
+        self._cache = ProjectKeyCache(self._load_or_create, self._watch)
 
     def get_project_key(self, connection: str, project: str):
         """The project's private key, created (once, by whichever scheduler
         gets there first) on first use."""
-        key = (connection, project)
-        private = self._cache.get(key)
-        if private is not None:
-            return private
-        with self._lock:
-            project_lock = self._project_locks.setdefault(key, threading.Lock())
-        with project_lock:
-            private = self._cache.get(key)
-            if private is None:
-                private, body = self._load_or_create(connection, project)
-                self._cache[key] = private
-                self._watch(key, body)
-            return private
+        return self._cache.get(connection, project)
 
     def get_public_key_pem(self, connection: str, project: str) -> str:
         private = self.get_project_key(connection, project)

@@ -19,7 +19,6 @@ it read it (the znode's version); the loser reads the winner's key.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from cryptography.hazmat.primitives import serialization
@@ -29,6 +28,7 @@ from zuul.lib import encryption
 from zuul.zk.keys import (
     KeyPasswordError,
     KeyStoreError,
+    ProjectKeyCache,
     ProjectKeys,
     StoredKey,
     ZooKeeperKeyStore,
@@ -66,24 +66,10 @@ class ProjectSshKeys:
     def __init__(self, keystore: ZooKeeperKeyStore, key_bits: int = SSH_KEY_BITS):
         self.keystore = keystore
         self.key_bits = key_bits
-        self._lock = threading.Lock()
-        self._project_locks: dict[tuple[str, str], threading.Lock] = {}
-        self._cache: dict[tuple[str, str], object] = {}
+        self._cache = ProjectKeyCache(self._load_or_create, self._watch)
 
     def get(self, connection: str, project: str):
-        key = (connection, project)
-        private = self._cache.get(key)
-        if private is not None:
-            return private
-        with self._lock:
-            project_lock = self._project_locks.setdefault(key, threading.Lock())
-        with project_lock:
-            private = self._cache.get(key)
-            if private is None:
-                private, pem = self._load_or_create(connection, project)
-                self._cache[key] = private
-                self._watch(key, pem)
-            return private
+        return self._cache.get(connection, project)
 
     def public_key(self, connection: str, project: str) -> str:
         return public_key_line(self.get(connection, project))

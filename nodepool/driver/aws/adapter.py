@@ -34,6 +34,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from nodepool.driver import (
+    CachedQuota,
     Instance,
     InstanceSpec,
     LaunchError,
@@ -86,11 +87,10 @@ class _Launch:
     running_at: float | None = None
 
 
-class AwsAdapter(ProviderAdapter):
+class AwsAdapter(CachedQuota, ProviderAdapter):
     check_ssh = False        # poll waits for SSH itself, to scan the host keys
     times_own_launch = True  # launch-timeout to running, boot-timeout to SSH
 
-    quota_cache_seconds = 60.0
     delete_timeout = 600.0
     image_cache_seconds = 300.0
 
@@ -103,7 +103,6 @@ class AwsAdapter(ProviderAdapter):
         self._launches: dict[str, _Launch] = {}
         self._types: dict[str, tuple[int, int]] = {}
         self._images: dict[str, tuple[str, float]] = {}
-        self._quota: tuple[float, Quota] | None = None
 
     # -- clients ---------------------------------------------------------------------
 
@@ -429,24 +428,6 @@ class AwsAdapter(ProviderAdapter):
                        VolumeId=volume['VolumeId'])
 
     # -- quota -------------------------------------------------------------------------
-
-    def invalidate_quota(self) -> None:
-        with self._lock:
-            self._quota = None
-
-    def quota(self) -> Quota:
-        with self._lock:
-            cached = self._quota
-        if cached is not None and time.monotonic() - cached[0] < self.quota_cache_seconds:
-            return cached[1]
-        try:
-            quota = self._fetch_quota()
-        except ProviderError as e:
-            log.warning('Provider %s: reading the quota failed: %s', self.provider.name, e)
-            return cached[1] if cached is not None else Quota()
-        with self._lock:
-            self._quota = (time.monotonic(), quota)
-        return quota
 
     def _fetch_quota(self) -> Quota:
         """The account's on-demand vCPU quota less the vCPUs of instances

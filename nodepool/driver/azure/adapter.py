@@ -24,6 +24,7 @@ import threading
 import time
 
 from nodepool.driver import (
+    CachedQuota,
     Instance,
     InstanceSpec,
     LaunchError,
@@ -39,10 +40,9 @@ from nodepool.driver.sshutil import reachability_problem
 log = logging.getLogger('nodepool.driver.azure')
 
 
-class AzureAdapter(ProviderAdapter):
+class AzureAdapter(CachedQuota, ProviderAdapter):
     check_ssh = False
     times_own_launch = True
-    quota_cache_seconds = 60.0
     delete_timeout = 600.0
 
     def __init__(self, provider):
@@ -52,7 +52,6 @@ class AzureAdapter(ProviderAdapter):
         self._arm: ArmClient | None = None
         self._sizes: dict[str, tuple[int, int]] | None = None
         self._launches: dict[str, dict] = {}
-        self._quota: tuple[float, Quota] | None = None
 
     @property
     def arm(self) -> ArmClient:
@@ -115,31 +114,20 @@ class AzureAdapter(ProviderAdapter):
         cores, ram = self.vm_size(pool.labels[label].settings['hardware-profile']['vm-size'])
         return Quota(instances=1, cores=cores, ram=ram)
 
-    def quota(self) -> Quota:
-        with self._lock:
-            cached = self._quota
-        if cached is not None and time.monotonic() - cached[0] < self.quota_cache_seconds:
-            return cached[1]
-        try:
-            usages = self.arm.request('GET', f'{self.arm.subscription}/providers/'
-                                      f'Microsoft.Compute/locations/'
-                                      f'{self.settings["location"]}/usages', 'reading usages')
-            ours = self._vms()
-            own_cores = sum(self.vm_size(vm['properties']['hardwareProfile']['vmSize'])[0]
-                            for vm in ours)
-        except ProviderError as e:
-            log.warning('Provider %s: reading the quota failed: %s', self.provider.name, e)
-            return cached[1] if cached is not None else Quota()
+    def _fetch_quota(self) -> Quota:
+        usages = self.arm.request('GET', f'{self.arm.subscription}/providers/'
+                                  f'Microsoft.Compute/locations/'
+                                  f'{self.settings["location"]}/usages', 'reading usages')
+        ours = self._vms()
+        own_cores = sum(self.vm_size(vm['properties']['hardwareProfile']['vmSize'])[0]
+                        for vm in ours)
         by_name = {u['name']['value']: u for u in usages.get('value') or []}
 
         def left(name, own):
             u = by_name.get(name)
             return None if u is None else u['limit'] - (u['currentValue'] - own)
-        quota = Quota(instances=left('virtualMachines', len(ours)),
-                      cores=left('cores', own_cores))
-        with self._lock:
-            self._quota = (time.monotonic(), quota)
-        return quota
+        return Quota(instances=left('virtualMachines', len(ours)),
+                     cores=left('cores', own_cores))
 
     # -- launching ------------------------------------------------------------------------
 

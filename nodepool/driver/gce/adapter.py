@@ -23,6 +23,7 @@ import threading
 import time
 
 from nodepool.driver import (
+    CachedQuota,
     Instance,
     InstanceSpec,
     LaunchError,
@@ -56,11 +57,10 @@ def _http_error(what: str, e) -> ProviderError:
     return ProviderError(text)
 
 
-class GceAdapter(ProviderAdapter):
+class GceAdapter(CachedQuota, ProviderAdapter):
     check_ssh = False
     times_own_launch = True
 
-    quota_cache_seconds = 60.0
     delete_timeout = 600.0
 
     def __init__(self, provider):
@@ -71,7 +71,6 @@ class GceAdapter(ProviderAdapter):
         self._creds = None
         self._types: dict[str, tuple[int, int]] = {}
         self._launches: dict[str, dict] = {}
-        self._quota: tuple[float, Quota] | None = None
 
     @property
     def compute(self):
@@ -296,26 +295,14 @@ class GceAdapter(ProviderAdapter):
 
     # -- quota -------------------------------------------------------------------------------
 
-    def quota(self) -> Quota:
-        with self._lock:
-            cached = self._quota
-        if cached is not None and time.monotonic() - cached[0] < self.quota_cache_seconds:
-            return cached[1]
-        try:
-            region = self._call('reading the region', self.compute.regions().get(
-                project=self.settings['project'], region=self.settings['region']))
-            ours = self._ours()
-            own_cpus = sum(self.machine_type(i['machineType'].rsplit('/', 1)[-1])[0]
-                           for i in ours)
-        except ProviderError as e:
-            log.warning('Provider %s: reading the quota failed: %s', self.provider.name, e)
-            return cached[1] if cached is not None else Quota()
+    def _fetch_quota(self) -> Quota:
+        region = self._call('reading the region', self.compute.regions().get(
+            project=self.settings['project'], region=self.settings['region']))
+        ours = self._ours()
+        own_cpus = sum(self.machine_type(i['machineType'].rsplit('/', 1)[-1])[0] for i in ours)
         quotas = {q['metric']: q for q in region.get('quotas') or []}
 
         def left(metric, own):
             q = quotas.get(metric)
             return None if q is None else q['limit'] - (q['usage'] - own)
-        quota = Quota(instances=left('INSTANCES', len(ours)), cores=left('CPUS', own_cpus))
-        with self._lock:
-            self._quota = (time.monotonic(), quota)
-        return quota
+        return Quota(instances=left('INSTANCES', len(ours)), cores=left('CPUS', own_cpus))

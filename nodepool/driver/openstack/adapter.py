@@ -40,6 +40,7 @@ from keystoneauth1.session import TCPKeepAliveAdapter
 from openstack import exceptions as os_exc
 
 from nodepool.driver import (
+    CachedQuota,
     Instance,
     InstanceSpec,
     LaunchError,
@@ -128,13 +129,12 @@ def dynamic_properties(templates: dict, request: dict | None, node_id: str) -> d
     return out
 
 
-class OpenStackAdapter(ProviderAdapter):
+class OpenStackAdapter(CachedQuota, ProviderAdapter):
     check_ssh = False       # poll waits for SSH itself, to scan the host keys
     limits_own_rate = True  # every HTTP request passes the rate limiter
     times_own_launch = True  # launch-timeout to ACTIVE, boot-timeout to SSH
 
     #: Seconds the cloud's limits (and the other servers' usage) are kept.
-    quota_cache_seconds = 60.0
     #: Seconds ``delete`` waits for a server to go.
     delete_timeout = 600.0
     #: Seconds an image upload may take to become active.
@@ -154,7 +154,6 @@ class OpenStackAdapter(ProviderAdapter):
         self._networks: dict[str, object] | None = None
         self._azs: list[str] | None = None
         self._images: dict[str, tuple[str, float]] = {}
-        self._quota: tuple[float, Quota] | None = None
         #: HTTP requests made so far (tests and benchmarks read it).
         self.api_calls = 0
         self.neutron = NeutronJanitor(self)
@@ -570,24 +569,6 @@ class OpenStackAdapter(ProviderAdapter):
             self.neutron.clean_ports(interval)
 
     # -- quota and availability zones ------------------------------------------------------
-
-    def invalidate_quota(self) -> None:
-        with self._lock:
-            self._quota = None
-
-    def quota(self) -> Quota:
-        with self._lock:
-            cached = self._quota
-        if cached is not None and time.monotonic() - cached[0] < self.quota_cache_seconds:
-            return cached[1]
-        try:
-            quota = self._fetch_quota()
-        except ProviderError as e:
-            log.warning('Provider %s: reading the quota failed: %s', self.provider.name, e)
-            return cached[1] if cached is not None else Quota()
-        with self._lock:
-            self._quota = (time.monotonic(), quota)
-        return quota
 
     def _fetch_quota(self) -> Quota:
         """The absolute limits less what servers of others use (this

@@ -21,6 +21,7 @@ import logging
 import re
 import threading
 
+from zuul.driver.depends_on import depends_on_urls, needed_by_url
 from zuul.driver.github.client import GithubError
 from zuul.driver.github.events import timestamp
 from zuul.driver.github.model import PullRequest
@@ -29,7 +30,6 @@ from zuul.model.events import TriggerEvent
 
 log = logging.getLogger('zuul.driver.github.source')
 
-_DEPENDS_ON = re.compile(r'^\s*Depends-On:\s*(\S+)\s*$', re.IGNORECASE | re.MULTILINE)
 _WRITE = ('write', 'maintain', 'admin')
 
 
@@ -74,7 +74,7 @@ class PullRequestSource:
         if change is None:
             change = self.lookup_change(event.project, str(number), refresh=True)
         self.branch_protection(event.project, change.branch)
-        for url in _depends_on(change.body):
+        for url in depends_on_urls(change.body):
             try:
                 self.change_for_url(url)
             except GithubError as exc:
@@ -249,18 +249,7 @@ class PullRequestSource:
         return self.lookup_change(match.group(1), match.group(2))
 
     def get_needed_changes(self, change, connections) -> list:
-        needed = []
-        for url in _depends_on(getattr(change, 'body', '') or ''):
-            for connection in connections.all():
-                resolver = getattr(connection, 'change_for_url', None)
-                found = resolver(url) if resolver else None
-                if found is not None:
-                    if not found.is_merged:
-                        needed.append(found)
-                    break
-            else:
-                log.warning('%s: Depends-On %s names no known change', change.describe(), url)
-        return needed
+        return needed_by_url(change, getattr(change, 'body', '') or '', connections)
 
     def changes_depending_on(self, change) -> list[str]:
         """Keys of the open pull requests whose Depends-On names ``change``
@@ -382,7 +371,3 @@ def _user(user) -> dict:
     user = user or {}
     return {'username': user.get('login') or '', 'name': user.get('login') or '',
             'email': user.get('email') or ''}
-
-
-def _depends_on(text: str) -> list[str]:
-    return [m.group(1) for m in _DEPENDS_ON.finditer(text or '')]

@@ -73,10 +73,6 @@ class NumberedRequest:
     def key(self) -> str:
         return f'{self.connection}/{self.project}/{self.number}'
 
-    @property
-    def patchset_key(self) -> str:
-        return f'{self.key},{self.patchset}'
-
     def is_update_of(self, other) -> bool:
         """A later head of the same request."""
         return isinstance(other, type(self)) and other.key == self.key and \
@@ -91,6 +87,36 @@ class NumberedRequest:
 
     def describe(self) -> str:
         return f'{self.number},{str(self.patchset)[:7]}'
+
+
+class RequestCache:
+    """Mixin of a connection: requests by (project, number) in
+    ``_changes`` (guarded by ``_cache_lock``), kept current by events
+    read ahead; lookups use it while ``change_cache`` is on."""
+
+    def _cached_request(self, project: str, number: int, sha: str, read,
+                        refresh: bool = False):
+        """The request (``read(project, number)`` unless cached), as of
+        head ``sha`` when given."""
+        key = (project, number)
+        with self._cache_lock:
+            change = None if refresh or not self.change_cache else self._changes.get(key)
+        if change is not None:
+            self.cache_hits += 1
+        else:
+            change = read(project, number)
+            with self._cache_lock:
+                self._changes[key] = change
+        if sha and not change.patchset.startswith(sha):
+            change = change.copy_for_patchset(sha)
+        return change
+
+    def _cached(self, project: str, number: int):
+        """The cached request (None: not cached, or the cache is off)."""
+        if not self.change_cache:
+            return None
+        with self._cache_lock:
+            return self._changes.get((project, number))
 
 
 class OffLoopWork:

@@ -25,6 +25,7 @@ from zuul.driver.depends_on import depends_on_urls, needed_by_url
 from zuul.driver.github.client import GithubError
 from zuul.driver.github.events import timestamp
 from zuul.driver.github.model import PullRequest
+from zuul.driver.hosted import RequestCache
 from zuul.model.change import Ref
 from zuul.model.events import TriggerEvent
 
@@ -33,7 +34,7 @@ log = logging.getLogger('zuul.driver.github.source')
 _WRITE = ('write', 'maintain', 'admin')
 
 
-class PullRequestSource:
+class PullRequestSource(RequestCache):
     """Mixin of GithubConnection: needs ``name``, ``client``, ``web_url``."""
 
     def _init_source(self) -> None:
@@ -130,19 +131,7 @@ class PullRequestSource:
     # -- pull requests --------------------------------------------------------
     def lookup_change(self, project: str, spec: str, refresh: bool = False) -> PullRequest:
         number, _, sha = str(spec).partition(',')
-        key = (project, int(number))
-        with self._cache_lock:
-            cached = None if refresh or not self.change_cache else self._changes.get(key)
-        if cached is not None:
-            self.cache_hits += 1
-            change = cached
-        else:
-            change = self._read_pull(project, int(number))
-            with self._cache_lock:
-                self._changes[key] = change
-        if sha and not change.head_sha.startswith(sha):
-            change = change.copy_for_patchset(sha)
-        return change
+        return self._cached_request(project, int(number), sha, self._read_pull, refresh)
 
     def _read_pull(self, project: str, number: int) -> PullRequest:
         # ``mergeable`` may be null: GitHub computes it in the background
@@ -231,12 +220,10 @@ class PullRequestSource:
             return False
         if (change.project, change.number, change.head_sha) in self._merged_heads:
             return True
-        if self.change_cache:
-            # Kept current by events: a merge outside Zuul sends one.
-            with self._cache_lock:
-                cached = self._changes.get((change.project, change.number))
-            if cached is not None:
-                return cached.merged
+        # Kept current by events: a merge outside Zuul sends one.
+        cached = self._cached(change.project, change.number)
+        if cached is not None:
+            return cached.merged
         pr = self.client.get(f'/repos/{change.project}/pulls/{change.number}',
                              project=change.project)
         return bool(pr.get('merged'))

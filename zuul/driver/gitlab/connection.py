@@ -41,7 +41,7 @@ from zuul.driver.gitlab.events import (
     token_matches,
 )
 from zuul.driver.gitlab.model import MergeRequest
-from zuul.driver.hosted import OffLoopWork
+from zuul.driver.hosted import OffLoopWork, RequestCache
 from zuul.driver.webhooks import (
     DeliveryQueue,
     MalformedWebhookError,
@@ -64,7 +64,7 @@ def truthy(value, default: bool = False) -> bool:
     return str(value).strip().lower() in ('1', 'true', 'yes', 'on')
 
 
-class GitlabConnection(OffLoopWork):
+class GitlabConnection(RequestCache, OffLoopWork):
     driver_name = 'gitlab'
 
     def __init__(self, name: str, options: dict, sleep=time.sleep):
@@ -84,6 +84,7 @@ class GitlabConnection(OffLoopWork):
                                         hand_over=self._read_ahead)
         self.event_workers = max(1, _number(options.get('event_workers'), 4))
         self._changes: dict[tuple[str, int], MergeRequest] = {}
+        self._cache_lock = threading.Lock()
         self._merged_heads: set[tuple[str, int, str]] = set()
         self._stopped = threading.Event()
         self.cache_hits = 0
@@ -230,7 +231,7 @@ class GitlabConnection(OffLoopWork):
         if self.wants_event is not None and not self.wants_event(event):
             # Nobody acts on it, but it may tell of a change (merged,
             # closed): the next lookup reads it again.
-            with self._lock:
+            with self._cache_lock:
                 self._changes.pop((event.project, int(event.change_number)), None)
             return event
         change = self.lookup_change(event.project, str(event.change_number), refresh=True)
@@ -255,19 +256,7 @@ class GitlabConnection(OffLoopWork):
         number, _, sha = str(spec).partition(',')
         if not number.isdigit():
             raise LookupError(f'Malformed merge request "{spec}": expected N or N,SHA')
-        key = (project, int(number))
-        with self._lock:
-            change = None if refresh or not self.change_cache else self._changes.get(key)
-        if change is not None:
-            self.cache_hits += 1
-        else:
-            change = self._read_mr(project, int(number))
-            if self.change_cache:
-                with self._lock:
-                    self._changes[key] = change
-        if sha and not change.patchset.startswith(sha):
-            change = change.copy_for_patchset(sha)
-        return change
+        return self._cached_request(project, int(number), sha, self._read_mr, refresh)
 
     def _read_mr(self, project: str, number: int) -> MergeRequest:
         try:
@@ -349,12 +338,10 @@ class GitlabConnection(OffLoopWork):
         if (change.project, change.number, change.patchset) in self._merged_heads:
             change.state, change.status = 'merged', 'MERGED'
             return True
-        if self.change_cache:
-            # Kept current by events: a merge outside Zuul sends one.
-            with self._lock:
-                cached = self._changes.get((change.project, change.number))
-            if cached is not None:
-                return cached.is_merged
+        # Kept current by events: a merge outside Zuul sends one.
+        cached = self._cached(change.project, change.number)
+        if cached is not None:
+            return cached.is_merged
         mr = self.client.get(api_path('/projects/{}/merge_requests/{}', change.project,
                                       change.number))
         if (mr or {}).get('state') == 'merged':

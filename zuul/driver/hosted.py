@@ -122,17 +122,26 @@ class RequestCache:
 class OffLoopWork:
     """Mixin of a connection: ``_start_workers`` makes the event readers
     (``event_threads`` per key) and the report senders (one per key);
-    ``read_ahead`` and ``submit_report`` hand them work."""
+    ``read_ahead`` and ``submit_report`` hand them work.
+
+    Events are handed over in submission order per key; ``ordered``: in
+    submission order across all keys (the keys' readers still read in
+    parallel, each key's in order), as a single event stream is."""
 
     _workers: KeyedWorkers | None = None
+    _readers: KeyedWorkers | None = None
     _report_workers: KeyedWorkers | None = None
 
-    def _start_workers(self, deliver, event_threads: int, name: str) -> None:
-        self._workers = KeyedWorkers(deliver, event_threads, name=name)
+    def _start_workers(self, deliver, event_threads: int, name: str,
+                       ordered: bool = False) -> None:
+        self._workers = KeyedWorkers(deliver, 1 if ordered else event_threads, name=name)
+        if ordered:
+            self._readers = KeyedWorkers(lambda result, tag: None, 1,
+                                         name=f'{name}-readers')
         self._report_workers = KeyedWorkers(self._report_done, 1, name=f'{name}-reports')
 
     def _stop_workers(self) -> None:
-        for workers in (self._workers, self._report_workers):
+        for workers in (self._workers, self._readers, self._report_workers):
             if workers is not None:
                 workers.stop()
         self._report_workers = None
@@ -140,7 +149,11 @@ class OffLoopWork:
     def read_ahead(self, key, prepare, event, tag) -> None:
         """``prepare(event)`` on ``key``'s workers; its result is handed
         to the workers' ``deliver`` with ``tag``, in submission order."""
-        self._workers.submit(key, self._prepare_safely, prepare, event, tag=tag)
+        if self._readers is None:
+            self._workers.submit(key, self._prepare_safely, prepare, event, tag=tag)
+            return
+        read = self._readers.submit(key, self._prepare_safely, prepare, event)
+        self._workers.submit(0, read.result, tag=tag)
 
     def _prepare_safely(self, prepare, event):
         try:

@@ -18,8 +18,10 @@ No GitLab call runs on the scheduler's loop: each event's merge request
 are answered from; reports (notes, approvals, labels, merges and the
 rebases they wait for) are sent on the workers too. Projects are spread
 over ``event_workers`` lanes: a slow GitLab or a rate limit for one
-project holds up its lane's events and reports, in order, never the
-scheduler's loop or the other tenants.
+project holds up its lane's reads and reports, in order, never the
+scheduler's loop, the other connections or other projects' reports;
+events are handed to the scheduler in the order GitLab sent them (those
+after a held one are read meanwhile and follow it at once).
 """
 
 from __future__ import annotations
@@ -164,7 +166,9 @@ class GitlabConnection(RequestCache, OffLoopWork):
         self._on_event = on_event
         self._stopped.clear()
         if self.wants_event is not None:
-            self._start_workers(self._hand_over, 1, f'gitlab-{self.name}')
+            # Handed over in delivery order (a shared gate queue's order
+            # is the order of the approvals), read per project lane.
+            self._start_workers(self._hand_over, 1, f'gitlab-{self.name}', ordered=True)
         if self.deliveries.queue is None:
             return
         from zuul.driver.gitlab.catchup import CatchUp

@@ -11,7 +11,13 @@ the executor: an "instant executor" Gearman worker answers
 scheduler, not Ansible.
 
     .venv/bin/python -m benchmarks.schedulers [--projects 2000] [--changes 200]
-        [--schedulers 1,2,3]
+        [--schedulers 1,2,3] [--tenants 1] [--active]
+
+``--active`` runs the schedulers with ``[scheduler] standby = false``
+(each processes the tenants it locks, zuul/scheduler/ownership.py);
+without it one leads and the others stand by. The projects are spread
+over ``--tenants`` tenants (``t0`` ... ``tN-1``): the unit several active
+schedulers share is the tenant.
 
 For each scheduler count: ``--changes`` changes (each in its own project)
 are uploaded at once (200 in flight), then all approved; then one
@@ -72,12 +78,18 @@ NOOP_JOB = """
 """
 
 
-def _main_yaml(projects: list[str]) -> str:
-    lines = ['- tenant:', '    name: example', '    source:', '      gerrit:',
-             '        config-projects:', '          - org/project-config',
-             '        untrusted-projects:']
-    lines += [f'          - {p}' for p in projects]
+def _main_yaml(projects: list[str], n_tenants: int = 1) -> str:
+    lines = []
+    for t in range(n_tenants):
+        lines += ['- tenant:', f'    name: {_tenant_name(t, n_tenants)}', '    source:',
+                  '      gerrit:', '        config-projects:',
+                  '          - org/project-config', '        untrusted-projects:']
+        lines += [f'          - {p}' for i, p in enumerate(projects) if i % n_tenants == t]
     return '\n'.join(lines) + '\n'
+
+
+def _tenant_name(index: int, n_tenants: int) -> str:
+    return 'example' if n_tenants == 1 else f't{index}'
 
 
 class HeldExecutor(InstantExecutor):
@@ -123,7 +135,8 @@ class Site:
     projects, a merger and the instant executor; ``n_schedulers``
     scheduler services in this process."""
 
-    def __init__(self, n_projects: int, n_schedulers: int):
+    def __init__(self, n_projects: int, n_schedulers: int, n_tenants: int = 1,
+                 active: bool = False):
         self.root = tempfile.mkdtemp(prefix='zbs', dir='/tmp')
         self.zk = LocalZooKeeper(os.path.join(self.root, 'zk'))
         self.zk.start()
@@ -138,6 +151,8 @@ class Site:
         self.system.executor.stop = lambda: None
         self.projects = [f'bench/p{i:04d}' for i in range(n_projects)]
         self.n_schedulers = n_schedulers
+        self.n_tenants = n_tenants
+        self.active = active
         self.services: list[SchedulerService] = []
         self.executor = None
 
@@ -149,7 +164,19 @@ class Site:
         for project in self.projects:
             store.create_project(project, {'.zuul.yaml': textwrap.dedent(NOOP_PROJECT)})
         with open(os.path.join(self.root, 'main.yaml'), 'w') as f:
-            f.write(_main_yaml(self.projects))
+            f.write(_main_yaml(self.projects, self.n_tenants))
+        if self.active:
+            import configparser
+
+            from zuul.configloader.zuulconf import load_zuul_conf
+            from zuul.driver.registry import default_registry
+            config = configparser.RawConfigParser()
+            config.read(self.system.conf_path)
+            config['scheduler']['standby'] = 'false'
+            with open(self.system.conf_path, 'w') as f:
+                config.write(f)
+            self.system.conf = load_zuul_conf(self.system.conf_path, default_registry())
+            self.system.service = SchedulerService(self.system.conf)
         # Mergers fetch from the review store's repositories on disk.
         self.system.resolver.mapping['gerrit'] = store.repos.root
         return time.time() - t0
@@ -168,8 +195,16 @@ class Site:
             service = SchedulerService(self.system.conf)
             threading.Thread(target=service.start, daemon=True).start()
             self.services.append(service)
-        gerrit = self.system.service.connections.get('gerrit')
-        assert gerrit.stream.connected.wait(30)
+        from tests.harness.waiting import wait_for
+        wait_for(lambda: self.gerrit.server.stream_count() >= 1, timeout=60,
+                 what='the event stream')
+        if self.active:
+            # Every scheduler up and holding its share of the tenants.
+            share = -(-self.n_tenants // self.n_schedulers)
+            wait_for(lambda: all(getattr(s, 'ownership', None) is not None and
+                                 len(s.ownership.owned) >= min(1, share) for s in self.services)
+                     and sum(len(s.ownership.owned) for s in self.services) == self.n_tenants,
+                     timeout=300, what='the tenants shared')
         return loaded
 
     def loops(self) -> list:
@@ -197,9 +232,10 @@ def _pct(values, q):
     return values[min(len(values) - 1, int(q * len(values)))] if values else float('nan')
 
 
-def run(n_projects: int, n_changes: int, n_schedulers: int, timeout: float) -> dict:
-    site = Site(n_projects, n_schedulers)
-    out: dict = {'schedulers': n_schedulers}
+def run(n_projects: int, n_changes: int, n_schedulers: int, timeout: float,
+        n_tenants: int = 1, active: bool = False) -> dict:
+    site = Site(n_projects, n_schedulers, n_tenants, active)
+    out: dict = {'schedulers': n_schedulers, 'active': n_schedulers if active else 1}
     try:
         out['create_s'] = site.create()
         out['load_s'] = site.start()
@@ -264,12 +300,13 @@ def _reconfigure(site: Site, timeout: float) -> float:
     """One project's .zuul.yaml changes (a direct push): seconds until
     every running scheduler holds the new layout."""
     services = [s for s in site.services if getattr(s, 'scheduler', None)]
-    before = {id(s): s.scheduler.tenants['example'].layout for s in services}
+    tenant = _tenant_name((len(site.projects) - 1) % site.n_tenants, site.n_tenants)
+    before = {id(s): s.scheduler.tenants[tenant].layout for s in services}
     t0 = time.time()
     site.system.store.push_branch(site.projects[-1], 'master', {
         '.zuul.yaml': textwrap.dedent(NOOP_PROJECT) + '# changed\n'}, 'Change config')
     deadline = t0 + timeout
-    while any(s.scheduler.tenants['example'].layout is before[id(s)] for s in services):
+    while any(s.scheduler.tenants[tenant].layout is before[id(s)] for s in services):
         if time.time() > deadline:
             return float('nan')
         time.sleep(0.02)
@@ -282,8 +319,9 @@ def rows(results: list[dict]) -> list[tuple]:
     def each(fmt, key):
         return [fmt.format(r[key]) for r in results]
     table = [
-        ('projects in the tenant / changes in flight', *[f'{PROJECTS} / {CHANGES}'
-                                                         for _ in results]),
+        ('projects / changes in flight / tenants', *[f'{PROJECTS} / {CHANGES} / {TENANTS}'
+                                                     for _ in results]),
+        ('schedulers active', *[str(r['active']) for r in results]),
         ('tenant load at start (s)', *each('{:.1f}', 'load_s')),
         ('wall time: check / gate (s)', *[f'{r["check_s"]:.1f} / {r["gate_s"]:.1f}'
                                           for r in results]),
@@ -292,7 +330,7 @@ def rows(results: list[dict]) -> list[tuple]:
         ('events/s per core', *[f'{r["events_per_s"] / cores:.1f}' for r in results]),
         ('scheduler loop CPU per item, all schedulers (ms)', *each('{:.2f}',
                                                                    'cpu_per_item_ms')),
-        ('loop CPU by scheduler (s)', *[' / '.join(f'{c:.1f}' for c in r['cpu_by_scheduler_s'])
+        ('loop CPU by scheduler (s)', *[' / '.join(f'{c:.2f}' for c in r['cpu_by_scheduler_s'])
                                         for r in results]),
         ('event -> first build, check: p50 / p99 (s)',
          *[f'{r["check_p50_s"]:.2f} / {r["check_p99_s"]:.2f}' for r in results]),
@@ -306,23 +344,28 @@ def rows(results: list[dict]) -> list[tuple]:
     return table
 
 
-PROJECTS = CHANGES = 0
+PROJECTS = CHANGES = TENANTS = 0
 
 
 def main(argv=None) -> None:
-    global PROJECTS, CHANGES
+    global PROJECTS, CHANGES, TENANTS
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--projects', type=int, default=2000)
     parser.add_argument('--changes', type=int, default=200)
     parser.add_argument('--schedulers', default='1,2,3',
                         help='comma-separated scheduler counts to run')
     parser.add_argument('--timeout', type=float, default=1800.0)
+    parser.add_argument('--tenants', type=int, default=1,
+                        help='tenants the projects are spread over')
+    parser.add_argument('--active', action='store_true',
+                        help='every scheduler active ([scheduler] standby = false)')
     args = parser.parse_args(argv)
-    PROJECTS, CHANGES = args.projects, args.changes
+    PROJECTS, CHANGES, TENANTS = args.projects, args.changes, args.tenants
     results = []
     for n in [int(x) for x in args.schedulers.split(',')]:
         print(f'-- {n} scheduler(s)', file=sys.stderr, flush=True)
-        results.append(run(args.projects, args.changes, n, args.timeout))
+        results.append(run(args.projects, args.changes, n, args.timeout, args.tenants,
+                           args.active))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     table = rows(results)
     width = max(len(r[0]) for r in table)

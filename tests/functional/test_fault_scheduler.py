@@ -116,14 +116,19 @@ def test_standby_takes_over_when_the_leader_is_killed_mid_gate(zuul_system):  # 
     print(f'takeover after SIGKILL: {takeover:.1f} s (session timeout 4 s)')
 
 
-@pytest.mark.parametrize('pipeline,when', [('gate', 'before-it-lands'),
-                                           ('gate', 'after-it-lands'),
-                                           ('check', 'after-it-lands')])
-def test_scheduler_killed_while_sending_a_report(zuul_system, pipeline, when):  # noqa: F811
+@pytest.mark.parametrize('pipeline,when,standby', [('gate', 'before-it-lands', 'true'),
+                                                   ('gate', 'after-it-lands', 'true'),
+                                                   ('check', 'after-it-lands', 'true'),
+                                                   ('gate', 'before-it-lands', 'false'),
+                                                   ('check', 'after-it-lands', 'false')])
+def test_scheduler_killed_while_sending_a_report(zuul_system, pipeline, when,  # noqa: F811
+                                                 standby):
     """SIGKILL of the only scheduler while a report (gate: vote and submit;
     check: vote) is being sent: before Gerrit applied it, or after Gerrit
     applied it but before the scheduler heard back. After a restart every
-    change is reported exactly once (and merged, in the gate)."""
+    change is reported exactly once (and merged, in the gate). Also with
+    ``standby = false`` (an active scheduler: events in the tenant's
+    queue, the tenant taken again from its lock)."""
     import signal
     import threading
     system = zuul_system
@@ -133,7 +138,7 @@ def test_scheduler_killed_while_sending_a_report(zuul_system, pipeline, when):  
     _projects(system, release)
     system.start(scheduler=False, executor=False)
     system.start_daemon('executor')
-    scheduler = system.start_daemon('scheduler')
+    scheduler = system.start_daemon('scheduler', standby=standby)
     store = system.store
     killed = threading.Event()
     real_review = store.review

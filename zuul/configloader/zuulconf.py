@@ -77,6 +77,9 @@ class SchedulerSettings:
     #: Released Zuul's Prometheus endpoint (``/metrics``, ``/health/*``).
     prometheus_port: int | None = None
     prometheus_addr: str = '0.0.0.0'
+    #: true: one scheduler leads, the others stand by; false: every
+    #: scheduler is active, each processing the tenants it locks.
+    standby: bool = True
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,10 @@ log = logging.getLogger('zuul.scheduler')
 # successor catches up on events since then).
 MARK_INTERVAL = 2.0
 
+# Management requests on one tenant's queues: with several active
+# schedulers, answered by the one holding the tenant.
+FORWARDED = frozenset({'enqueue', 'enqueue_ref', 'dequeue', 'promote'})
+
 _CHANGE_NEEDED = frozenset({'patchset-created', 'change-abandoned', 'change-merged',
                             *REF_UPDATE_EVENTS})
 
@@ -89,6 +93,13 @@ class Scheduler:
         self.recent_events: dict[str, list] = {}
         self._latest_changed = False
         self.restored_items = 0
+        # zuul.scheduler.ownership.TenantOwnership when several schedulers
+        # are active ([scheduler] standby = false): only the tenants it
+        # holds are processed and saved here. None: this one does all.
+        self.ownership = None
+        # Whether this scheduler notes for a successor which connection
+        # events it holds (the one that receives the events does).
+        self.marks_saved = True
 
     def semaphore_handler(self, tenant_name: str) -> SemaphoreHandler:
         handler = self._semaphores.get(tenant_name)
@@ -103,9 +114,15 @@ class Scheduler:
     def start(self) -> None:
         # From the shared config cache: a scheduler that starts re-reads
         # only what no scheduler cached.
+        if self.ownership is not None:
+            self.ownership.note_versions()
         self.reconfigure(keep_shared=True)
-        self.restore_state()
+        if self.ownership is None:
+            self.restore_state()
         self.loop.start()
+
+    def owns(self, tenant: str) -> bool:
+        return self.ownership is None or self.ownership.owns(tenant)
 
     # -- durable state ------------------------------------------------------
 
@@ -117,24 +134,7 @@ class Scheduler:
         if self.state_store is not None:
             restorers = []
             for tenant in self.tenants.values():
-                for name in self.state_store.pipelines(tenant.name):
-                    if name not in tenant.managers:
-                        log.info('Pipeline %s of tenant %s is gone: dropping its saved '
-                                 'state', name, tenant.name)
-                        self.state_store.delete(tenant.name, name)
-                for name, manager in tenant.managers.items():
-                    # A state that cannot be read or put back stops the
-                    # start: going on would save an empty pipeline over it.
-                    state = self.state_store.load(tenant.name, name)
-                    if not state:
-                        continue
-                    restorer = Restorer(manager, self.connections, self.executor, self.nodes)
-                    count = restorer.restore(state)
-                    self.restored_items += count
-                    restorers.append(restorer)
-                    if count:
-                        log.info('Restored %d items in pipeline %s of tenant %s', count,
-                                 name, tenant.name)
+                restorers += self._restore_pipelines(tenant, Restorer)
             for restorer in restorers:
                 restorer.follow_builds()
         if self.event_queue is not None:
@@ -147,6 +147,48 @@ class Scheduler:
                 log.info('[e: %s] Trigger event %s left by the previous scheduler',
                          event.event_id, event.describe())
                 self.loop.add_trigger_event(event)
+
+    def _restore_pipelines(self, tenant: TenantState, restorer_class) -> list:
+        """Put back ``tenant``'s saved pipelines; returns their restorers
+        (running builds to follow once every pipeline is back)."""
+        restorers = []
+        for name in self.state_store.pipelines(tenant.name):
+            if name not in tenant.managers:
+                log.info('Pipeline %s of tenant %s is gone: dropping its saved '
+                         'state', name, tenant.name)
+                self.state_store.delete(tenant.name, name)
+        for name, manager in tenant.managers.items():
+            # A state that cannot be read or put back stops the start:
+            # going on would save an empty pipeline over it.
+            state = self.state_store.load(tenant.name, name)
+            if not state:
+                continue
+            restorer = restorer_class(manager, self.connections, self.executor, self.nodes)
+            count = restorer.restore(state)
+            self.restored_items += count
+            restorer.count = count
+            restorers.append(restorer)
+            if count:
+                log.info('Restored %d items in pipeline %s of tenant %s', count,
+                         name, tenant.name)
+        return restorers
+
+    def restore_tenant(self, name: str) -> int:
+        """On taking ``name`` (several active schedulers): its pipelines
+        as the previous holder saved them; returns the items restored."""
+        from zuul.scheduler.state import Restorer
+        tenant = self.tenants[name]
+        for manager in tenant.managers.values():
+            for queue in manager.queues:
+                if queue.queue:
+                    raise RuntimeError(f'tenant {name}: pipeline {manager.name} holds '
+                                       'items of an earlier hold')
+        if self.state_store is None:
+            return 0
+        restorers = self._restore_pipelines(tenant, Restorer)
+        for restorer in restorers:
+            restorer.follow_builds()
+        return sum(r.count for r in restorers)
 
     def _note_latest(self, event) -> None:
         from zuul.zk.pipeline_state import event_signature
@@ -161,7 +203,7 @@ class Scheduler:
                 event_signature(event))
             self._latest_changed = True
 
-    def save_state(self, only=None) -> int:
+    def save_state(self, only=None, tenant: str | None = None) -> int:
         """Write every pipeline whose state changed (or just the manager
         ``only``); then acknowledge the events and forget the build
         records whose results are now saved. Returns pipelines written."""
@@ -169,17 +211,20 @@ class Scheduler:
             return 0
         from zuul.scheduler.state import snapshot
         written = 0
-        for tenant in list(self.tenants.values()):
-            for name, manager in list(tenant.managers.items()):
+        for state in list(self.tenants.values()):
+            if not self.owns(state.name) or tenant not in (None, state.name):
+                continue    # another scheduler's (several active)
+            for name, manager in list(state.managers.items()):
                 if only is not None and manager is not only:
                     continue
-                if self.state_store.save(tenant.name, name, snapshot(manager, self.nodes)):
+                if self.state_store.save(state.name, name, snapshot(manager, self.nodes)):
                     written += 1
         if written and self.status_publisher is not None:
             self.status_publisher.changed()
         if only is None:
             now = time.time()
-            if now - self._marked >= MARK_INTERVAL or self._latest_changed:
+            if self.marks_saved and (now - self._marked >= MARK_INTERVAL or
+                                     self._latest_changed):
                 from zuul.zk.pipeline_state import mark_saved
                 mark_saved(self.state_store.client, now, dict(self.latest_events),
                            {k: list(v) for k, v in self.recent_events.items()})
@@ -215,6 +260,17 @@ class Scheduler:
             log.exception('Unable to save the state while stopping')
 
     def add_trigger_event(self, event: TriggerEvent) -> None:
+        if self.ownership is not None:
+            # Several active: into each interested tenant's queue, taken
+            # by whichever scheduler holds that tenant.
+            from zuul.scheduler.state import event_data
+            try:
+                self.ownership.route(event, event_data(event))
+                self._note_latest(event)
+            except Exception:
+                log.exception('[e: %s] Unable to store trigger event %s in ZooKeeper',
+                              event.event_id, event.describe())
+            return
         if self.event_queue is not None:
             from zuul.scheduler.state import event_data
             try:
@@ -230,6 +286,10 @@ class Scheduler:
 
     def management(self, kind: str, timeout: float | None = 60.0, **args):
         """Submit a management request and wait for its outcome."""
+        if self.ownership is not None and args.get('tenant') in self.tenants and \
+                kind in FORWARDED and not self.owns(args['tenant']):
+            # Another scheduler holds the tenant: it answers.
+            return self.ownership.forward(kind, args, timeout)
         event = self.loop.add_management_event(ManagementEvent(kind, **args))
         return event.wait(timeout)
 
@@ -267,6 +327,9 @@ class Scheduler:
                                         keep_shared=True)
         else:
             layouts = self.layouts.load(tenant_names=tenant_names, projects=projects)
+            if self.ownership is not None:
+                # Re-read and in the shared cache: the others follow.
+                self.ownership.reconfigured(list(layouts), projects)
         for name, layout in layouts.items():
             old = self.tenants.get(name)
             state = TenantState(name, layout)
@@ -304,6 +367,14 @@ class Scheduler:
         handler = getattr(self, '_mgmt_' + event.kind.replace('-', '_'), None)
         if handler is None:
             event.done(exception=ValueError(f'unknown request {event.kind}'))
+            return
+        tenant = event.args.get('tenant')
+        if event.kind in FORWARDED and tenant in self.tenants and not self.owns(tenant):
+            # Given up (or taken by another) since the request was made.
+            holder = self.ownership.owners().get(tenant)
+            event.done(exception=UnknownNameError(
+                f'Tenant "{tenant}" is processed by scheduler {holder or "(none yet)"}, '
+                'not this one: ask again'))
             return
         try:
             event.done(handler(**event.args))
@@ -370,7 +441,13 @@ class Scheduler:
                 hostname=getattr(connection, 'canonical_hostname', '') or '')
 
     def handle_trigger(self, event: TriggerEvent) -> None:
+        tenant = getattr(event, '_tenant', None)
+        if tenant is not None and not self.owns(tenant):
+            return      # given up meanwhile: left in the queue for the holder
         try:
+            if tenant is not None and self.ownership is not None:
+                # Never act on a layout older than another scheduler's.
+                self.ownership.ensure_newest_layout(tenant)
             self._handle_trigger(event)
         finally:
             path = getattr(event, '_zk_path', None)
@@ -379,7 +456,10 @@ class Scheduler:
 
     def _handle_trigger(self, event: TriggerEvent) -> None:
         log.info('[e: %s] Processing trigger event %s', event.event_id, event.describe())
+        only = getattr(event, '_tenant', None)
         for tenant in list(self.tenants.values()):
+            if only is not None and tenant.name != only:
+                continue
             ctx = self.ctx_by_tenant[tenant.name]
             if not self._tenant_may_want(tenant, ctx, event):
                 # e.g. Zuul's own review comments: no pipeline wants them,
@@ -423,6 +503,8 @@ class Scheduler:
     def process_pipelines(self) -> bool:
         changed = False
         for tenant in list(self.tenants.values()):
+            if not self.owns(tenant.name):
+                continue
             for manager in list(tenant.managers.values()):
                 try:
                     changed |= manager.process_queues()
@@ -479,6 +561,15 @@ class Scheduler:
 
     # -- management requests --------------------------------------------------
 
+    def _mgmt_tenant_take(self, tenant):
+        return self.ownership.take(tenant)
+
+    def _mgmt_tenant_release(self, tenant):
+        return self.ownership.release(tenant)
+
+    def _mgmt_tenant_refresh(self, tenant):
+        return self.ownership.refresh(tenant)
+
     def _mgmt_reconfigure(self, tenants=None, projects=None):
         self.reconfigure(tenant_names=tenants, projects=projects)
         return True
@@ -523,6 +614,12 @@ class Scheduler:
 
     def _mgmt_status_get(self, tenant, version=''):
         from zuul.scheduler.status import tenant_status
+        if not self.owns(tenant) and self.status_publisher is not None:
+            # Another scheduler's: as it published it.
+            self.get_tenant(tenant)
+            published = self.status_publisher.store.read(tenant)
+            if published is not None:
+                return published
         return tenant_status(self, tenant, self.status_estimate(tenant), version=version)
 
     def _mgmt_status_publish(self, publisher):

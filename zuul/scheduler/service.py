@@ -15,6 +15,9 @@ log = logging.getLogger('zuul.scheduler.daemon')
 LEADER_LOCK = '/zuul/scheduler/leader'
 # Catch-up starts this long before the last save (events in flight then).
 CATCH_UP_SLACK = 5.0
+# Services started in this process (their identifiers differ).
+_INSTANCES = [0]
+_INSTANCES_LOCK = threading.Lock()
 
 
 class SchedulerService:
@@ -29,6 +32,7 @@ class SchedulerService:
         self.gear_server = None
         self.parts: list = []
         self.leader_lock = None
+        self._identifier = None
         self.is_leader = False
         # Set to stop waiting for leadership (a standby told to stop).
         self.stopping = threading.Event()
@@ -69,6 +73,8 @@ class SchedulerService:
                                                tls=conf.zookeeper.tls())
         host, port, tls = self._gearman()
         self.merge_client = MergeClient(host, port, merge_mode_for=self._merge_mode, **tls)
+        if not conf.scheduler.standby:
+            return self._start_active(drivers, hostnames)
         if not self._become_leader():
             return False
         # Project keys live in ZooKeeper, so every scheduler has the same;
@@ -90,6 +96,70 @@ class SchedulerService:
         log.info('Scheduler started with tenants %s (%d items restored)',
                  sorted(self.scheduler.tenants), self.scheduler.restored_items)
         return True
+
+    def _start_active(self, drivers: dict, hostnames: dict) -> bool:
+        """``[scheduler] standby = false``: process the tenants this
+        scheduler locks (zuul/scheduler/ownership.py) at once; the
+        connections' events, timers, images and RPC are one scheduler's,
+        the one holding the leader lock (the others wait for it in a
+        thread)."""
+        from zuul.scheduler.ownership import TenantOwnership
+        from zuul.zk.keys import ZooKeeperKeyStore
+        self.keystore = ZooKeeperKeyStore(self.zk.client, self.conf.keystore.password,
+                                          state_dir=self.conf.scheduler.state_dir)
+        self.keystore.migrate_state_dir()
+        self._make_scheduler(drivers, hostnames)
+        self.ownership = TenantOwnership(self.scheduler, self.zk.client, self.identifier)
+        self.scheduler.ownership = self.ownership
+        self.scheduler.marks_saved = False
+        self._watch_session()
+        self.ownership.register()
+        for connection in self.connections.all():
+            # Reports made from here link the same pages.
+            if hasattr(connection, 'attach_zookeeper'):
+                connection.web_root = self.conf.web.root
+                connection.merge_mode_for = self._merge_mode
+        self.scheduler.start()
+        self.ownership.start()
+        self.status_publisher.start()
+        log.info('Scheduler started with tenants %s (active as %s, sharing them)',
+                 sorted(self.scheduler.tenants), self.identifier)
+        threading.Thread(target=self._lead_events, name='event-leader', daemon=True).start()
+        return True
+
+    def _lead_events(self) -> None:
+        """Once this scheduler holds the leader lock: it receives the
+        connections' events (into the tenants' queues), runs the timers,
+        image builds and RPC."""
+        from zuul.zk.pipeline_state import last_saved
+        try:
+            if not self._become_leader(listen=False):
+                return
+            self._start_services()
+            since = last_saved(self.zk.client)
+            if since is not None:
+                self.scheduler.latest_events.update(since['connections'])
+                self.scheduler.recent_events.update(since['recent'])
+            self.scheduler.marks_saved = True
+            self.timer.reconfigure(self.scheduler.tenants)
+            self.images.start()
+            self._start_connections(since)
+            self._start_metrics()
+            log.info('Scheduler %s receives the events', self.identifier)
+        except Exception:
+            log.exception('Unable to take the events')
+
+    @property
+    def identifier(self) -> str:
+        """``host:pid`` (``host:pid-N`` for the Nth service of a process,
+        as benchmarks run them)."""
+        if self._identifier is None:
+            import socket
+            with _INSTANCES_LOCK:
+                _INSTANCES[0] += 1
+                suffix = f'-{_INSTANCES[0]}' if _INSTANCES[0] > 1 else ''
+            self._identifier = f'{socket.gethostname()}:{os.getpid()}{suffix}'
+        return self._identifier
 
     def _gearman(self) -> tuple:
         """(host, port) of the Gearman server and its tls= keyword."""
@@ -137,6 +207,11 @@ class SchedulerService:
                                              self.layouts.job_spec_for, self._merge_mode)
         from zuul.zk.ssh_keys import ProjectSshKeys
         scheduler.executor.project_ssh_keys = ProjectSshKeys(self.keystore)
+        from zuul.executor.reproduction import anonymous_sources
+        from zuul.merger.repos import RepoUrlResolver
+        scheduler.executor.repo_urls = RepoUrlResolver(anonymous_sources(
+            {name.strip('"\''): {'driver': c.driver, 'options': dict(c.options)}
+             for name, c in conf.connections.items()}))
         scheduler.nodes = NodesAdapter(self.node_client, scheduler,
                                        launcher_client=self.launcher_node_client,
                                        relative_priority=conf.scheduler.relative_priority)
@@ -249,14 +324,11 @@ class SchedulerService:
             threading.Thread(target=run, name=f'catch-up-{connection.name}',
                              daemon=True).start()
 
-    def _become_leader(self) -> bool:
+    def _become_leader(self, listen: bool = True) -> bool:
         """Several schedulers may run; one leads (processes events, owns
         the pipelines), the others wait as hot standbys on this lock and
         take over from the saved state when the leader's session ends."""
-        import socket
-
-        from kazoo.protocol.states import KazooState
-        identifier = f'{socket.gethostname()}:{os.getpid()}'
+        identifier = self.identifier
         self.leader_lock = self.zk.client.Lock(LEADER_LOCK, identifier=identifier)
         from kazoo.exceptions import CancelledError
         holders = self.leader_lock.contenders()
@@ -272,15 +344,24 @@ class SchedulerService:
             return False
         self.is_leader = True
         log.info('This scheduler (%s) leads', identifier)
+        if listen:
+            self._watch_session()
+        return True
+
+    def _watch_session(self) -> None:
+        """A lost ZooKeeper session loses the locks (leader, tenants):
+        another scheduler may be taking over, so this one stops at once."""
+        from kazoo.protocol.states import KazooState
 
         def on_state(state):
-            if state == KazooState.LOST and self.is_leader:
+            ownership = getattr(self, 'ownership', None)
+            if state == KazooState.LOST and (self.is_leader or ownership is not None):
                 self.is_leader = False
-                log.error('ZooKeeper session lost: no longer the leading scheduler')
+                log.error('ZooKeeper session lost: this scheduler no longer holds '
+                          'its locks')
                 if self.on_leadership_lost is not None:
                     self.on_leadership_lost()
         self.zk.client.add_listener(on_state)
-        return True
 
     def _merge_mode(self, item) -> str:
         change = getattr(item, 'change', item)
@@ -290,7 +371,7 @@ class SchedulerService:
         return 'merge-resolve'
 
     def reconfigure(self) -> None:
-        if not self.is_leader:
+        if not self.is_leader and getattr(self, 'ownership', None) is None:
             log.info('Full reconfiguration requested of a standby scheduler: nothing to do')
             return
         log.info('Full reconfiguration requested')
@@ -312,11 +393,16 @@ class SchedulerService:
         for part in ('gearman_stats', 'prometheus'):
             if getattr(self, part, None) is not None:
                 getattr(self, part).stop()
-        for stop in (lambda: self.timer.stop(), lambda: self.status_publisher.stop(),
+        ownership = getattr(self, 'ownership', None)
+        for stop in (lambda: ownership and ownership.stop(),
+                     lambda: getattr(self, 'timer', None) and self.timer.stop(),
+                     lambda: self.status_publisher.stop(),
                      lambda: self.connections.stop(), lambda: self.scheduler.stop(),
-                     lambda: self.rpc.stop(), lambda: self.node_client.stop(),
+                     lambda: ownership and ownership.release_all(),
+                     lambda: getattr(self, 'rpc', None) and self.rpc.stop(),
+                     lambda: self.node_client.stop(),
                      lambda: self.launcher_node_client.stop(),
-                     lambda: self.images.stop(),
+                     lambda: getattr(self, 'images', None) and self.images.stop(),
                      lambda: self.zk.close(), lambda: self.merge_client.stop(),
                      lambda: self.executor_client.stop(),
                      lambda: self.gear_server and self.gear_server.shutdown()):

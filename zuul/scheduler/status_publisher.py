@@ -62,7 +62,10 @@ class StatusPublisher:
         """On the scheduler's thread: every tenant's status, written."""
         from zuul.scheduler.status import tenant_status
         try:
+            owns = getattr(self.scheduler, 'owns', lambda name: True)
             for name in list(self.scheduler.tenants):
+                if not owns(name):
+                    continue    # published by the scheduler holding it
                 status = tenant_status(self.scheduler, name, self.scheduler.status_estimate(name),
                                        version=self.version)
                 self.store.publish(name, status)

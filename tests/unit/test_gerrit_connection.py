@@ -122,3 +122,42 @@ def test_catch_up_after_a_restart_skips_what_the_previous_scheduler_had(
     assert [(a['type'], a['value']) for a in event.approvals] == [('Workflow', '1')]
     # Without the held signatures the votes of that second come again.
     assert gerrit_connection.catch_up_since(since, []) >= 1
+
+
+def test_reports_go_out_off_the_callers_thread_in_order_with_the_merged_outcome(
+        dev_gerrit, gerrit_connection):
+    """A running connection sends reports on its report workers (so the
+    scheduler's loop never waits on SSH): a project's reports in the order
+    made, and a submitting success report hands on whether it merged."""
+    import threading
+    import types
+
+    from zuul.driver.gerrit.gerrit_reporter import GerritReporter
+    store = dev_gerrit.store
+    store.create_project('org/a')
+    change = store.create_change('org/a', 'master', 'A', {'a': '1'})
+    c = gerrit_connection.query_change(change.number)
+    sent = []
+    real_report = gerrit_connection.report
+
+    def report(change, message, *args, **kw):
+        sent.append((message, threading.current_thread().name))
+        return real_report(change, message, *args, **kw)
+    gerrit_connection.report = report
+    item = types.SimpleNamespace(change=c, event_id='e1')
+    pipeline = types.SimpleNamespace(name='gate')
+    reporter = GerritReporter(gerrit_connection, {'Verified': 2, 'submit': True})
+    assert reporter.can_report_off_loop() and reporter.merged_outcome
+    outcome = []
+    GerritReporter(gerrit_connection, {'Verified': 0}).report_off_loop(
+        item, pipeline, 'start', 'Starting gate jobs.')
+    reporter.report_off_loop(item, pipeline, 'success', 'Build succeeded.', outcome.append)
+    wait_for(lambda: outcome, what='the merged outcome')
+    assert outcome == [True]
+    assert [m for m, _ in sent] == ['Starting gate jobs.', 'Build succeeded.']
+    assert all(name.startswith('gerrit-review-reports') for _, name in sent), sent
+    assert store.get_change(change.number).status == 'MERGED'
+    wait_for(lambda: gerrit_connection.workers_busy() == 0, what='the workers idle')
+    # Stopped, the connection reports on the caller's thread again.
+    gerrit_connection.stop()
+    assert not reporter.can_report_off_loop()

@@ -22,6 +22,7 @@ import threading
 import time
 import types
 import urllib.parse
+import zlib
 
 from zuul.driver.gerrit.changes import (
     CHANGE_ID_RE,
@@ -34,6 +35,7 @@ from zuul.driver.gerrit.events import MalformedEventError, parse_event
 from zuul.driver.gerrit.rest import GerritRESTClient, check_auth_type
 from zuul.driver.gerrit.ssh import GerritEventStream, GerritSSH
 from zuul.model.change import Change, Ref
+from zuul.lib.keyed_workers import KeyedWorkers
 from zuul.model.events import TriggerEvent
 
 log = logging.getLogger('zuul.driver.gerrit')
@@ -47,6 +49,8 @@ DEFAULT_GITWEB_URL_TEMPLATE = '{baseurl}/gitweb?p={project.name}.git;a=commitdif
 # Refs the branch-head poller considers unless ``ref_filter`` says otherwise.
 DEFAULT_REF_FILTER = r'^refs/(heads|tags)/'
 ZERO_SHA = '0' * 40
+# Report lanes: reports of different projects go out side by side.
+REPORT_LANES = 4
 
 
 def _regex_list(value) -> list[re.Pattern]:
@@ -111,6 +115,9 @@ class GerritConnection:
                 ('false', '0', 'no'))
             self.checks = GerritChecks(name, self.rest, self.query_change)
         self._checks_thread: threading.Thread | None = None
+        # Reports (review, submit, the merged check after it) go out on
+        # these workers while the connection runs, off the scheduler's loop.
+        self._report_workers: KeyedWorkers | None = None
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -118,6 +125,10 @@ class GerritConnection:
         """Begin consuming stream-events; ``on_event(TriggerEvent)``."""
         self.on_event = on_event
         self._stopping.clear()
+        # A project's reports stay in order (one worker per lane; a
+        # project always maps to the same lane).
+        self._report_workers = KeyedWorkers(self._report_done, 1,
+                                            name=f'gerrit-{self.name}-reports')
         if self.event_delay > 0:
             self._delay_thread = threading.Thread(
                 target=self._delay_loop, name=f'gerrit-delay-{self.name}', daemon=True)
@@ -136,6 +147,9 @@ class GerritConnection:
 
     def stop(self) -> None:
         self._stopping.set()
+        if self._report_workers is not None:
+            self._report_workers.stop()
+            self._report_workers = None
         with self._delay_cond:
             self._delay_cond.notify_all()
         for thread in (self._delay_thread, self._poll_thread, self._checks_thread):
@@ -560,6 +574,26 @@ class GerritConnection:
                notify: str | None = None) -> None:
         self.ssh.review(change.project, f'{change.number},{change.patchset}', message,
                         labels, submit=submit, tag=tag, notify=notify)
+
+    def reports_off_loop(self) -> bool:
+        return self._report_workers is not None
+
+    def submit_report(self, project: str, work, done=None) -> None:
+        """Run ``work()`` on ``project``'s report lane; ``done(result)``
+        follows (result None if it failed)."""
+        lane = zlib.crc32(project.encode('utf-8')) % REPORT_LANES
+        self._report_workers.submit(lane, work, tag=done)
+
+    def _report_done(self, result, done) -> None:
+        # Stopping: a report cut short says nothing about the change (the
+        # saved state keeps its item; the next scheduler reports again).
+        if done is not None and not self._stopping.is_set():
+            done(result)
+
+    def workers_busy(self) -> int:
+        """Reports being sent."""
+        workers = self._report_workers
+        return workers.busy() if workers is not None else 0
 
     # -- git ------------------------------------------------------------------
 

@@ -161,3 +161,37 @@ def test_reports_go_out_off_the_callers_thread_in_order_with_the_merged_outcome(
     # Stopped, the connection reports on the caller's thread again.
     gerrit_connection.stop()
     assert not reporter.can_report_off_loop()
+
+
+def test_change_events_are_read_ahead_off_the_schedulers_thread(dev_gerrit, gerrit_connection):
+    """The change of an event a tenant wants is read from Gerrit before the
+    event is handed on (in stream order), so looking it up afterwards asks
+    Gerrit nothing; an event no tenant wants is not read at all."""
+    import threading
+
+    store = dev_gerrit.store
+    store.create_project('org/a')
+    queries = []
+    real_query = gerrit_connection.ssh.query
+
+    def query(q):
+        queries.append((q, threading.current_thread().name))
+        return real_query(q)
+    gerrit_connection.ssh.query = query
+    gerrit_connection.wants_event = lambda e: e.type == 'patchset-created'
+    a = store.create_change('org/a', 'master', 'A', {'a': '1'})
+    b = store.create_change('org/a', 'master', 'B', {'b': '1'})
+    events = [gerrit_connection.events.get(timeout=30) for _ in range(2)]
+    assert [e.change_number for e in events] == [a.number, b.number]
+    assert [q for q, _ in queries] == [f'change:{a.number}', f'change:{b.number}']
+    assert all(name.startswith('gerrit-review-read') for _, name in queries), queries
+    queries.clear()
+    change = gerrit_connection.get_change_for_event(events[1])
+    assert (change.number, change.patchset, change.subject) == (b.number, 1, 'B')
+    assert queries == []
+    # Not wanted: handed on unread, and read when looked up.
+    store.approve(a, 'Code-Review', 2, who='core')
+    event = gerrit_connection.events.get(timeout=30)
+    assert event.type == 'comment-added' and queries == []
+    assert gerrit_connection.get_change_for_event(event).number == a.number
+    assert [q for q, _ in queries] == [f'change:{a.number}']

@@ -12,6 +12,7 @@ abandons), so an approval given during the outage still gates.
 
 from __future__ import annotations
 
+import collections
 import heapq
 import logging
 import os
@@ -51,6 +52,10 @@ DEFAULT_REF_FILTER = r'^refs/(heads|tags)/'
 ZERO_SHA = '0' * 40
 # Report lanes: reports of different projects go out side by side.
 REPORT_LANES = 4
+# Changes read ahead at once, and how many reads are kept for the
+# scheduler (each is used by the event's tenants, then ages out).
+READ_AHEAD_THREADS = 4
+READ_AHEAD_KEPT = 1000
 
 
 def _regex_list(value) -> list[re.Pattern]:
@@ -118,6 +123,13 @@ class GerritConnection:
         # Reports (review, submit, the merged check after it) go out on
         # these workers while the connection runs, off the scheduler's loop.
         self._report_workers: KeyedWorkers | None = None
+        # Read-ahead: a change event's change is read from Gerrit by these
+        # workers before the event reaches the scheduler (in stream order),
+        # so its loop finds it here rather than waiting on SSH.
+        # ``wants_event(event)`` (set by the scheduler) says which to read.
+        self.wants_event = None
+        self._read_workers: KeyedWorkers | None = None
+        self._read_ahead: collections.OrderedDict[str, list] = collections.OrderedDict()
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -129,6 +141,8 @@ class GerritConnection:
         # project always maps to the same lane).
         self._report_workers = KeyedWorkers(self._report_done, 1,
                                             name=f'gerrit-{self.name}-reports')
+        self._read_workers = KeyedWorkers(self._hand_over, READ_AHEAD_THREADS,
+                                          name=f'gerrit-{self.name}-read')
         if self.event_delay > 0:
             self._delay_thread = threading.Thread(
                 target=self._delay_loop, name=f'gerrit-delay-{self.name}', daemon=True)
@@ -147,9 +161,10 @@ class GerritConnection:
 
     def stop(self) -> None:
         self._stopping.set()
-        if self._report_workers is not None:
-            self._report_workers.stop()
-            self._report_workers = None
+        for workers in (self._report_workers, self._read_workers):
+            if workers is not None:
+                workers.stop()
+        self._report_workers = self._read_workers = None
         with self._delay_cond:
             self._delay_cond.notify_all()
         for thread in (self._delay_thread, self._poll_thread, self._checks_thread):
@@ -211,7 +226,31 @@ class GerritConnection:
                 self._too_many_dependencies(event):
             return
         log.info('[e: %s] %s event: %s', event.event_id, self.name, event.describe())
+        workers = self._read_workers
+        if workers is not None:
+            # Every event through the workers (one key): handed on in
+            # stream order, whichever read finishes first.
+            workers.submit(0, self._read_change, event, tag=event)
+            return
         if self.on_event is not None:
+            self.on_event(event)
+
+    def _read_change(self, event: TriggerEvent) -> None:
+        if not event.is_change_event or not event.event_id:
+            return
+        wants = self.wants_event
+        if wants is not None and not wants(event):
+            return      # no tenant acts on it (e.g. our own review comments)
+        rows = self.ssh.query(f'change:{event.change_number}')
+        with self._lock:
+            self._read_ahead[event.event_id] = rows
+            while len(self._read_ahead) > READ_AHEAD_KEPT:
+                self._read_ahead.popitem(last=False)
+
+    def _hand_over(self, _result, event: TriggerEvent) -> None:
+        # A failed read (logged by the workers) hands the event over all
+        # the same: the scheduler reads the change itself.
+        if self.on_event is not None and not self._stopping.is_set():
             self.on_event(event)
 
     def _too_many_dependencies(self, event: TriggerEvent) -> bool:
@@ -400,7 +439,13 @@ class GerritConnection:
 
     def get_change_for_event(self, event: TriggerEvent):
         if event.is_change_event:
-            return self.query_change(event.change_number, event.patchset)
+            with self._lock:
+                rows = self._read_ahead.get(event.event_id) if event.event_id else None
+            if rows is None:
+                return self.query_change(event.change_number, event.patchset)
+            # Read ahead (after the event arrived): as fresh as the event.
+            return change_from_query(rows[0], self.name, event.patchset,
+                                     self.baseurl) if rows else None
         return Ref(self.name, event.project, event.ref or '', event.oldrev, event.newrev,
                    url=self.commit_url(event.project, event.newrev))
 
@@ -591,9 +636,9 @@ class GerritConnection:
             done(result)
 
     def workers_busy(self) -> int:
-        """Reports being sent."""
-        workers = self._report_workers
-        return workers.busy() if workers is not None else 0
+        """Changes being read ahead and reports being sent."""
+        return sum(w.busy() for w in (self._report_workers, self._read_workers)
+                   if w is not None)
 
     # -- git ------------------------------------------------------------------
 

@@ -210,15 +210,16 @@ class Scheduler:
         if self.state_store is None:
             return 0
         from zuul.scheduler.state import snapshot
-        written = 0
+        states = []
         for state in list(self.tenants.values()):
             if not self.owns(state.name) or tenant not in (None, state.name):
                 continue    # another scheduler's (several active)
             for name, manager in list(state.managers.items()):
                 if only is not None and manager is not only:
                     continue
-                if self.state_store.save(state.name, name, snapshot(manager, self.nodes)):
-                    written += 1
+                states.append((state.name, name, snapshot(manager, self.nodes)))
+        # The changed pipelines' writes go out together: one round trip.
+        written = self.state_store.save_many(states)
         if written and self.status_publisher is not None:
             self.status_publisher.changed()
         if only is None:

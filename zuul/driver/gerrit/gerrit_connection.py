@@ -35,8 +35,8 @@ from zuul.driver.gerrit.checks import DEFAULT_CHECKS_POLL_INTERVAL, GerritChecks
 from zuul.driver.gerrit.events import MalformedEventError, parse_event
 from zuul.driver.gerrit.rest import GerritRESTClient, check_auth_type
 from zuul.driver.gerrit.ssh import GerritEventStream, GerritSSH
-from zuul.model.change import Change, Ref
 from zuul.lib.keyed_workers import KeyedWorkers
+from zuul.model.change import Change, Ref
 from zuul.model.events import TriggerEvent
 
 log = logging.getLogger('zuul.driver.gerrit')

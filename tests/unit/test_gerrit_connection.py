@@ -1,6 +1,7 @@
 """The live Gerrit connection against the development Gerrit: events in,
 changes and dependencies looked up, reports out, outages caught up."""
 
+import json
 import queue
 
 import pytest
@@ -186,9 +187,24 @@ def test_change_events_are_read_ahead_off_the_schedulers_thread(dev_gerrit, gerr
     assert [q for q, _ in queries] == [f'change:{a.number}', f'change:{b.number}']
     assert all(name.startswith('gerrit-review-read') for _, name in queries), queries
     queries.clear()
-    change = gerrit_connection.get_change_for_event(events[1])
+    # The read travels with the event (as stored in ZooKeeper for the
+    # scheduler that holds the tenant), not in this connection.
+    from zuul.scheduler.state import event_data, event_from_data
+    routed = event_from_data(json.loads(json.dumps(event_data(events[1]))))
+    change = gerrit_connection.get_change_for_event(routed)
     assert (change.number, change.patchset, change.subject) == (b.number, 1, 'B')
     assert queries == []
+    # Too big to travel (ZooKeeper's znode limit): read when looked up.
+    import zuul.driver.gerrit.gerrit_connection as gc
+    gerrit_connection_limit = gc.READ_AHEAD_MAX_BYTES
+    gc.READ_AHEAD_MAX_BYTES = 10
+    try:
+        big = store.create_change('org/a', 'master', 'Big', {'c': '1'})
+        event = gerrit_connection.events.get(timeout=30)
+        assert event.change_number == big.number and event.change_data is None
+    finally:
+        gc.READ_AHEAD_MAX_BYTES = gerrit_connection_limit
+    queries.clear()
     # Not wanted: handed on unread, and read when looked up.
     store.approve(a, 'Code-Review', 2, who='core')
     event = gerrit_connection.events.get(timeout=30)

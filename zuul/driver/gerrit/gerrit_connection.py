@@ -12,8 +12,8 @@ abandons), so an approval given during the outage still gates.
 
 from __future__ import annotations
 
-import collections
 import heapq
+import json
 import logging
 import os
 import re
@@ -52,10 +52,10 @@ DEFAULT_REF_FILTER = r'^refs/(heads|tags)/'
 ZERO_SHA = '0' * 40
 # Report lanes: reports of different projects go out side by side.
 REPORT_LANES = 4
-# Changes read ahead at once, and how many reads are kept for the
-# scheduler (each is used by the event's tenants, then ages out).
+# Changes read ahead at once, and the largest read that travels with
+# its event (events are stored in ZooKeeper: znodes hold at most 1 MiB).
 READ_AHEAD_THREADS = 4
-READ_AHEAD_KEPT = 1000
+READ_AHEAD_MAX_BYTES = 256 * 1024
 
 
 def _regex_list(value) -> list[re.Pattern]:
@@ -124,12 +124,12 @@ class GerritConnection:
         # these workers while the connection runs, off the scheduler's loop.
         self._report_workers: KeyedWorkers | None = None
         # Read-ahead: a change event's change is read from Gerrit by these
-        # workers before the event reaches the scheduler (in stream order),
-        # so its loop finds it here rather than waiting on SSH.
+        # workers before the event reaches the scheduler (in stream order)
+        # and travels with it (``change_data``), so the loop of whichever
+        # scheduler takes it does not wait on SSH.
         # ``wants_event(event)`` (set by the scheduler) says which to read.
         self.wants_event = None
         self._read_workers: KeyedWorkers | None = None
-        self._read_ahead: collections.OrderedDict[str, list] = collections.OrderedDict()
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -236,16 +236,17 @@ class GerritConnection:
             self.on_event(event)
 
     def _read_change(self, event: TriggerEvent) -> None:
-        if not event.is_change_event or not event.event_id:
+        if not event.is_change_event:
             return
         wants = self.wants_event
         if wants is not None and not wants(event):
             return      # no tenant acts on it (e.g. our own review comments)
         rows = self.ssh.query(f'change:{event.change_number}')
-        with self._lock:
-            self._read_ahead[event.event_id] = rows
-            while len(self._read_ahead) > READ_AHEAD_KEPT:
-                self._read_ahead.popitem(last=False)
+        row = rows[0] if rows else {}
+        if len(json.dumps(row)) <= READ_AHEAD_MAX_BYTES:
+            # (A huge change, thousands of files, is read on the loop
+            # rather than make the stored event too big for ZooKeeper.)
+            event.change_data = row
 
     def _hand_over(self, _result, event: TriggerEvent) -> None:
         # A failed read (logged by the workers) hands the event over all
@@ -439,13 +440,12 @@ class GerritConnection:
 
     def get_change_for_event(self, event: TriggerEvent):
         if event.is_change_event:
-            with self._lock:
-                rows = self._read_ahead.get(event.event_id) if event.event_id else None
-            if rows is None:
+            row = event.change_data
+            if row is None:
                 return self.query_change(event.change_number, event.patchset)
             # Read ahead (after the event arrived): as fresh as the event.
-            return change_from_query(rows[0], self.name, event.patchset,
-                                     self.baseurl) if rows else None
+            return change_from_query(row, self.name, event.patchset,
+                                     self.baseurl) if row else None
         return Ref(self.name, event.project, event.ref or '', event.oldrev, event.newrev,
                    url=self.commit_url(event.project, event.newrev))
 

@@ -159,6 +159,10 @@ def test_reports_go_out_off_the_callers_thread_in_order_with_the_merged_outcome(
     assert all(name.startswith('gerrit-review-reports') for _, name in sent), sent
     assert store.get_change(change.number).status == 'MERGED'
     wait_for(lambda: gerrit_connection.workers_busy() == 0, what='the workers idle')
+    # A connection that does not read the stream (another active
+    # scheduler's) reports off the loop too.
+    idle = GerritConnection('idle', {'server': '127.0.0.1'})
+    assert GerritReporter(idle, {'Verified': 1}).can_report_off_loop()
     # Stopped, the connection reports on the caller's thread again.
     gerrit_connection.stop()
     assert not reporter.can_report_off_loop()

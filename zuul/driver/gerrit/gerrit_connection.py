@@ -121,8 +121,10 @@ class GerritConnection:
             self.checks = GerritChecks(name, self.rest, self.query_change)
         self._checks_thread: threading.Thread | None = None
         # Reports (review, submit, the merged check after it) go out on
-        # these workers while the connection runs, off the scheduler's loop.
-        self._report_workers: KeyedWorkers | None = None
+        # these workers, off the scheduler's loop, until the connection
+        # stops; also on a scheduler that does not read the event stream
+        # (several active: it reports for the tenants it holds).
+        self._report_workers: KeyedWorkers | None = self._new_report_workers()
         # Read-ahead: a change event's change is read from Gerrit by these
         # workers before the event reaches the scheduler (in stream order)
         # and travels with it (``change_data``), so the loop of whichever
@@ -137,10 +139,8 @@ class GerritConnection:
         """Begin consuming stream-events; ``on_event(TriggerEvent)``."""
         self.on_event = on_event
         self._stopping.clear()
-        # A project's reports stay in order (one worker per lane; a
-        # project always maps to the same lane).
-        self._report_workers = KeyedWorkers(self._report_done, 1,
-                                            name=f'gerrit-{self.name}-reports')
+        if self._report_workers is None:
+            self._report_workers = self._new_report_workers()
         self._read_workers = KeyedWorkers(self._hand_over, READ_AHEAD_THREADS,
                                           name=f'gerrit-{self.name}-read')
         if self.event_delay > 0:
@@ -619,6 +619,11 @@ class GerritConnection:
                notify: str | None = None) -> None:
         self.ssh.review(change.project, f'{change.number},{change.patchset}', message,
                         labels, submit=submit, tag=tag, notify=notify)
+
+    def _new_report_workers(self) -> KeyedWorkers:
+        # A project's reports stay in order (one worker per lane; a
+        # project always maps to the same lane). Threads start on first use.
+        return KeyedWorkers(self._report_done, 1, name=f'gerrit-{self.name}-reports')
 
     def reports_off_loop(self) -> bool:
         return self._report_workers is not None

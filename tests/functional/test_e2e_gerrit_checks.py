@@ -107,8 +107,10 @@ def test_pending_check_runs_the_check_pipeline_and_reports_through_checks_api(
     assert final['message'] == 'Change passed all voting jobs'
     assert final['started'] and final['finished']
     # The votes and the one review message of each change (enqueue and
-    # start reported only the check state).
-    assert system.verified(good) == 1 and system.verified(bad) == -1
+    # start reported only the check state). The vote follows the final
+    # check state in the same report, on the connection's report worker.
+    wait_for(lambda: system.verified(good) == 1 and system.verified(bad) == -1,
+             timeout=60, what='the votes')
     (message,) = system.messages(good)
     assert 'Build succeeded' in message and 'check-marker' in message
     assert 'Build failed' in system.messages(bad)[0]

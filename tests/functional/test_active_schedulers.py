@@ -176,11 +176,10 @@ def test_two_active_schedulers_share_the_tenants_and_survive_sigkill(zuul_system
         for change, tenant in ((one, 'example'), (two, 'second')):
             assert len([m for m in system.messages(change) if 'gate pipeline' in m]) == 1
             assert system.verified(change) == 2
-            # Recorded once the merged outcome reached the loop (the report
-            # and the merged check run off it).
-            wait_for(lambda: system.build_history(tenant=tenant, job_name='held',
-                                                  change=change.number),
-                     timeout=60, what='the build recorded')
+            # The build database is written right after the report.
+            wait_for(lambda tenant=tenant, change=change: system.build_history(
+                tenant=tenant, job_name='held', change=change.number), timeout=30,
+                what=f'the held build of {tenant} in the build database')
             held = system.build_history(tenant=tenant, job_name='held',
                                         change=change.number)
             assert len(held) == 1, held      # adopted, not run again

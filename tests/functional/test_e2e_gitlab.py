@@ -21,8 +21,9 @@ CHECK_FAILED = 'Build failed'
 
 
 @pytest.fixture
-def gitlab(zuul_system, tmp_path):  # noqa: F811
+def gitlab(zuul_system, tmp_path, request):  # noqa: F811
     side = GitlabSide(zuul_system, str(tmp_path))
+    side.options.update(getattr(request, 'param', None) or {})
     try:
         side.configure()
         zuul_system.create_projects(pipelines=PIPELINES + GITLAB_PIPELINES)
@@ -283,3 +284,24 @@ def test_a_merge_gitlab_refuses_is_reported_and_the_request_stays_open(
     assert 'no.txt' not in gl.branch_files(WIDGET)
     assert any(r['method'] == 'PUT' and r['path'].endswith('/merge') and r['user'] == 'zuul'
                for r in gl.api_requests())
+
+
+# A held request is answered late, not timed out and retried: the
+# fallback after all retries (the scheduler reading the change itself)
+# is not what this test is about.
+@pytest.mark.parametrize('gitlab', [{'request_timeout': '600'}], indirect=True)
+def test_a_gitlab_that_does_not_answer_holds_up_no_other_change(
+        zuul_system, gitlab):  # noqa: F811
+    gl = gitlab.standin
+    gl.hold(r'^GET /projects/acme%2Fwidget/merge_requests/\d+$')
+    mr = gl.open_mr(WIDGET, 'Slow', {'slow.txt': '1\n'})
+    wait_for(lambda: gl.held() >= 1, timeout=60, what="Zuul's GitLab call held")
+    # Meanwhile a Gerrit change of the same tenant goes through check.
+    change = zuul_system.store.create_change('org/app', 'master', 'Meanwhile',
+                                             {'meanwhile.txt': '1\n'})
+    wait_for(lambda: zuul_system.verified(change) == 1, timeout=240,
+             what='the Gerrit change checked while GitLab does not answer')
+    assert gl.held() >= 1 and not gitlab.notes(WIDGET, mr)
+    gl.release()
+    wait_for(lambda: gitlab.reported(WIDGET, mr, CHECK_OK), timeout=240,
+             what='the merge request checked once GitLab answers')

@@ -75,6 +75,9 @@ def test_build_page_summary_inputs_and_log_tree(web, tmp_path):
     assert 'ubuntu: ubuntu-jammy' in main and '"favourite_colour": "blue"' in main
     assert 'hunter2' not in main and 'PRIVATE KEY' not in main
     assert '"db_password": "&lt;redacted&gt;"' in main
+    # the command that reproduces it, copy-paste ready (zuul reproduce)
+    assert (f'>zuul --zuul-url {web.base} reproduce --tenant tenant-one {web.failed}</pre>'
+            in main) and 'id="reproduce-command"' in main
     # the log directory, browsable in place, in the Logs view
     assert 'id="log-tree"' not in main
     main = _main(chromium(tmp_path, '--dump-dom',

@@ -9,16 +9,19 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import threading
 from types import SimpleNamespace
 
 import pytest
 
 from tests.fakes.gitlab.process import DEVELOPER, MAINTAINER, GitlabStandIn
+from tests.harness.waiting import wait_for
 from zuul.driver.gitlab.client import GitlabClient, GitlabError
 from zuul.driver.gitlab.connection import GitlabConnection
 from zuul.driver.gitlab.model import MergeRequest
 from zuul.driver.gitlab.reporter import GitlabReporter
 from zuul.merger.repos import RepoUrlResolver, gitlab_remote
+from zuul.model.events import TriggerEvent
 from zuul.scheduler.connections import ConnectionRegistry
 
 WIDGET = 'acme/widget'
@@ -200,6 +203,60 @@ def test_api_errors_and_rate_limits_are_retried_with_back_off(gitlab):
     with pytest.raises(GitlabError) as down:
         unreachable.get('/projects/1')
     assert down.value.status == 0 and sleeps == [0.5, 1.0]
+
+
+def test_a_rate_limited_project_holds_up_only_its_own_lane(gitlab):
+    """Events are read ahead and reports sent on per-project lanes: while
+    GitLab rate-limits the reads for one project (its back-off held
+    here), another project's merge request is read meanwhile and its
+    report goes out; events still reach the scheduler in the order they
+    came, the later one at once after the held one, with its change
+    cached (the scheduler's lookup asks GitLab nothing)."""
+    slow = gitlab.open_mr(WIDGET, 'Rate limited', {'rl.txt': '1\n'})
+    fast = gitlab.open_mr(LIB, 'Not limited', {'nl.txt': '1\n'})
+    backing_off, resume = threading.Event(), threading.Event()
+
+    def sleep(seconds):
+        backing_off.set()
+        assert resume.wait(60)
+    conn = connect(gitlab, event_workers='4')
+    conn.client._sleep = sleep
+    assert conn.report_key(WIDGET) != conn.report_key(LIB)
+    conn.wants_event = lambda event: True
+    got = []
+    conn.start(got.append)
+    try:
+        gitlab.fault(rf'^GET /projects/acme%2Fwidget/merge_requests/{slow["iid"]}$',
+                     status=429, count=1, retry_after=600)
+        gitlab.clear_requests()
+        events = [TriggerEvent(type='gl_merge_request', connection='gitlab', project=project,
+                               change_number=mr['iid'], action='opened')
+                  for project, mr in ((WIDGET, slow), (LIB, fast))]
+        for event in events:
+            conn.deliver(event)
+        assert backing_off.wait(30)
+        lib_mr = f'/projects/acme%2Flib/merge_requests/{fast["iid"]}'
+        wait_for(lambda: getattr(events[1], 'prepared', False), 30,
+                 what="the other project's request read")
+        assert any(r['path'] == lib_mr for r in gitlab.api_requests(user='zuul'))
+        reported = []
+        item = SimpleNamespace(change=conn.lookup_change(LIB, str(fast['iid'])),
+                               event_id='e1')
+        reporter = GitlabReporter(conn, {'comment': True})
+        assert reporter.can_report_off_loop()
+        reporter.report_off_loop(item, None, 'success', 'Build succeeded', reported.append)
+        wait_for(lambda: reported == [False], 30, what="the other project's report")
+        assert gitlab.notes(LIB, fast['iid'], by='zuul') == ['Build succeeded']
+        assert got == [] and conn.workers_busy() == 2
+        resume.set()
+        wait_for(lambda: len(got) == 2, 30, what='both events')
+        assert got == events and events[0].prepared and conn.workers_busy() == 0
+        gitlab.clear_requests()
+        change = conn.get_change_for_event(events[1])
+        assert change.title == 'Not limited' and gitlab.api_requests(user='zuul') == []
+    finally:
+        resume.set()
+        conn.stop()
 
 
 def test_connections_are_pooled_and_kept_alive_as_configured(gitlab):

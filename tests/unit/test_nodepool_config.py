@@ -62,6 +62,9 @@ VALID_CORPUS = {
     'configuration.block01.yaml', 'configuration.block02.yaml', 'configuration.block03.yaml',
     'configuration.block04.yaml', 'static.block01.yaml', 'openstack.block02.yaml',
     'aws.block04.yaml', 'azure.block04.yaml', 'nb01-test.opendev.org.yaml',
+    # The cloud drivers' own examples (issue 30 added the drivers).
+    'aws.block01.yaml', 'azure.block01.yaml', 'kubernetes.block01.yaml',
+    'metastatic.block01.yaml', 'openshift.block01.yaml', 'openshift-pods.block01.yaml',
     # OpenDev's launchers and builders: openstack providers.
     'nl01.opendev.org.yaml', 'nl02.opendev.org.yaml', 'nl03.opendev.org.yaml',
     'nl04.opendev.org.yaml', 'nb03.opendev.org.yaml', 'nodepool.yaml',

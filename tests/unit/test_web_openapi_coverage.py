@@ -69,6 +69,14 @@ def system(tmp_path, gearman_server, zk_client):
                       end_time=1_699_999_010)
     assert history.record_build(bs.uuid, retried, final=False)
     system.retried = retried.uuid
+    # What the lint build ran with (zuul reproduce), secrets left out.
+    from zuul.executor.protocol import ExecuteRequest, JobSpec, PlaybookSpec, ZuulContext
+    from zuul.executor.reproduction import public_request
+    lint = bs.builds['lint'].uuid
+    history.record_reproduction('example', lint, public_request(ExecuteRequest(
+        uuid=lint, job=JobSpec(name='lint', run=[PlaybookSpec(
+            'gerrit', 'org/app', 'master', 'playbooks/lint.yaml', secrets={'s': 'x'})]),
+        zuul=ZuulContext(tenant='example', pipeline='check', buildset=bs.uuid))))
     web = ZuulWeb('127.0.0.1', 0, system.rpc, history, webhooks=WebhookReceiver({}),
                   authenticators=authenticators(), enforce_access=True)
     web.start()
@@ -122,6 +130,7 @@ def samples(system) -> list[tuple[str, str, int]]:
         ('GET', f'{T}/images', 200), ('GET', f'{T}/flavors', 200),
         ('GET', f'{T}/labels', 200), ('GET', f'{T}/providers', 200),
         ('GET', f'{T}/builds', 200), ('GET', f'{T}/build/{build_uuid}', 200),
+        ('GET', f'{T}/build/{build_uuid}/reproduction', 200),
         ('GET', f'{T}/buildsets', 200), ('GET', f'{T}/buildset/{buildset_uuid}', 200),
         ('GET', f'{T}/console-stream?uuid={NOT_RUNNING}', 404),
         # this scheduler has no image service (test_image_lifecycle_scheduler.py

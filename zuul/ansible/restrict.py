@@ -36,9 +36,10 @@ Rules for untrusted playbooks:
 * no module and no command ever runs over a local connection (a second
   line behind the rules above: a module from an untrusted ``library/``
   runs on the nodes, never on the executor);
-* Ansible loads plugin code only from its own package and Zuul's plugin
-  dir, so nothing a playbook wrote (even into its own work dir, at run
-  time) is ever imported;
+* Ansible loads plugin code only from its own package, Zuul's plugin
+  dir and the collections installed with it (site-packages), so nothing
+  a playbook wrote (even into its own work dir, at run time) is ever
+  imported;
 * files read on the executor (``copy``/``template``/``script`` sources,
   ``include_vars``, file lookups) must resolve inside ``ZUUL_READ_ROOTS``
   (the work dir, the untrusted checkouts and the administrator's
@@ -253,9 +254,17 @@ def check_write_path(path) -> None:
 
 
 def _plugin_roots() -> list[str]:
+    """Where untrusted playbooks' plugins may come from: Ansible's own
+    package, Zuul's plugin dir and the collections installed with that
+    Ansible (``site-packages/ansible_collections`` beside ``ansible``,
+    put there by zuul-manage-ansible: the administrator's, as released
+    Zuul allows them).  Never a collection found anywhere else (beside a
+    playbook, in a role, in a dir a playbook wrote to)."""
     import ansible
     here = os.path.dirname(os.path.abspath(__file__))
-    return [os.path.realpath(os.path.dirname(ansible.__file__)), os.path.realpath(here)]
+    package = os.path.realpath(os.path.dirname(ansible.__file__))
+    return [package, os.path.realpath(here),
+            os.path.join(os.path.dirname(package), 'ansible_collections')]
 
 
 def _guard_plugin_source(original):

@@ -13,9 +13,12 @@
     zuul flavor-list|label-list|provider-list --tenant T
     zuul image-build --tenant T --image I;  zuul image-list|image-upload-list --tenant T
     zuul image-delete --tenant T --build UUID
+    zuul reproduce --tenant T UUID [--workdir DIR] [--host USER@ADDR | --prepare-only]
+                   [--secret NAME=FILE ...] [--skip-trusted] [--git-url CONN=URL]
 
 Commands other than ``encrypt`` talk to the scheduler over Gearman RPC
-([gearman] in zuul.conf, or --gearman-server). ``encrypt`` fetches the
+([gearman] in zuul.conf, or --gearman-server). ``reproduce`` fetches what
+a build ran with from zuul-web (zuul/client/reproduce.py); ``encrypt`` fetches the
 project's public key from zuul-web (--zuul-url, or [web] root / [webclient]
 url in zuul.conf) unless --public-key names a PEM file. Errors print one
 line on stderr and exit 1.
@@ -28,6 +31,8 @@ import re
 import sys
 
 from zuul.client.commands import COMMANDS, CLIError, cmd_image, read_config
+from zuul.client.reproduce import add_parser as add_reproduce_parser
+from zuul.client.reproduce import cmd_reproduce
 from zuul.cmd import image_commands
 
 # N,P: a change and patchset; N,SHA: a GitHub pull request and its head.
@@ -115,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument('--field-name', default='secret')
     sub.add_argument('--public-key', help='PEM file to use instead of asking zuul-web')
 
+    add_reproduce_parser(subs)
+
     sub = subs.add_parser('show', help='show queues or running jobs')
     sub.add_argument('what', nargs='?', default='queues', choices=('queues', 'running-jobs'))
     _req(sub, 'tenant')
@@ -131,14 +138,16 @@ def _add_launcher_list_parsers(subs) -> None:
 def main(argv=None, out=None) -> int:
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
-    commands = {**COMMANDS, **dict.fromkeys(image_commands.VERBS, cmd_image)}
+    commands = {**COMMANDS, **dict.fromkeys(image_commands.VERBS, cmd_image),
+                'reproduce': cmd_reproduce}
     try:
         config = read_config(args.config)
-        commands[args.command](args, config, out)
+        code = commands[args.command](args, config, out)
     except CLIError as e:
         print(f'zuul: error: {e}', file=sys.stderr)
         return 1
-    return 0
+    # reproduce: the exit status of the reproduced run
+    return code if args.command == 'reproduce' else 0
 
 
 if __name__ == '__main__':

@@ -1,7 +1,6 @@
 """``Depends-On:`` footers naming changes by URL, for sources whose
-changes carry them in a description (GitLab's merge requests; GitHub's
-pull requests do the same in their own copy for now): each URL is
-offered to every connection's ``change_for_url`` until one knows it."""
+changes carry them in a description (GitLab's merge requests, GitHub's
+pull requests): each URL is offered to every connection's ``change_for_url`` until one knows it."""
 
 from __future__ import annotations
 

@@ -35,3 +35,30 @@ def age_seconds(text) -> int:
     if text and text[-1] in units:
         return int(text[:-1]) * units[text[-1]]
     return int(text)
+
+
+class RequestRequirement:
+    """``require``/``reject`` of a pull/merge request driver: as a
+    requirement every given condition holds; as a rejection any given one
+    rejects. Subclasses yield their ``_conditions``; ``_state`` yields
+    the ``open``/``merged`` ones all of them have."""
+
+    def __init__(self, conf: dict, reject: bool = False):
+        self.reject = reject
+        self.open = conf.get('open')
+        self.merged = conf.get('merged')
+
+    def _state(self, change):
+        if self.open is not None:
+            yield bool(getattr(change, 'is_open', False)) == self.open
+        if self.merged is not None:
+            yield bool(getattr(change, 'is_merged', False)) == self.merged
+
+    def _conditions(self, change):
+        yield from self._state(change)
+
+    def matches(self, change) -> bool:
+        results = list(self._conditions(change))
+        if self.reject:
+            return any(results)
+        return all(results)

@@ -1,6 +1,6 @@
 """Pieces every webhook-fed connection needs, whatever the code-review
-system (the GitLab driver uses them; the GitHub driver has its own copy
-of the delivery queue for now):
+system (the GitLab driver uses them; the GitHub driver has its own
+delivery loop, reading per App installation, for now):
 
 - ``WebhookRejectedError``: a delivery zuul-web must refuse (its
   ``status``: 401 for a bad or missing secret, 400 for a payload that
@@ -54,12 +54,20 @@ class DeliveryQueue:
     ``to_events(record)`` turns a stored record into a list of trigger
     events (raising ValueError for one that is malformed);
     ``after_each()`` (optional) runs after each pass over the queue, on
-    the consumer thread (the connection's own periodic work)."""
+    the consumer thread (the connection's own periodic work).
+    ``hand_over(events, done)`` (optional) takes a record's events
+    instead of the scheduler's ``on_event`` (a connection reading their
+    changes ahead on its workers) and calls ``done()`` once it has handed
+    them all to the scheduler: only then is the record removed."""
 
-    def __init__(self, name: str, to_events, after_each=None, wake_every: float = 5.0):
+    def __init__(self, name: str, to_events, after_each=None, wake_every: float = 5.0,
+                 hand_over=None):
         self.name = name
         self.to_events = to_events
         self.after_each = after_each
+        self.hand_over = hand_over
+        self._in_flight: set[str] = set()
+        self._in_flight_lock = threading.Lock()
         self.wake_every = wake_every
         self.queue = None
         self._on_event = None
@@ -93,6 +101,8 @@ class DeliveryQueue:
 
     def stop(self) -> None:
         self._on_event = None
+        with self._in_flight_lock:
+            self._in_flight.clear()
         if self._thread is not None:
             self._stopped.set()
             self._wake.set()
@@ -124,17 +134,33 @@ class DeliveryQueue:
         for path, record in self.queue.pending():
             if self._on_event is None or self._stopped.is_set():
                 break
+            with self._in_flight_lock:
+                if path in self._in_flight:
+                    continue       # being read ahead: removed once handed over
             try:
                 events = self.to_events(record)
             except ValueError as exc:
                 log.error('%s: dropping malformed %s delivery %s: %s', self.name,
                           record.get('kind'), record.get('delivery'), exc)
                 events = []
+            count += len(events)
+            if events and self.hand_over is not None:
+                with self._in_flight_lock:
+                    self._in_flight.add(path)
+                self.hand_over(events, lambda path=path: self._handed_over(path))
+                continue
             for event in events:
                 self._on_event(event)
-                count += 1
             self.queue.ack(path)
         return count
+
+    def _handed_over(self, path: str) -> None:
+        try:
+            if not self._stopped.is_set():
+                self.queue.ack(path)
+        finally:
+            with self._in_flight_lock:
+                self._in_flight.discard(path)
 
 
 class ReceiverRegistry:

@@ -132,6 +132,8 @@ class BuildExecution:
         self._stopped = threading.Event()
         # Stopped because the executor stops: retried, not ABORTED.
         self.shutdown = False
+        # The speculative state the playbooks ran on (BuildResult).
+        self.merged_state: dict = {}
 
     # -- public ----------------------------------------------------------
     def stop(self, shutdown: bool = False) -> None:
@@ -169,9 +171,13 @@ class BuildExecution:
         log_url = self._archive_logs()
         if not self.settings.keep_jobdir:
             self.jobdir.cleanup()
+        merger = self.workspace.merger
+        git_user = [getattr(merger, 'user_name', None), getattr(merger, 'user_email', None)]
         return BuildResult(result=result, data=data, error_detail=detail,
                            attempt=self.request.attempt, start_time=start, end_time=time.time(),
-                           log_url=log_url, failure_class=self._failure_class(result))
+                           log_url=log_url, failure_class=self._failure_class(result),
+                           merged_state=self.merged_state,
+                           git_user=git_user if all(git_user) else [])
 
     # -- the build's ssh-agent ------------------------------------------
     def _start_agent(self) -> None:
@@ -227,6 +233,7 @@ class BuildExecution:
             merged_state = self.workspace.merge()
         except MergeConflictError as exc:
             return 'MERGER_FAILURE', exc.detail
+        self.merged_state = merged_state
         try:
             checkouts = self._prepare_sources(merged_state)
             self.included_vars = self._load_include_vars(checkouts)

@@ -168,6 +168,10 @@ class GroupSpec(_Wire):
     nodes: list[str] = field(default_factory=list)
 
 
+# The playbook lists of a JobSpec, in the order they run.
+PHASE_FIELDS = ('pre_run', 'run', 'post_run', 'cleanup_run')
+
+
 @dataclass
 class JobSpec(_Wire):
     """The frozen job as the executor needs it (see zuul/model/freeze.py)."""
@@ -394,6 +398,11 @@ class BuildResult(_Wire):
     # ``infra:unreachable``, ``infra:pattern:<regex>``) or ``test`` for a
     # failure of the job itself (zuul.executor.infrafailure).
     failure_class: str | None = None
+    # The speculative state the build ran on (the merger's result: branch
+    # heads after every item merged) and the git identity its merge
+    # commits were made with: ``zuul reproduce`` makes the same commits.
+    merged_state: dict = field(default_factory=dict)
+    git_user: list[str] = field(default_factory=list)
     version: int = SCHEMA_VERSION
 
     @property

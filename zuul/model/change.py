@@ -96,7 +96,7 @@ class Change(Ref):
 
     @property
     def patchset_key(self) -> str:
-        return f'{self.connection}/{self.number},{self.patchset}'
+        return f'{self.key},{self.patchset}'
 
     @property
     def is_open(self) -> bool:

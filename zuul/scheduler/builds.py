@@ -21,6 +21,7 @@ from zuul.executor.protocol import (
     node_zone,
     valid_zone,
 )
+from zuul.executor.reproduction import public_request
 from zuul.manager.requirements import READY, artifact_entries, requirements_state
 from zuul.model import item as m
 from zuul.model.change import Change
@@ -152,6 +153,9 @@ class ExecutorAdapter:
         self.records = None
         # Job ``reuse-results``: successful builds by input hash.
         self.reuse_index = reuse.ReuseIndex(lambda: getattr(scheduler, 'history', None))
+        # zuul.merger.repos.RepoUrlResolver: where each project is
+        # fetched from, kept with what a build ran with (zuul reproduce).
+        self.repo_urls = None
         # zuul.zk.ssh_keys.ProjectSshKeys (None: no project keys given).
         self.project_ssh_keys = None
         # Pinning answers reach the scheduler's thread as result events.
@@ -240,6 +244,7 @@ class ExecutorAdapter:
                 getattr(tenant_state, 'layout', None), 'tenant', None)),
             ssh_keys=project_ssh_keys(self.project_ssh_keys, pipeline, item))
         build.nodeset, build.nodes = nodeset_record(job, request.nodes)
+        self._keep_reproduction(tenant, request)
         nodes = [node for _, node in getattr(nodeset, 'nodes', nodeset or ())]
         build.zone = node_zone(nodes)
         if build.zone is not None and not valid_zone(build.zone):
@@ -252,6 +257,33 @@ class ExecutorAdapter:
         handle = self.client.execute(request, on_progress=self._progress(build),
                                      on_complete=self._complete(build, tenant), **zoned)
         self.handles[build.uuid] = handle
+
+    def _keep_reproduction(self, tenant: str, request: ExecuteRequest) -> None:
+        """What the build runs with, secrets left out, into the build
+        database (``zuul reproduce``); a database failure never stops
+        the build."""
+        history = getattr(self.scheduler, 'history', None)
+        if history is None or not hasattr(history, 'record_reproduction'):
+            return
+        try:
+            history.record_reproduction(tenant, request.uuid,
+                                        public_request(request, self.repo_urls))
+        except Exception:
+            log.exception('Unable to keep what build %s runs with', request.uuid)
+
+    def _keep_outcome(self, build, result) -> None:
+        """The speculative state the executor ran the build on, with what
+        it kept of the launch (``zuul reproduce`` checks it makes the same
+        commits)."""
+        history = getattr(self.scheduler, 'history', None)
+        state = getattr(result, 'merged_state', None)
+        if history is None or not state or not hasattr(history, 'add_reproduction_outcome'):
+            return
+        try:
+            history.add_reproduction_outcome(build.uuid, {
+                'merged_state': state, 'git_user': list(result.git_user or [])})
+        except Exception:
+            log.exception('Unable to keep the state build %s ran on', build.uuid)
 
     def _refuse(self, build, tenant, why: str) -> None:
         """A build that cannot be submitted ends as an ERROR, saying why."""
@@ -289,6 +321,7 @@ class ExecutorAdapter:
     def _complete(self, build, tenant: str | None = None):
         def on_complete(handle, result):
             self.handles.pop(build.uuid, None)
+            self._keep_outcome(build, result)
             if result is not None and result.result == m.SUCCESS and tenant:
                 self.reuse_index.add(tenant, build, result, handle.url)
             if (result is None or result.result is None) and self.records is not None:
@@ -351,6 +384,7 @@ class ExecutorAdapter:
                          build.uuid, lost_detail or 'no executor')
                 result = BuildResult(result=None,
                                      error_detail=lost_detail or 'executor lost')
+            self._keep_outcome(build, result)
             self._completed(build, result, url or build.url)
         record = self.records.get(build.uuid) if self.records is not None else None
         if record is None or (executor_gone and record.get('state') != COMPLETED):

@@ -207,6 +207,11 @@ class SchedulerService:
                                              self.layouts.job_spec_for, self._merge_mode)
         from zuul.zk.ssh_keys import ProjectSshKeys
         scheduler.executor.project_ssh_keys = ProjectSshKeys(self.keystore)
+        from zuul.executor.reproduction import anonymous_sources
+        from zuul.merger.repos import RepoUrlResolver
+        scheduler.executor.repo_urls = RepoUrlResolver(anonymous_sources(
+            {name.strip('"\''): {'driver': c.driver, 'options': dict(c.options)}
+             for name, c in conf.connections.items()}))
         scheduler.nodes = NodesAdapter(self.node_client, scheduler,
                                        launcher_client=self.launcher_node_client,
                                        relative_priority=conf.scheduler.relative_priority)

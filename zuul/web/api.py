@@ -23,6 +23,7 @@ from zuul.driver.sql.history import (
     BUILDSET_SORT_KEYS,
     BuildQuery,
 )
+from zuul.executor.reproduction import valid_build_uuid
 from zuul.lib import rpc_protocol as p
 from zuul.lib.auth import Authenticators
 from zuul.lib.urls import web_artifacts
@@ -187,6 +188,9 @@ class ZuulWebAPI:
             return self.key(tenant, '/'.join(rest)[:-len('.pub')])
         if what == 'build' and len(rest) == 1:
             return self.build(tenant, rest[0])
+        if what == 'build' and len(rest) == 2 and rest[1] == 'reproduction':
+            self._no_params(kw)
+            return self.reproduction(tenant, rest[0])
         if what == 'buildset' and len(rest) == 1:
             return self.buildset(tenant, rest[0])
         raise HTTPError(404, f'no such endpoint: /api/tenant/{tenant}/{"/".join([what] + rest)}')
@@ -376,6 +380,23 @@ class ZuulWebAPI:
                             'start_time': b['start_time']}
                            for b in attempts if b['uuid'] != uuid]
         return build
+
+    def reproduction(self, tenant, uuid):
+        """What build ``uuid`` ran with, secrets left out (``zuul
+        reproduce``, zuul/executor/reproduction.py)."""
+        self._require_history(tenant)
+        if not valid_build_uuid(uuid):
+            raise HTTPError(400, 'invalid build uuid')
+        data = self.history.get_reproduction(tenant, uuid)
+        if data is None:
+            raise HTTPError(404, f'nothing is known of what build {uuid} of tenant {tenant} '
+                                 'ran with')
+        rows = self.history.get_builds(tenant, uuid=uuid, limit=1)
+        data['build'] = ({k: rows[0][k] for k in ('uuid', 'job_name', 'result', 'project',
+                                                   'pipeline', 'change', 'patchset')}
+                         if rows else {'uuid': uuid, 'result': None})
+        data['tenant'] = tenant
+        return data
 
     def buildset(self, tenant, uuid):
         self._require_history(tenant)

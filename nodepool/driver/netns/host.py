@@ -215,13 +215,7 @@ class NetnsHostManager:
         with open(f'{conf}/authorized_keys', 'w') as f:
             f.write(''.join(k.strip() + '\n' for k in authorized_keys))
         with open(f'{conf}/sshd_config', 'w') as f:
-            f.write(f'Port 22\nListenAddress {host.address}\nHostKey {seen}/host_key\n'
-                    f'AuthorizedKeysFile {seen}/authorized_keys\nPasswordAuthentication no\n'
-                    'KbdInteractiveAuthentication no\n'
-                    f'PidFile {seen}/sshd.pid\nStrictModes no\nUsePAM no\n'
-                    'PermitRootLogin prohibit-password\nUseDNS no\n'
-                    'MaxSessions 64\nMaxStartups 64\nAcceptEnv LANG LC_*\n'
-                    'Subsystem sftp internal-sftp\n')
+            f.write(sshd_config(host.address, seen, own_root=bool(rootfs)))
         os.makedirs('/run/sshd', exist_ok=True)
         sshd = ['/usr/sbin/sshd', '-D', '-f', f'{seen}/sshd_config', '-E', f'{seen}/sshd.log']
         if rootfs:
@@ -292,6 +286,23 @@ class NetnsHostManager:
 
 # Where a node booted from a root filesystem finds its sshd files.
 NODE_CONF = '/etc/nodepool-node'
+
+
+def sshd_config(address: str, conf_dir: str, own_root: bool) -> str:
+    """The node's sshd_config; its files are in ``conf_dir`` (as sshd
+    sees it).  A node with a root filesystem of its own (``own_root``)
+    also reads its user's ``~/.ssh/authorized_keys``, as a cloud image's
+    sshd does (zuul-jobs' add-build-sshkey adds the build's key there);
+    without one that file would be this machine's user's, so only the
+    node's own file is read."""
+    keys = f'{conf_dir}/authorized_keys' + (' .ssh/authorized_keys' if own_root else '')
+    return (f'Port 22\nListenAddress {address}\nHostKey {conf_dir}/host_key\n'
+            f'AuthorizedKeysFile {keys}\nPasswordAuthentication no\n'
+            'KbdInteractiveAuthentication no\n'
+            f'PidFile {conf_dir}/sshd.pid\nStrictModes no\nUsePAM no\n'
+            'PermitRootLogin prohibit-password\nUseDNS no\n'
+            'MaxSessions 64\nMaxStartups 64\nAcceptEnv LANG LC_*\n'
+            'Subsystem sftp internal-sftp\n')
 
 
 def _chroot_script(rootfs: str, state_dir: str) -> str:

@@ -107,6 +107,18 @@ class GitlabStandIn:
         self.control('POST', 'faults', {'match': match, 'status': status, 'count': count,
                                         'retry_after': retry_after})
 
+    def hold(self, match: str) -> None:
+        """API requests matching ``match`` (a regex on ``METHOD /path``)
+        wait unanswered until ``release``."""
+        self.control('POST', 'holds', {'match': match})
+
+    def held(self) -> int:
+        """How many API requests wait on a hold now."""
+        return self.control('GET', 'holds')['held']
+
+    def release(self) -> None:
+        self.control('DELETE', 'holds')
+
     def deliveries(self) -> list[dict]:
         return self.control('GET', 'deliveries')['deliveries']
 

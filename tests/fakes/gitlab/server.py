@@ -4,8 +4,11 @@ need Reporter access, pushes Developer, a protected branch its push
 level), and its own controls under ``/-/standin/`` (no GitLab has
 them): the request log (``GET``, ``DELETE`` to clear), faults to inject
 (``POST /-/standin/faults`` with ``match`` (a regex on ``METHOD /path``),
-``status``, ``count`` and optional ``retry_after``), and the webhook
-deliveries made."""
+``status``, ``count`` and optional ``retry_after``), holds
+(``POST /-/standin/holds`` with ``match``: a matching API request waits,
+unanswered, until ``DELETE /-/standin/holds`` releases them all;
+``GET`` says how many wait now: a GitLab that is slow for one project,
+without timing), and the webhook deliveries made."""
 
 from __future__ import annotations
 
@@ -53,6 +56,9 @@ class StandIn:
         self.api = Api(self.store, self.deliverer)
         self.requests: list[dict] = []
         self.faults: list[dict] = []
+        self.holds: list[str] = []
+        self.held = 0
+        self._released = threading.Condition()
         self._lock = threading.Lock()
 
     def serve_forever(self) -> None:
@@ -85,7 +91,29 @@ class StandIn:
                     return fault
         return None
 
+    def wait_if_held(self, method: str, path: str) -> None:
+        with self._released:
+            if not any(re.search(m, f'{method} {path}') for m in self.holds):
+                return
+            self.held += 1
+            try:
+                while any(re.search(m, f'{method} {path}') for m in self.holds):
+                    self._released.wait()
+            finally:
+                self.held -= 1
+
+    def _holds(self, method: str, body) -> tuple[int, object]:
+        with self._released:
+            if method == 'POST':
+                self.holds.append(body['match'])
+            elif method == 'DELETE':
+                self.holds.clear()
+                self._released.notify_all()
+            return 200, {'holds': list(self.holds), 'held': self.held}
+
     def control(self, method: str, path: str, body) -> tuple[int, object]:
+        if path == '/-/standin/holds':
+            return self._holds(method, body)
         if path == '/-/standin/requests':
             if method == 'DELETE':
                 with self._lock:
@@ -174,6 +202,7 @@ def _handler(standin: StandIn):
                                      'time': time.time()})
             if token_given and user is None:
                 return self._json(401, {'message': '401 Unauthorized'})
+            standin.wait_if_held(self.command, path)
             fault = standin.fault_for(self.command, path)
             if fault is not None:
                 headers = {}

@@ -30,9 +30,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
 from datetime import datetime
 
+from zuul.driver.hosted import ApiError, Response
 from zuul.lib import jwt
 
 log = logging.getLogger('zuul.driver.github.client')
@@ -45,19 +45,8 @@ NOT_INSTALLED_TTL = 300.0   # ask again whether the app is installed after this
 SECONDARY_WAIT = 60.0
 
 
-class GithubError(Exception):
-    def __init__(self, status: int, message: str, path: str = ''):
-        super().__init__(f'GitHub {status} on {path}: {message}')
-        self.status = status
-        self.path = path
-        self.message = message
-
-
-@dataclass
-class Response:
-    status: int
-    body: object
-    headers: dict
+class GithubError(ApiError):
+    service = 'GitHub'
 
 
 def _parse_time(value: str) -> float:

@@ -39,7 +39,7 @@ from zuul.driver.github.events import (
 )
 from zuul.driver.github.model import PullRequest
 from zuul.driver.github.source import PullRequestSource
-from zuul.lib.keyed_workers import KeyedWorkers
+from zuul.driver.hosted import OffLoopWork
 from zuul.model.events import TriggerEvent
 
 log = logging.getLogger('zuul.driver.github')
@@ -61,7 +61,7 @@ def _truthy(value, default: bool = True) -> bool:
     return str(value).strip().lower() not in ('0', 'false', 'no', 'off')
 
 
-class GithubConnection(PullRequestSource):
+class GithubConnection(PullRequestSource, OffLoopWork):
     driver_name = 'github'
 
     def __init__(self, name: str, options: dict):
@@ -93,8 +93,6 @@ class GithubConnection(PullRequestSource):
         self._on_event = None
         self.queue = None
         self._thread = None
-        self._workers: KeyedWorkers | None = None
-        self._report_workers: KeyedWorkers | None = None
         self._in_flight: set[str] = set()
         self._stopped = threading.Event()
         self.web_root: str | None = None   # zuul.conf [web] root, set by the scheduler
@@ -163,12 +161,10 @@ class GithubConnection(PullRequestSource):
             return
         self._stopped.clear()
         self._wake = threading.Event()
-        self._workers = KeyedWorkers(self._hand_over, self.threads_per_installation,
-                                     name=f'github-{self.name}')
         # Reports: one worker per installation, so a change's reports go
         # out in the order the scheduler made them.
-        self._report_workers = KeyedWorkers(self._report_done, 1,
-                                            name=f'github-{self.name}-reports')
+        self._start_workers(self._hand_over, self.threads_per_installation,
+                            f'github-{self.name}')
         self.queue.client.ChildrenWatch(self.queue.root, lambda _: self._wake.set())
         self._thread = threading.Thread(target=self._consume, daemon=True,
                                         name=f'github-events-{self.name}')
@@ -182,11 +178,7 @@ class GithubConnection(PullRequestSource):
             self._wake.set()
             self._thread.join(10)
             self._thread = None
-        if self._workers is not None:
-            self._workers.stop()
-        if self._report_workers is not None:
-            self._report_workers.stop()
-            self._report_workers = None
+        self._stop_workers()
 
     def _consume(self) -> None:
         while not self._stopped.is_set():
@@ -230,8 +222,8 @@ class GithubConnection(PullRequestSource):
                 self.queue.ack(path)
                 continue
             self._in_flight.add(path)
-            self._workers.submit(self._installation_of(event.project), self._prepare,
-                                 event, tag=(path, event))
+            self.read_ahead(self._installation_of(event.project), self.prepare_event,
+                            event, (path, event))
         return count
 
     def _installation_of(self, project: str):
@@ -247,15 +239,6 @@ class GithubConnection(PullRequestSource):
             except GithubError as exc:
                 log.warning('%s: installation of %s unknown: %s', self.name, project, exc)
         return key if key is not None else 0
-
-    def _prepare(self, event):
-        try:
-            return self.prepare_event(event)
-        except Exception:
-            # Handed over unprepared: the scheduler reads the change itself.
-            log.exception('[e: %s] %s: unable to read GitHub for %s', event.event_id,
-                          self.name, event.describe())
-            return event
 
     def _hand_over(self, result, tag) -> None:
         path, event = tag
@@ -287,26 +270,11 @@ class GithubConnection(PullRequestSource):
         if self._on_event is not None:
             self._on_event(event)
 
-    def reports_off_loop(self) -> bool:
-        return self._report_workers is not None and self.change_cache
-
-    def submit_report(self, project: str, work, done=None) -> None:
-        """Run ``work()`` on the report worker of ``project``'s
-        installation; ``done(result)`` follows (result None if it failed)."""
+    def report_key(self, project: str):
+        """Reports go out per installation."""
         app = self.client.app
         key = app.installation_key(project) if app is not None else None
-        self._report_workers.submit(key if key is not None else 0, work, tag=done)
-
-    def _report_done(self, result, done) -> None:
-        # Stopping: a report cut short says nothing about the change (the
-        # saved state keeps its item; the next scheduler reports again).
-        if done is not None and not self._stopped.is_set():
-            done(result)
-
-    def workers_busy(self) -> int:
-        """Events being read from GitHub and reports being sent."""
-        return sum(w.busy() for w in (self._workers, self._report_workers)
-                   if w is not None)
+        return key if key is not None else 0
 
     def git_url(self, project: str) -> str:
         return f'{self.git_base}/{project}.git'

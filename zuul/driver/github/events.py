@@ -41,6 +41,7 @@ import hashlib
 import hmac
 from datetime import datetime
 
+from zuul.driver.hosted import MalformedEventError, named, require
 from zuul.model.events import TriggerEvent
 
 ZERO_SHA = '0' * 40
@@ -50,10 +51,6 @@ _PR_ACTIONS = {'opened': 'opened', 'synchronize': 'changed', 'closed': 'closed',
                'reopened': 'reopened', 'edited': 'edited', 'labeled': 'labeled',
                'unlabeled': 'unlabeled'}
 _CHECK_ACTIONS = {'rerequested', 'completed', 'requested_action'}
-
-
-class MalformedEventError(ValueError):
-    pass
 
 
 _DIGESTS = {'sha256': hashlib.sha256, 'sha1': hashlib.sha1}
@@ -92,19 +89,8 @@ def parse_webhook(kind: str, payload: dict, connection: str,
     return event
 
 
-def _require(payload: dict, key: str, what: str | None = None) -> dict:
-    value = payload.get(key)
-    if not isinstance(value, dict):
-        raise MalformedEventError(f'payload has no {what or key}')
-    return value
-
-
 def _project(payload: dict) -> str:
-    repo = _require(payload, 'repository')
-    name = repo.get('full_name')
-    if not name or not isinstance(name, str):
-        raise MalformedEventError('repository has no full_name')
-    return name
+    return named(payload, 'repository', 'full_name')
 
 
 def _account(user) -> dict:
@@ -159,7 +145,7 @@ def _pull_request(payload: dict, connection: str) -> TriggerEvent | None:
     action = _PR_ACTIONS.get(payload.get('action'))
     if action is None:
         return None
-    pr = _require(payload, 'pull_request', 'pull_request')
+    pr = require(payload, 'pull_request', 'pull_request')
     event = _pr_event(payload, connection, pr, action)
     if action in ('labeled', 'unlabeled'):
         label = payload.get('label') or {}
@@ -174,10 +160,10 @@ def _pull_request(payload: dict, connection: str) -> TriggerEvent | None:
 def _issue_comment(payload: dict, connection: str) -> TriggerEvent | None:
     if payload.get('action') != 'created':
         return None
-    issue = _require(payload, 'issue')
+    issue = require(payload, 'issue')
     if 'pull_request' not in issue:
         return None  # a comment on an issue, not on a pull request
-    comment = _require(payload, 'comment')
+    comment = require(payload, 'comment')
     event = TriggerEvent(type='pull_request', connection=connection,
                          project=_project(payload), action='comment',
                          change_number=_number(issue), change_url=issue.get('html_url'),
@@ -191,8 +177,8 @@ def _review(payload: dict, connection: str) -> TriggerEvent | None:
     action = payload.get('action')
     if action not in ('submitted', 'dismissed'):
         return None
-    pr = _require(payload, 'pull_request')
-    review = _require(payload, 'review')
+    pr = require(payload, 'pull_request')
+    review = require(payload, 'review')
     event = _pr_event(payload, connection, pr, action)
     event.type = 'pull_request_review'
     event.review_state = str(review.get('state') or '').lower() or None
@@ -219,7 +205,7 @@ def _check_run(payload: dict, connection: str) -> TriggerEvent | None:
         action = 'rerequested'   # released Zuul's deprecated alias
     if action not in _CHECK_ACTIONS:
         return None
-    run = _require(payload, 'check_run')
+    run = require(payload, 'check_run')
     app = (run.get('app') or {}).get('slug') or ''
     event = TriggerEvent(type='check_run', connection=connection,
                          project=_project(payload), action=action,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from zuul.driver.filter_util import age_seconds, as_list, compile_all
+from zuul.driver.filter_util import RequestRequirement, age_seconds, as_list, compile_all
 from zuul.model.events import TriggerEvent
 
 
@@ -57,15 +57,12 @@ class ReviewFilter:
         return any(self.matches(r) for r in reviews or ())
 
 
-class GithubRequirement:
-    """``require``/``reject`` for one GitHub connection. As a requirement
-    every given condition holds; as a rejection any given one rejects."""
+class GithubRequirement(RequestRequirement):
+    """``require``/``reject`` for one GitHub connection."""
 
     def __init__(self, conf: dict, reject: bool = False):
-        self.reject = reject
+        super().__init__(conf, reject)
         self.reviews = [ReviewFilter(r) for r in as_list(conf.get('review'))]
-        self.open = conf.get('open')
-        self.merged = conf.get('merged')
         self.current_patchset = conf.get('current-patchset')
         self.draft = conf.get('draft')
         self.statuses = compile_all(conf.get('status'))
@@ -74,10 +71,7 @@ class GithubRequirement:
     def _conditions(self, change):
         for review in self.reviews:
             yield review.matches_any(getattr(change, 'reviews', []))
-        if self.open is not None:
-            yield bool(getattr(change, 'is_open', False)) == self.open
-        if self.merged is not None:
-            yield bool(getattr(change, 'is_merged', False)) == self.merged
+        yield from self._state(change)
         if self.current_patchset is not None:
             yield bool(getattr(change, 'is_current_patchset', True)) == self.current_patchset
         if self.draft is not None:
@@ -88,12 +82,6 @@ class GithubRequirement:
         labels = getattr(change, 'labels', [])
         for label in self.labels:
             yield label in labels
-
-    def matches(self, change) -> bool:
-        results = list(self._conditions(change))
-        if self.reject:
-            return any(results)
-        return all(results)
 
 
 class GithubEventFilter:

@@ -12,14 +12,14 @@ released Zuul's ``status`` requirement reads them.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
+from zuul.driver.hosted import NumberedRequest
 from zuul.model.change import Change
 
 
 @dataclass(eq=False)
-class PullRequest(Change):
+class PullRequest(NumberedRequest, Change):
     title: str = ''
     body: str = ''
     state: str = 'open'          # GitHub's open/closed
@@ -34,32 +34,9 @@ class PullRequest(Change):
     html_url: str = ''
 
     @property
-    def key(self) -> str:
-        return f'{self.connection}/{self.project}/{self.number}'
-
-    @property
-    def patchset_key(self) -> str:
-        return f'{self.key},{self.patchset}'
-
-    @property
     def is_open(self) -> bool:
         return self.state == 'open' and not self.merged
 
     @property
     def is_merged(self) -> bool:
         return self.merged
-
-    def is_update_of(self, other) -> bool:
-        """A later head of the same pull request."""
-        return isinstance(other, PullRequest) and other.key == self.key and \
-            other.patchset != self.patchset and self.updated_at >= other.updated_at
-
-    def copy_for_patchset(self, sha: str) -> PullRequest:
-        """This pull request as of an earlier head ``sha`` (not current)."""
-        other = copy.copy(self)
-        other.is_current_patchset = False
-        other.patchset = sha
-        return other
-
-    def describe(self) -> str:
-        return f'{self.number},{str(self.patchset)[:7]}'

@@ -9,6 +9,7 @@ import logging
 from urllib.parse import quote
 
 from zuul.driver.github.model import PullRequest
+from zuul.driver.hosted import OffLoopReporter, as_list
 
 log = logging.getLogger('zuul.driver.github.reporter')
 
@@ -16,13 +17,7 @@ _REVIEW_EVENTS = {'approve': 'APPROVE', 'comment': 'COMMENT',
                   'request-changes': 'REQUEST_CHANGES'}
 
 
-def _as_list(value) -> list[str]:
-    if value is None:
-        return []
-    return [str(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
-
-
-class GithubReporter:
+class GithubReporter(OffLoopReporter):
     """One ``<action>: <github connection>: {...}`` entry of a pipeline."""
 
     def __init__(self, connection, config: dict | None):
@@ -35,8 +30,8 @@ class GithubReporter:
         self.merge = bool(config.get('merge', False))
         self.review = config.get('review')
         self.review_body = config.get('review-body') or ''
-        self.labels = _as_list(config.get('label'))
-        self.unlabels = _as_list(config.get('unlabel'))
+        self.labels = as_list(config.get('label'))
+        self.unlabels = as_list(config.get('unlabel'))
 
     def __repr__(self):
         return f'<GithubReporter {self.connection.name} status={self.status} merge={self.merge}>'
@@ -55,19 +50,6 @@ class GithubReporter:
             return None
         return f'{root.rstrip("/")}/t/{quote(tenant, safe="")}/status/change/' \
                f'{change.number},{change.patchset}'
-
-    def can_report_off_loop(self) -> bool:
-        return self.connection.reports_off_loop()
-
-    def report_off_loop(self, item, pipeline, action: str, message: str,
-                        done=None) -> None:
-        """``report`` on the connection's report worker of the change's
-        installation (in order with the change's other reports); ``done``
-        gets whether the change merged."""
-        def work():
-            self.report(item, pipeline, action, message)
-            return self.connection.is_merged(item.change) if done is not None else None
-        self.connection.submit_report(item.change.project, work, done)
 
     def report(self, item, pipeline, action: str, message: str) -> None:
         change = item.change

@@ -21,19 +21,20 @@ import logging
 import re
 import threading
 
+from zuul.driver.depends_on import depends_on_urls, needed_by_url
 from zuul.driver.github.client import GithubError
 from zuul.driver.github.events import timestamp
 from zuul.driver.github.model import PullRequest
+from zuul.driver.hosted import RequestCache
 from zuul.model.change import Ref
 from zuul.model.events import TriggerEvent
 
 log = logging.getLogger('zuul.driver.github.source')
 
-_DEPENDS_ON = re.compile(r'^\s*Depends-On:\s*(\S+)\s*$', re.IGNORECASE | re.MULTILINE)
 _WRITE = ('write', 'maintain', 'admin')
 
 
-class PullRequestSource:
+class PullRequestSource(RequestCache):
     """Mixin of GithubConnection: needs ``name``, ``client``, ``web_url``."""
 
     def _init_source(self) -> None:
@@ -74,7 +75,7 @@ class PullRequestSource:
         if change is None:
             change = self.lookup_change(event.project, str(number), refresh=True)
         self.branch_protection(event.project, change.branch)
-        for url in _depends_on(change.body):
+        for url in depends_on_urls(change.body):
             try:
                 self.change_for_url(url)
             except GithubError as exc:
@@ -130,19 +131,7 @@ class PullRequestSource:
     # -- pull requests --------------------------------------------------------
     def lookup_change(self, project: str, spec: str, refresh: bool = False) -> PullRequest:
         number, _, sha = str(spec).partition(',')
-        key = (project, int(number))
-        with self._cache_lock:
-            cached = None if refresh or not self.change_cache else self._changes.get(key)
-        if cached is not None:
-            self.cache_hits += 1
-            change = cached
-        else:
-            change = self._read_pull(project, int(number))
-            with self._cache_lock:
-                self._changes[key] = change
-        if sha and not change.head_sha.startswith(sha):
-            change = change.copy_for_patchset(sha)
-        return change
+        return self._cached_request(project, int(number), sha, self._read_pull, refresh)
 
     def _read_pull(self, project: str, number: int) -> PullRequest:
         # ``mergeable`` may be null: GitHub computes it in the background
@@ -231,12 +220,10 @@ class PullRequestSource:
             return False
         if (change.project, change.number, change.head_sha) in self._merged_heads:
             return True
-        if self.change_cache:
-            # Kept current by events: a merge outside Zuul sends one.
-            with self._cache_lock:
-                cached = self._changes.get((change.project, change.number))
-            if cached is not None:
-                return cached.merged
+        # Kept current by events: a merge outside Zuul sends one.
+        cached = self._cached(change.project, change.number)
+        if cached is not None:
+            return cached.merged
         pr = self.client.get(f'/repos/{change.project}/pulls/{change.number}',
                              project=change.project)
         return bool(pr.get('merged'))
@@ -249,18 +236,7 @@ class PullRequestSource:
         return self.lookup_change(match.group(1), match.group(2))
 
     def get_needed_changes(self, change, connections) -> list:
-        needed = []
-        for url in _depends_on(getattr(change, 'body', '') or ''):
-            for connection in connections.all():
-                resolver = getattr(connection, 'change_for_url', None)
-                found = resolver(url) if resolver else None
-                if found is not None:
-                    if not found.is_merged:
-                        needed.append(found)
-                    break
-            else:
-                log.warning('%s: Depends-On %s names no known change', change.describe(), url)
-        return needed
+        return needed_by_url(change, getattr(change, 'body', '') or '', connections)
 
     def changes_depending_on(self, change) -> list[str]:
         """Keys of the open pull requests whose Depends-On names ``change``
@@ -382,7 +358,3 @@ def _user(user) -> dict:
     user = user or {}
     return {'username': user.get('login') or '', 'name': user.get('login') or '',
             'email': user.get('email') or ''}
-
-
-def _depends_on(text: str) -> list[str]:
-    return [m.group(1) for m in _DEPENDS_ON.finditer(text or '')]

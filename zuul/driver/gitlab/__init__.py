@@ -50,6 +50,7 @@ _connection = vs.Schema({
     'request_timeout': vs.All(vs.Coerce(float), vs.Range(min=0, min_included=False)),
     'retries': vs.All(vs.Coerce(int), vs.Range(min=0)),
     'catchup_interval': vs.All(vs.Coerce(float), vs.Range(min=0)),
+    'event_workers': vs.All(vs.Coerce(int), vs.Range(min=1)),
 }, extra=vs.ALLOW_EXTRA)
 
 

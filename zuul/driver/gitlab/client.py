@@ -24,7 +24,8 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from dataclasses import dataclass
+
+from zuul.driver.hosted import ApiError, Response
 
 log = logging.getLogger('zuul.driver.gitlab.client')
 
@@ -32,19 +33,11 @@ _POOL_SIZE = 8
 _MAX_RATE_WAITS = 20
 
 
-class GitlabError(Exception):
+class GitlabError(ApiError):
+    service = 'GitLab'
+
     def __init__(self, status: int, message: str, path: str = '', method: str = 'GET'):
-        super().__init__(f'GitLab {status} on {method} {path}: {message}')
-        self.status = status
-        self.path = path
-        self.message = message
-
-
-@dataclass
-class Response:
-    status: int
-    body: object
-    headers: dict
+        super().__init__(status, message, path, method)
 
 
 def api_path(template: str, *parts) -> str:

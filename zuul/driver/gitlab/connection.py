@@ -9,7 +9,19 @@ access token and its name, the user name of HTTPS clones),
 ``webhook_token`` (the webhooks' secret token), ``sshkey`` and
 ``cloneurl`` (where git clones from, default ``baseurl``), ``keepalive``
 and ``disable_connection_pool``. Added here: ``request_timeout``,
-``retries`` and ``catchup_interval`` (see catchup.py).
+``retries``, ``catchup_interval`` (see catchup.py) and ``event_workers``
+(default 4).
+
+No GitLab call runs on the scheduler's loop: each event's merge request
+(and the ones its Depends-On names) is read on the connection's workers
+(``prepare_event``) and kept in a change cache the scheduler's lookups
+are answered from; reports (notes, approvals, labels, merges and the
+rebases they wait for) are sent on the workers too. Projects are spread
+over ``event_workers`` lanes: a slow GitLab or a rate limit for one
+project holds up its lane's reads and reports, in order, never the
+scheduler's loop, the other connections or other projects' reports;
+events are handed to the scheduler in the order GitLab sent them (those
+after a held one are read meanwhile and follow it at once).
 """
 
 from __future__ import annotations
@@ -19,9 +31,10 @@ import logging
 import re
 import threading
 import time
+import zlib
 from collections import OrderedDict
 
-from zuul.driver.depends_on import needed_by_url
+from zuul.driver.depends_on import depends_on_urls, needed_by_url
 from zuul.driver.gitlab.client import GitlabClient, GitlabError, api_path
 from zuul.driver.gitlab.events import (
     MalformedEventError,
@@ -30,6 +43,7 @@ from zuul.driver.gitlab.events import (
     token_matches,
 )
 from zuul.driver.gitlab.model import MergeRequest
+from zuul.driver.hosted import OffLoopWork, RequestCache
 from zuul.driver.webhooks import (
     DeliveryQueue,
     MalformedWebhookError,
@@ -52,7 +66,7 @@ def truthy(value, default: bool = False) -> bool:
     return str(value).strip().lower() in ('1', 'true', 'yes', 'on')
 
 
-class GitlabConnection:
+class GitlabConnection(RequestCache, OffLoopWork):
     driver_name = 'gitlab'
 
     def __init__(self, name: str, options: dict, sleep=time.sleep):
@@ -68,7 +82,18 @@ class GitlabConnection:
             pool=not truthy(options.get('disable_connection_pool')),
             timeout=float(options.get('request_timeout') or 30),
             retries=_number(options.get('retries'), 5), sleep=sleep)
-        self.deliveries = DeliveryQueue(name, self._events_of, after_each=self._periodic)
+        self.deliveries = DeliveryQueue(name, self._events_of, after_each=self._periodic,
+                                        hand_over=self._read_ahead)
+        self.event_workers = max(1, _number(options.get('event_workers'), 4))
+        self._changes: dict[tuple[str, int], MergeRequest] = {}
+        self._cache_lock = threading.Lock()
+        self._merged_heads: set[tuple[str, int, str]] = set()
+        self._stopped = threading.Event()
+        self.cache_hits = 0
+        # Set by the scheduler: whether some tenant may act on an event.
+        # Until it is, nothing is read ahead or cached (a tool, a test of
+        # the delivery queue): every lookup asks GitLab.
+        self.wants_event = None
         self.catchup = None
         self.projects: set[str] = set()
         self._files: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
@@ -131,8 +156,19 @@ class GitlabConnection:
                 self.catchup.note(event)
         return events
 
+    @property
+    def change_cache(self) -> bool:
+        """Lookups answered from the cache: events keep it current."""
+        return self.wants_event is not None and self._workers is not None and \
+            not self._stopped.is_set()
+
     def start(self, on_event) -> None:
         self._on_event = on_event
+        self._stopped.clear()
+        if self.wants_event is not None:
+            # Handed over in delivery order (a shared gate queue's order
+            # is the order of the approvals), read per project lane.
+            self._start_workers(self._hand_over, 1, f'gitlab-{self.name}', ordered=True)
         if self.deliveries.queue is None:
             return
         from zuul.driver.gitlab.catchup import CatchUp
@@ -143,7 +179,9 @@ class GitlabConnection:
         self.deliveries.start(on_event)
 
     def stop(self) -> None:
+        self._stopped.set()
         self.deliveries.stop()
+        self._stop_workers()
         self.client.close()
 
     def _periodic(self) -> None:
@@ -151,44 +189,89 @@ class GitlabConnection:
             self.catchup.tick()
 
     def deliver(self, event: TriggerEvent) -> None:
-        """Hand an event to the scheduler (catch-up, tests)."""
+        """Hand an event to the scheduler (catch-up, tests), read ahead
+        first like a delivered one."""
+        self._read_ahead([event], None)
+
+    def _read_ahead(self, events, done) -> None:
+        """A delivery's events to the scheduler; ``done()`` once all are
+        handed over. Read ahead on the lane of their project when the
+        cache is on, else handed over at once."""
+        if not self.change_cache:
+            on_event = getattr(self, '_on_event', None)
+            for event in events:
+                if on_event is not None:
+                    on_event(event)
+            if done is not None:
+                done()
+            return
+        for i, event in enumerate(events):
+            last = done if i == len(events) - 1 else None
+            self.read_ahead(self.report_key(event.project), self.prepare_event, event,
+                            (event, last))
+
+    def _hand_over(self, result, tag) -> None:
+        event, done = tag
         on_event = getattr(self, '_on_event', None)
-        if on_event is not None:
-            on_event(event)
+        if on_event is not None and not self._stopped.is_set():
+            on_event(result or event)
+            if done is not None:
+                done()
+
+    def report_key(self, project: str) -> int:
+        """The lane of ``project`` (its events and reports, in order)."""
+        return zlib.crc32((project or '').encode()) % self.event_workers
 
     def watch(self, projects) -> None:
         """The projects the tenants use (caught up after an outage)."""
         self.projects = set(projects)
 
     # -- source -----------------------------------------------------------------
+    def prepare_event(self, event: TriggerEvent) -> TriggerEvent:
+        """On a worker: the event's merge request read (fresh) and the
+        ones its Depends-On names on this GitLab, into the cache."""
+        if event.type == 'gl_push' or event.change_number is None:
+            return event
+        if self.wants_event is not None and not self.wants_event(event):
+            # Nobody acts on it, but it may tell of a change (merged,
+            # closed): the next lookup reads it again.
+            with self._cache_lock:
+                self._changes.pop((event.project, int(event.change_number)), None)
+            return event
+        change = self.lookup_change(event.project, str(event.change_number), refresh=True)
+        for url in depends_on_urls(change.description):
+            self.change_for_url(url)
+        event.prepared = True
+        return event
+
     def get_change_for_event(self, event: TriggerEvent):
         if event.type == 'gl_push':
             return Ref(self.name, event.project, event.ref or '', event.oldrev,
                        event.newrev, url=self._commit_url(event.project, event.newrev))
         if event.change_number is None:
             return None
-        return self.lookup_change(event.project, str(event.change_number))
+        return self.lookup_change(event.project, str(event.change_number),
+                                  refresh=not getattr(event, 'prepared', False))
 
     def _commit_url(self, project: str, sha: str | None) -> str:
         return f'{self.baseurl}/{project}/-/commit/{sha or ""}'
 
-    def lookup_change(self, project: str, spec: str) -> MergeRequest:
+    def lookup_change(self, project: str, spec: str, refresh: bool = False) -> MergeRequest:
         number, _, sha = str(spec).partition(',')
         if not number.isdigit():
             raise LookupError(f'Malformed merge request "{spec}": expected N or N,SHA')
+        return self._cached_request(project, int(number), sha, self._read_mr, refresh)
+
+    def _read_mr(self, project: str, number: int) -> MergeRequest:
         try:
             mr = self.client.get(api_path('/projects/{}/merge_requests/{}', project,
-                                          int(number)))
+                                          number))
         except GitlabError as exc:
             if exc.status == 404:
                 raise LookupError(f'Merge request {number} not found in {project}') \
                     from None
             raise
-        change = self._change_from_mr(project, mr)
-        if sha and not change.patchset.startswith(sha):
-            change.is_current_patchset = False
-            change.patchset = sha
-        return change
+        return self._change_from_mr(project, mr)
 
     def _change_from_mr(self, project: str, mr: dict) -> MergeRequest:
         iid = int(mr['iid'])
@@ -256,6 +339,13 @@ class GitlabConnection:
     def is_merged(self, change) -> bool:
         if not isinstance(change, MergeRequest):
             return False
+        if (change.project, change.number, change.patchset) in self._merged_heads:
+            change.state, change.status = 'merged', 'MERGED'
+            return True
+        # Kept current by events: a merge outside Zuul sends one.
+        cached = self._cached(change.project, change.number)
+        if cached is not None:
+            return cached.is_merged
         mr = self.client.get(api_path('/projects/{}/merge_requests/{}', change.project,
                                       change.number))
         if (mr or {}).get('state') == 'merged':
@@ -349,6 +439,7 @@ class GitlabConnection:
             # The target moved meanwhile (an item ahead merged): once more.
             body['sha'] = self._rebase(change, path)
             self.client.request('PUT', path + '/merge', body=body)
+        self._merged_heads.add((change.project, change.number, change.patchset))
 
     def _rebase(self, change: MergeRequest, path: str) -> str:
         """Rebase the source branch onto its target (GitLab does it);

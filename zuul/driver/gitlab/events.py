@@ -33,6 +33,7 @@ from __future__ import annotations
 import hmac
 from datetime import datetime
 
+from zuul.driver.hosted import MalformedEventError, named, require
 from zuul.model.events import TriggerEvent
 
 ZERO_SHA = '0' * 40
@@ -41,10 +42,6 @@ PUSH_EVENT = 'gl_push'
 
 _OPEN_ACTIONS = {'open': 'opened', 'reopen': 'opened', 'merge': 'merged',
                  'close': 'closed', 'approved': 'approved', 'unapproved': 'unapproved'}
-
-
-class MalformedEventError(ValueError):
-    pass
 
 
 def token_matches(expected: str | None, given: str | None) -> bool:
@@ -94,19 +91,8 @@ def parse_delivery(payload, connection: str, delivery: str | None = None
     return events
 
 
-def _require(payload: dict, key: str) -> dict:
-    value = payload.get(key)
-    if not isinstance(value, dict):
-        raise MalformedEventError(f'payload has no {key}')
-    return value
-
-
 def _project(payload: dict) -> str:
-    project = _require(payload, 'project')
-    name = project.get('path_with_namespace')
-    if not name or not isinstance(name, str):
-        raise MalformedEventError('project has no path_with_namespace')
-    return name
+    return named(payload, 'project', 'path_with_namespace')
 
 
 def _iid(attrs: dict, what: str = 'merge request') -> int:
@@ -141,7 +127,7 @@ def _mr_event(project: str, connection: str, mr: dict, action: str) -> TriggerEv
 
 
 def _merge_request(payload: dict, connection: str) -> list[TriggerEvent]:
-    attrs = _require(payload, 'object_attributes')
+    attrs = require(payload, 'object_attributes')
     project = _project(payload)
     action = attrs.get('action')
     if action in _OPEN_ACTIONS:
@@ -173,10 +159,10 @@ def _label(value) -> str:
 
 
 def _note(payload: dict, connection: str) -> list[TriggerEvent]:
-    attrs = _require(payload, 'object_attributes')
+    attrs = require(payload, 'object_attributes')
     if attrs.get('noteable_type') != 'MergeRequest':
         return []   # a comment on a commit, an issue or a snippet
-    mr = _require(payload, 'merge_request')
+    mr = require(payload, 'merge_request')
     event = _mr_event(_project(payload), connection, mr, 'comment')
     event.comment = attrs.get('note') or attrs.get('description') or ''
     event.data = {'note_id': attrs.get('id')}

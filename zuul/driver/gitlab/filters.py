@@ -6,37 +6,25 @@ zuul/lib/regex.py like every driver's."""
 
 from __future__ import annotations
 
-from zuul.driver.filter_util import as_list, compile_all
+from zuul.driver.filter_util import RequestRequirement, as_list, compile_all
 from zuul.model.events import TriggerEvent
 
 
-class GitlabRequirement:
-    """``require``/``reject`` for one GitLab connection. As a requirement
-    every given condition holds; as a rejection any given one rejects."""
+class GitlabRequirement(RequestRequirement):
+    """``require``/``reject`` for one GitLab connection."""
 
     def __init__(self, conf: dict, reject: bool = False):
-        self.reject = reject
-        self.open = conf.get('open')
-        self.merged = conf.get('merged')
+        super().__init__(conf, reject)
         self.approved = conf.get('approved')
         self.labels = [str(label) for label in as_list(conf.get('labels'))]
 
     def _conditions(self, change):
-        if self.open is not None:
-            yield bool(getattr(change, 'is_open', False)) == self.open
-        if self.merged is not None:
-            yield bool(getattr(change, 'is_merged', False)) == self.merged
+        yield from self._state(change)
         if self.approved is not None:
             yield bool(getattr(change, 'approved', False)) == self.approved
         labels = getattr(change, 'labels', None) or []
         for label in self.labels:
             yield label in labels
-
-    def matches(self, change) -> bool:
-        results = list(self._conditions(change))
-        if self.reject:
-            return any(results)
-        return all(results)
 
 
 class GitlabEventFilter:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from zuul.driver.hosted import NumberedRequest
 from zuul.model.change import Change
 
 
 @dataclass(eq=False)
-class MergeRequest(Change):
+class MergeRequest(NumberedRequest, Change):
     title: str = ''
     description: str = ''
     state: str = 'opened'         # GitLab's opened/closed/merged/locked
@@ -30,25 +31,9 @@ class MergeRequest(Change):
     web_url: str = ''
 
     @property
-    def key(self) -> str:
-        return f'{self.connection}/{self.project}/{self.number}'
-
-    @property
-    def patchset_key(self) -> str:
-        return f'{self.key},{self.patchset}'
-
-    @property
     def is_open(self) -> bool:
         return self.state == 'opened'
 
     @property
     def is_merged(self) -> bool:
         return self.state == 'merged'
-
-    def is_update_of(self, other) -> bool:
-        """A later head of the same merge request."""
-        return isinstance(other, MergeRequest) and other.key == self.key and \
-            other.patchset != self.patchset and self.updated_at >= other.updated_at
-
-    def describe(self) -> str:
-        return f'{self.number},{str(self.patchset)[:7]}'

@@ -2,24 +2,21 @@
 note on the merge request (``comment``, on by default), an approval
 given or taken back (``approval``), ``label``/``unlabel`` and ``merge``
 (with the project's merge-mode: ``squash-merge`` squashes, ``rebase``
-and ``cherry-pick`` have GitLab rebase the branch first)."""
+and ``cherry-pick`` have GitLab rebase the branch first). Sent on the
+connection's report workers when it has them (``report_off_loop``),
+never on the scheduler's loop."""
 
 from __future__ import annotations
 
 import logging
 
 from zuul.driver.gitlab.model import MergeRequest
+from zuul.driver.hosted import OffLoopReporter, as_list
 
 log = logging.getLogger('zuul.driver.gitlab.reporter')
 
 
-def _as_list(value) -> list[str]:
-    if value is None:
-        return []
-    return [str(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
-
-
-class GitlabReporter:
+class GitlabReporter(OffLoopReporter):
     """One ``<action>: <gitlab connection>: {...}`` entry of a pipeline."""
 
     def __init__(self, connection, config: dict | None):
@@ -28,8 +25,8 @@ class GitlabReporter:
         self.comment = config.get('comment', True) is not False
         self.approval = config.get('approval')          # None: leave approvals alone
         self.merge = bool(config.get('merge', False))
-        self.labels = _as_list(config.get('label'))
-        self.unlabels = _as_list(config.get('unlabel'))
+        self.labels = as_list(config.get('label'))
+        self.unlabels = as_list(config.get('unlabel'))
 
     def __repr__(self):
         return (f'<GitlabReporter {self.connection.name} approval={self.approval} '

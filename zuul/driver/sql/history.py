@@ -72,7 +72,18 @@ def _tables(metadata: sa.MetaData, prefix: str) -> dict[str, sa.Table]:
         sa.Column('url', sa.Text),
         sa.Column('meta', sa.Text, nullable=True),
     )
-    return {'buildset': buildset, 'build': build, 'artifact': artifact}
+    # What a build ran with, secrets left out (zuul.lib.reproduction):
+    # written when it is launched, served by /build/<uuid>/reproduction.
+    reproduction = sa.Table(
+        f'{prefix}zuul_build_reproduction', metadata,
+        sa.Column('id', sa.Integer, primary_key=True),
+        sa.Column('uuid', sa.String(36), index=True),
+        sa.Column('tenant', sa.String(255)),
+        sa.Column('created', sa.DateTime),
+        sa.Column('data', sa.Text),
+    )
+    return {'buildset': buildset, 'build': build, 'artifact': artifact,
+            'reproduction': reproduction}
 
 
 def _waste_columns() -> list:
@@ -135,7 +146,12 @@ def _migration_4(conn, tables, metadata):
                              f'{preparer.quote("nodes")} {kind}'))
 
 
-MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4]
+def _migration_5(conn, tables, metadata):
+    """What each build ran with (issue 32: ``zuul reproduce``)."""
+    tables['reproduction'].create(conn, checkfirst=True)
+
+
+MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5]
 
 # Results a build or buildset can record (released Zuul's names); a
 # query for any other answers 400 rather than an empty list.
@@ -317,6 +333,37 @@ class BuildHistory:
             conn.execute(sa.insert(t['artifact']).values(
                 build_id=build_id, name=art.get('name'), url=art.get('url'),
                 meta=str(art.get('metadata')) if art.get('metadata') else None))
+
+    def record_reproduction(self, tenant: str, uuid: str, data: dict) -> None:
+        """Keep what build ``uuid`` was launched with (a retried build's
+        new attempt has a new uuid). ``data`` must hold no secret."""
+        with self.engine.begin() as conn:
+            conn.execute(sa.insert(self.tables['reproduction']).values(
+                uuid=uuid, tenant=tenant, data=json.dumps(data),
+                created=datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)))
+
+    def add_reproduction_outcome(self, uuid: str, outcome: dict) -> bool:
+        """Add what the executor reported (``executor``: the merged state,
+        its git identity) to build ``uuid``'s record; False if none."""
+        t = self.tables['reproduction']
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(t.c.id, t.c.data).where(t.c.uuid == uuid)
+                               .order_by(t.c.id.desc()).limit(1)).first()
+            if row is None:
+                return False
+            data = json.loads(row[1])
+            data['executor'] = outcome
+            conn.execute(sa.update(t).where(t.c.id == row[0]).values(data=json.dumps(data)))
+        return True
+
+    def get_reproduction(self, tenant: str, uuid: str) -> dict | None:
+        """What build ``uuid`` of ``tenant`` was launched with, or None."""
+        t = self.tables['reproduction']
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(t.c.data).where(t.c.uuid == uuid)
+                               .where(t.c.tenant == tenant)
+                               .order_by(t.c.id.desc()).limit(1)).first()
+        return json.loads(row[0]) if row else None
 
     # -- reading --------------------------------------------------------------
 

@@ -92,6 +92,34 @@ function artifacts(b) {
       ? zuul.el('a', {href: a.url}, a.name) : `${a.name} (${a.url})`)))];
 }
 
+// The command that runs this build again on one's own machine (zuul
+// reproduce, doc: "Reproduce a build locally"). Text only (zuul.el makes
+// text nodes), every word shell-quoted: a tenant name is never code.
+function shellWord(word) {
+  const text = String(word);
+  return /^[A-Za-z0-9._\/:@=+-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
+function reproduceCommand(b) {
+  if (!/^[0-9a-fA-F-]{8,64}$/.test(b.uuid || '')) return null;
+  const words = ['zuul', '--zuul-url', location.origin, 'reproduce', '--tenant', zuul.tenant,
+    b.uuid];
+  return words.map(shellWord).join(' ');
+}
+
+function reproduce(b) {
+  const command = reproduceCommand(b);
+  if (!command) return null;
+  const copy = zuul.el('button', {type: 'button', id: 'reproduce-copy'}, 'Copy');
+  copy.addEventListener('click', () => {
+    if (navigator.clipboard) navigator.clipboard.writeText(command);
+  });
+  return [zuul.el('h2', {}, 'Reproduce it locally'),
+    zuul.el('p', {}, 'Runs the same playbooks on the same speculative state, on a local ' +
+      'node (secrets are not handed out: supply your own with --secret NAME=FILE):'),
+    zuul.el('pre', {id: 'reproduce-command', class: 'reproduce-command'}, command), copy];
+}
+
 async function fetchJSON(url) {
   const response = await fetch(url, {cache: 'no-store'});
   if (!response.ok) return null;
@@ -286,7 +314,7 @@ async function load() {
     let body;
     if (tab === 'logs') body = await logs(b);
     else if (tab === 'console') body = await consoleSection(b);
-    else body = [summary(b), reruns(b), artifacts(b), await inputs(b)];
+    else body = [summary(b), reproduce(b), reruns(b), artifacts(b), await inputs(b)];
     zuul.show(zuul.el('h1', {}, `Build ${b.uuid}`),
       zuul.el('p', {class: `build-result result-${(b.result || '').toLowerCase()}`},
         `${b.job_name}: ${b.result || 'running'}`), tabs(tab), [body].flat(4));

@@ -441,6 +441,8 @@ class Run:
                     return 'a merge'
                 if executor.received < len(system.launches):
                     return 'a launch'
+                if scheduler.executor.pins.pending:
+                    return 'a pin (result reuse asks the merger off the loop)'
                 if any(waiting_result(b) for b in list(system.builds)
                        if b.uuid not in self.lost):
                     return 'a result'

@@ -163,9 +163,11 @@ def test_two_active_schedulers_share_the_tenants_and_survive_sigkill(zuul_system
         moved = time.monotonic() - killed_at
         taker = holder(tenant)
         assert taker is c, (taker, tenant)
-        # Logged once the lock is held and the saved pipelines restored.
-        wait_for(lambda: f'processes tenant {tenant} (1 items restored)' in taker.log(),
-                 timeout=60, what='the taker restoring the killed one\'s item')
+        # It holds the lock first, then restores the tenant and says so.
+        wait_for(lambda: f'processes tenant {tenant} (' in taker.log(), timeout=60,
+                 what=f'the taker restoring {tenant}')
+        assert f'processes tenant {tenant} (1 items restored)' in taker.log(), \
+            taker.log()[-3000:]
         wait_for(lambda: system.gerrit.server.stream_count() >= 1, timeout=60,
                  what='a survivor receiving the events')
         with open(release, 'w') as f:

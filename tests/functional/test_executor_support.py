@@ -121,12 +121,13 @@ class NetnsNodeFactory:
         run('ip', 'netns', 'exec', ns, 'ip', 'link', 'set', veth + 'p', 'up')
         run('ip', 'netns', 'exec', ns, 'ip', 'link', 'set', 'lo', 'up')
         d = os.path.join(self.workdir, ns)
-        os.makedirs(d)
+        os.makedirs(f'{d}/home')  # the node's HOME: never this machine's dotfiles
         run('ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', f'{d}/host_key')
         with open(f'{d}/authorized_keys', 'w') as f:
             f.write(self.client_pubkey)
         with open(f'{d}/sshd_config', 'w') as f:
             f.write(f'Port 22\nListenAddress {node_ip}\nHostKey {d}/host_key\n'
+                    f'SetEnv HOME={d}/home\n'
                     f'AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\n'
                     f'PidFile {d}/sshd.pid\nStrictModes no\nUsePAM no\nPermitRootLogin yes\n'
                     'MaxSessions 50\nMaxStartups 50\n')

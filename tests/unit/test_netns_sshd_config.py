@@ -18,3 +18,12 @@ def test_only_a_node_with_its_own_root_reads_its_users_authorized_keys():
     for text in (own, shared):
         assert 'PasswordAuthentication no\n' in text
         assert 'ListenAddress 10.0.0.2\n' in text
+
+
+def test_a_node_without_its_own_root_has_its_own_home():
+    # sessions on a node sharing this machine's files must not run this
+    # machine's user's dotfiles (nor leave a job's ~ files in its HOME)
+    shared = sshd_config('10.0.0.2', '/state/n1', own_root=False)
+    assert 'SetEnv HOME=/state/n1/home\n' in shared
+    own = sshd_config('10.0.0.2', '/etc/nodepool-node', own_root=True)
+    assert 'SetEnv' not in own

@@ -211,6 +211,8 @@ class NetnsHostManager:
         conf = os.path.join(d, 'upper', NODE_CONF.lstrip('/')) if rootfs else d
         seen = NODE_CONF if rootfs else d
         os.makedirs(conf, mode=0o700, exist_ok=True)
+        if not rootfs:
+            os.makedirs(f'{conf}/home', mode=0o700)
         _run('ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', f'{conf}/host_key')
         with open(f'{conf}/authorized_keys', 'w') as f:
             f.write(''.join(k.strip() + '\n' for k in authorized_keys))
@@ -294,9 +296,14 @@ def sshd_config(address: str, conf_dir: str, own_root: bool) -> str:
     also reads its user's ``~/.ssh/authorized_keys``, as a cloud image's
     sshd does (zuul-jobs' add-build-sshkey adds the build's key there);
     without one that file would be this machine's user's, so only the
-    node's own file is read."""
+    node's own file is read.  For the same reason such a node's sessions
+    get a HOME of their own (``conf_dir``/home): the login shell must not
+    run this machine's user's dotfiles (a version manager's rehash there
+    can hold every login for a minute), and what a job leaves under ``~``
+    stays with the node."""
     keys = f'{conf_dir}/authorized_keys' + (' .ssh/authorized_keys' if own_root else '')
-    return (f'Port 22\nListenAddress {address}\nHostKey {conf_dir}/host_key\n'
+    home = '' if own_root else f'SetEnv HOME={conf_dir}/home\n'
+    return (f'Port 22\nListenAddress {address}\nHostKey {conf_dir}/host_key\n{home}'
             f'AuthorizedKeysFile {keys}\nPasswordAuthentication no\n'
             'KbdInteractiveAuthentication no\n'
             f'PidFile {conf_dir}/sshd.pid\nStrictModes no\nUsePAM no\n'

@@ -277,6 +277,10 @@ class TenantOwnership:
         except Exception:
             log.exception('Unable to take tenant %s; leaving it to another scheduler',
                           tenant)
+            # What was restored before the failure is dropped (the saved
+            # state in ZooKeeper is untouched): half a tenant must not stay
+            # here, nor stop this scheduler from taking it again later.
+            self.scheduler.forget_tenant_items(tenant)
             self.owned.pop(tenant, None)
             lock.release()
             return False

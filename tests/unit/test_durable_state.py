@@ -59,6 +59,50 @@ def test_a_writer_with_a_stale_view_writes_again_from_the_header(zk_chroot):
     assert len(client.get_children(first.path('t', 'p'))) == 1   # old shards gone
 
 
+def test_save_many_sends_the_changed_pipelines_together_and_skips_the_rest(zk_chroot):
+    """One save of every pipeline: the changed ones' transactions are all
+    sent before any answer is awaited (one round trip, not one each),
+    unchanged ones are not written; one whose view is stale (another
+    writer) is written again from the header."""
+    client = zk_chroot.client()
+    store = ps.PipelineStateStore(client)
+    assert store.save_many([('t', 'check', {'n': 1}), ('t', 'gate', {'n': 1}),
+                            ('t', 'post', {'n': 1})]) == 3
+    steps = []
+    real_transaction = client.transaction
+
+    def transaction():
+        tx = real_transaction()
+        real_async = tx.commit_async
+
+        def commit_async():
+            steps.append('send')
+            pending = real_async()
+            real_get = pending.get
+
+            def get(*a, **kw):
+                steps.append('answer')
+                return real_get(*a, **kw)
+            pending.get = get
+            return pending
+        tx.commit_async = commit_async
+        return tx
+    client.transaction = transaction
+    assert store.save_many([('t', 'check', {'n': 1}), ('t', 'gate', {'n': 2}),
+                            ('t', 'post', {'n': 3})]) == 2
+    assert steps == ['send', 'send', 'answer', 'answer']    # check unchanged: not sent
+    assert store.writes == 5
+    # gate's view goes stale under another writer: written again.
+    other = ps.PipelineStateStore(zk_chroot.client())
+    other.load('t', 'gate')
+    other.save('t', 'gate', {'n': 5})
+    assert store.save_many([('t', 'gate', {'n': 6})]) == 1
+    fresh = ps.PipelineStateStore(zk_chroot.client())
+    assert [fresh.load('t', p) for p in ('check', 'gate', 'post')] == \
+        [{'n': 1}, {'n': 6}, {'n': 3}]
+    assert len(client.get_children(store.path('t', 'gate'))) == 1   # old shards gone
+
+
 def test_state_of_another_format_version_is_refused(zk_chroot):
     client = zk_chroot.client()
     store = ps.PipelineStateStore(client)

@@ -1,6 +1,7 @@
 """The live Gerrit connection against the development Gerrit: events in,
 changes and dependencies looked up, reports out, outages caught up."""
 
+import json
 import queue
 
 import pytest
@@ -122,3 +123,95 @@ def test_catch_up_after_a_restart_skips_what_the_previous_scheduler_had(
     assert [(a['type'], a['value']) for a in event.approvals] == [('Workflow', '1')]
     # Without the held signatures the votes of that second come again.
     assert gerrit_connection.catch_up_since(since, []) >= 1
+
+
+def test_reports_go_out_off_the_callers_thread_in_order_with_the_merged_outcome(
+        dev_gerrit, gerrit_connection):
+    """A running connection sends reports on its report workers (so the
+    scheduler's loop never waits on SSH): a project's reports in the order
+    made, and a submitting success report hands on whether it merged."""
+    import threading
+    import types
+
+    from zuul.driver.gerrit.gerrit_reporter import GerritReporter
+    store = dev_gerrit.store
+    store.create_project('org/a')
+    change = store.create_change('org/a', 'master', 'A', {'a': '1'})
+    c = gerrit_connection.query_change(change.number)
+    sent = []
+    real_report = gerrit_connection.report
+
+    def report(change, message, *args, **kw):
+        sent.append((message, threading.current_thread().name))
+        return real_report(change, message, *args, **kw)
+    gerrit_connection.report = report
+    item = types.SimpleNamespace(change=c, event_id='e1')
+    pipeline = types.SimpleNamespace(name='gate')
+    reporter = GerritReporter(gerrit_connection, {'Verified': 2, 'submit': True})
+    assert reporter.can_report_off_loop() and reporter.merged_outcome
+    outcome = []
+    GerritReporter(gerrit_connection, {'Verified': 0}).report_off_loop(
+        item, pipeline, 'start', 'Starting gate jobs.')
+    reporter.report_off_loop(item, pipeline, 'success', 'Build succeeded.', outcome.append)
+    wait_for(lambda: outcome, what='the merged outcome')
+    assert outcome == [True]
+    assert [m for m, _ in sent] == ['Starting gate jobs.', 'Build succeeded.']
+    assert all(name.startswith('gerrit-review-reports') for _, name in sent), sent
+    assert store.get_change(change.number).status == 'MERGED'
+    wait_for(lambda: gerrit_connection.workers_busy() == 0, what='the workers idle')
+    # A connection that does not read the stream (another active
+    # scheduler's) reports off the loop too.
+    idle = GerritConnection('idle', {'server': '127.0.0.1'})
+    assert GerritReporter(idle, {'Verified': 1}).can_report_off_loop()
+    # Stopped, the connection reports on the caller's thread again.
+    gerrit_connection.stop()
+    assert not reporter.can_report_off_loop()
+
+
+def test_change_events_are_read_ahead_off_the_schedulers_thread(dev_gerrit, gerrit_connection):
+    """The change of an event a tenant wants is read from Gerrit before the
+    event is handed on (in stream order), so looking it up afterwards asks
+    Gerrit nothing; an event no tenant wants is not read at all."""
+    import threading
+
+    store = dev_gerrit.store
+    store.create_project('org/a')
+    queries = []
+    real_query = gerrit_connection.ssh.query
+
+    def query(q):
+        queries.append((q, threading.current_thread().name))
+        return real_query(q)
+    gerrit_connection.ssh.query = query
+    gerrit_connection.wants_event = lambda e: e.type == 'patchset-created'
+    a = store.create_change('org/a', 'master', 'A', {'a': '1'})
+    b = store.create_change('org/a', 'master', 'B', {'b': '1'})
+    events = [gerrit_connection.events.get(timeout=30) for _ in range(2)]
+    assert [e.change_number for e in events] == [a.number, b.number]
+    assert [q for q, _ in queries] == [f'change:{a.number}', f'change:{b.number}']
+    assert all(name.startswith('gerrit-review-read') for _, name in queries), queries
+    queries.clear()
+    # The read travels with the event (as stored in ZooKeeper for the
+    # scheduler that holds the tenant), not in this connection.
+    from zuul.scheduler.state import event_data, event_from_data
+    routed = event_from_data(json.loads(json.dumps(event_data(events[1]))))
+    change = gerrit_connection.get_change_for_event(routed)
+    assert (change.number, change.patchset, change.subject) == (b.number, 1, 'B')
+    assert queries == []
+    # Too big to travel (ZooKeeper's znode limit): read when looked up.
+    import zuul.driver.gerrit.gerrit_connection as gc
+    gerrit_connection_limit = gc.READ_AHEAD_MAX_BYTES
+    gc.READ_AHEAD_MAX_BYTES = 10
+    try:
+        big = store.create_change('org/a', 'master', 'Big', {'c': '1'})
+        event = gerrit_connection.events.get(timeout=30)
+        assert event.change_number == big.number and event.change_data is None
+    finally:
+        gc.READ_AHEAD_MAX_BYTES = gerrit_connection_limit
+    queries.clear()
+    # Not wanted: handed on unread, and read when looked up.
+    store.approve(a, 'Code-Review', 2, who='core')
+    event = gerrit_connection.events.get(timeout=30)
+    assert event.type == 'comment-added' and queries == []
+    assert gerrit_connection.get_change_for_event(event).number == a.number
+    assert [q for q, _ in queries] == [f'change:{a.number}']

@@ -55,6 +55,10 @@ class TriggerEvent:
     status: str | None = None
     check: str | None = None
     data: dict | None = None  # the raw payload, for logs
+    # The change as its source read it when the event arrived (a Gerrit
+    # query row), so whichever scheduler takes the event need not ask the
+    # source again on its loop; {} when it was read and not found.
+    change_data: dict | None = None
 
     @property
     def is_change_event(self) -> bool:

@@ -333,12 +333,15 @@ class SchedulerContext:
         """Report through ``reporter``: off the loop when it can
         (``report_off_loop``: its connection's workers call the API), else here.
         True when the outcome (did it merge?) comes later as a
-        ``report-completed`` result event."""
+        ``report-completed`` result event: for a success report of a
+        reporter that merges, or that asks for the outcome after every
+        success (``merged_outcome``: asking is itself a remote call)."""
         submit = getattr(reporter, 'report_off_loop', None)
         if submit is None or not reporter.can_report_off_loop():
             reporter.report(item, pipeline, action, message)
             return False
-        if action == 'success' and getattr(reporter, 'merge', False):
+        if action == 'success' and (getattr(reporter, 'merge', False) or
+                                    getattr(reporter, 'merged_outcome', False)):
             def done(merged):
                 if merged:
                     self._emit_project_change_merged(item.change)

@@ -73,6 +73,7 @@ def _event_data(event) -> dict | None:
         return None
     data = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
     data.pop('data', None)     # the raw payload: logs only, and large
+    data.pop('change_data', None)   # read ahead: used once, when it arrived
     return data
 
 

@@ -38,6 +38,11 @@ def _quote(name: str) -> str:
     return urllib.parse.quote(name, safe='')
 
 
+def _encode(state: dict) -> tuple[bytes, str]:
+    raw = json.dumps(state, sort_keys=True, separators=(',', ':')).encode('utf8')
+    return raw, hashlib.sha256(raw).hexdigest()
+
+
 class PipelineStateStore:
     def __init__(self, client):
         self.client = client
@@ -51,17 +56,69 @@ class PipelineStateStore:
     def path(self, tenant: str, pipeline: str) -> str:
         return f'{STATE_ROOT}/{_quote(tenant)}/pipeline/{_quote(pipeline)}'
 
+    def save_many(self, states) -> int:
+        """``save`` each ``(tenant, pipeline, state)``, the transactions of
+        the changed ones sent together (one round trip, not one each);
+        returns how many were written. One whose write fails is written
+        again alone, as ``save`` does."""
+        sent, retry = [], []
+        for tenant, pipeline, state in states:
+            raw, digest = _encode(state)
+            path = self.path(tenant, pipeline)
+            if self._written.get(path) == digest:
+                continue
+            current = self._current.get(path)
+            if current is None:
+                retry.append((tenant, pipeline, state))
+                continue
+            tx, generation, count = self._transaction(path, raw, digest, current)
+            sent.append((path, digest, generation, count, tx.commit_async(),
+                         (tenant, pipeline, state)))
+        written = 0
+        for path, digest, generation, count, pending, args in sent:
+            try:
+                results = pending.get()
+            except Exception:
+                # ZooKeeper away: what each write did is unknown; the
+                # next save reads the headers again.
+                for other in sent:
+                    self._current.pop(other[0], None)
+                raise
+            if any(isinstance(r, Exception) for r in results):
+                self._current.pop(path, None)
+                retry.append(args)
+                continue
+            self._current[path] = (generation, count)
+            self._written[path] = digest
+            self.writes += 1
+            written += 1
+        for args in retry:
+            written += bool(self.save(*args))
+        return written
+
+    def _transaction(self, path: str, raw: bytes, digest: str, current: tuple[int, int]):
+        data = zlib.compress(raw, 3)
+        shards = [data[i:i + SHARD_SIZE] for i in range(0, len(data), SHARD_SIZE)] or [b'']
+        generation = current[0] + 1
+        tx = self.client.transaction()
+        for index, shard in enumerate(shards):
+            tx.create(f'{path}/{generation}-{index:04d}', shard)
+        tx.set_data(path, json.dumps({'version': FORMAT_VERSION, 'generation': generation,
+                                      'shards': len(shards),
+                                      'digest': digest}).encode('utf8'))
+        if current[0]:
+            for index in range(current[1]):
+                tx.delete(f'{path}/{current[0]}-{index:04d}')
+        return tx, generation, len(shards)
+
     def save(self, tenant: str, pipeline: str, state: dict) -> bool:
         """Write ``state`` if it differs from the last write; True if written.
         One ZooKeeper transaction: the new generation's shards, the header
         switch and the old generation's removal."""
-        raw = json.dumps(state, sort_keys=True, separators=(',', ':')).encode('utf8')
-        digest = hashlib.sha256(raw).hexdigest()
+        raw, digest = _encode(state)
         path = self.path(tenant, pipeline)
         if self._written.get(path) == digest:
             return False
-        data = zlib.compress(raw, 3)
-        shards = [data[i:i + SHARD_SIZE] for i in range(0, len(data), SHARD_SIZE)] or [b'']
         for attempt in (1, 2):
             current = self._current.get(path) if attempt == 1 else None
             if current is None:
@@ -69,19 +126,10 @@ class PipelineStateStore:
                 if header is None:
                     self.client.ensure_path(path)
                 current = (generation or 0, (header or {}).get('shards') or 0)
-            generation = current[0] + 1
-            tx = self.client.transaction()
-            for index, shard in enumerate(shards):
-                tx.create(f'{path}/{generation}-{index:04d}', shard)
-            tx.set_data(path, json.dumps({'version': FORMAT_VERSION, 'generation': generation,
-                                          'shards': len(shards),
-                                          'digest': digest}).encode('utf8'))
-            if current[0]:
-                for index in range(current[1]):
-                    tx.delete(f'{path}/{current[0]}-{index:04d}')
+            tx, generation, count = self._transaction(path, raw, digest, current)
             results = tx.commit()
             if not any(isinstance(r, Exception) for r in results):
-                self._current[path] = (generation, len(shards))
+                self._current[path] = (generation, count)
                 self._written[path] = digest
                 self.writes += 1
                 return True

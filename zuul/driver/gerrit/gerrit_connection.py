@@ -13,6 +13,7 @@ abandons), so an approval given during the outage still gates.
 from __future__ import annotations
 
 import heapq
+import json
 import logging
 import os
 import re
@@ -22,6 +23,7 @@ import threading
 import time
 import types
 import urllib.parse
+import zlib
 
 from zuul.driver.gerrit.changes import (
     CHANGE_ID_RE,
@@ -33,6 +35,7 @@ from zuul.driver.gerrit.checks import DEFAULT_CHECKS_POLL_INTERVAL, GerritChecks
 from zuul.driver.gerrit.events import MalformedEventError, parse_event
 from zuul.driver.gerrit.rest import GerritRESTClient, check_auth_type
 from zuul.driver.gerrit.ssh import GerritEventStream, GerritSSH
+from zuul.lib.keyed_workers import KeyedWorkers
 from zuul.model.change import Change, Ref
 from zuul.model.events import TriggerEvent
 
@@ -47,6 +50,12 @@ DEFAULT_GITWEB_URL_TEMPLATE = '{baseurl}/gitweb?p={project.name}.git;a=commitdif
 # Refs the branch-head poller considers unless ``ref_filter`` says otherwise.
 DEFAULT_REF_FILTER = r'^refs/(heads|tags)/'
 ZERO_SHA = '0' * 40
+# Report lanes: reports of different projects go out side by side.
+REPORT_LANES = 4
+# Changes read ahead at once, and the largest read that travels with
+# its event (events are stored in ZooKeeper: znodes hold at most 1 MiB).
+READ_AHEAD_THREADS = 4
+READ_AHEAD_MAX_BYTES = 256 * 1024
 
 
 def _regex_list(value) -> list[re.Pattern]:
@@ -111,6 +120,18 @@ class GerritConnection:
                 ('false', '0', 'no'))
             self.checks = GerritChecks(name, self.rest, self.query_change)
         self._checks_thread: threading.Thread | None = None
+        # Reports (review, submit, the merged check after it) go out on
+        # these workers, off the scheduler's loop, until the connection
+        # stops; also on a scheduler that does not read the event stream
+        # (several active: it reports for the tenants it holds).
+        self._report_workers: KeyedWorkers | None = self._new_report_workers()
+        # Read-ahead: a change event's change is read from Gerrit by these
+        # workers before the event reaches the scheduler (in stream order)
+        # and travels with it (``change_data``), so the loop of whichever
+        # scheduler takes it does not wait on SSH.
+        # ``wants_event(event)`` (set by the scheduler) says which to read.
+        self.wants_event = None
+        self._read_workers: KeyedWorkers | None = None
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -118,6 +139,10 @@ class GerritConnection:
         """Begin consuming stream-events; ``on_event(TriggerEvent)``."""
         self.on_event = on_event
         self._stopping.clear()
+        if self._report_workers is None:
+            self._report_workers = self._new_report_workers()
+        self._read_workers = KeyedWorkers(self._hand_over, READ_AHEAD_THREADS,
+                                          name=f'gerrit-{self.name}-read')
         if self.event_delay > 0:
             self._delay_thread = threading.Thread(
                 target=self._delay_loop, name=f'gerrit-delay-{self.name}', daemon=True)
@@ -136,6 +161,10 @@ class GerritConnection:
 
     def stop(self) -> None:
         self._stopping.set()
+        for workers in (self._report_workers, self._read_workers):
+            if workers is not None:
+                workers.stop()
+        self._report_workers = self._read_workers = None
         with self._delay_cond:
             self._delay_cond.notify_all()
         for thread in (self._delay_thread, self._poll_thread, self._checks_thread):
@@ -197,7 +226,32 @@ class GerritConnection:
                 self._too_many_dependencies(event):
             return
         log.info('[e: %s] %s event: %s', event.event_id, self.name, event.describe())
+        workers = self._read_workers
+        if workers is not None:
+            # Every event through the workers (one key): handed on in
+            # stream order, whichever read finishes first.
+            workers.submit(0, self._read_change, event, tag=event)
+            return
         if self.on_event is not None:
+            self.on_event(event)
+
+    def _read_change(self, event: TriggerEvent) -> None:
+        if not event.is_change_event:
+            return
+        wants = self.wants_event
+        if wants is not None and not wants(event):
+            return      # no tenant acts on it (e.g. our own review comments)
+        rows = self.ssh.query(f'change:{event.change_number}')
+        row = rows[0] if rows else {}
+        if len(json.dumps(row)) <= READ_AHEAD_MAX_BYTES:
+            # (A huge change, thousands of files, is read on the loop
+            # rather than make the stored event too big for ZooKeeper.)
+            event.change_data = row
+
+    def _hand_over(self, _result, event: TriggerEvent) -> None:
+        # A failed read (logged by the workers) hands the event over all
+        # the same: the scheduler reads the change itself.
+        if self.on_event is not None and not self._stopping.is_set():
             self.on_event(event)
 
     def _too_many_dependencies(self, event: TriggerEvent) -> bool:
@@ -386,7 +440,12 @@ class GerritConnection:
 
     def get_change_for_event(self, event: TriggerEvent):
         if event.is_change_event:
-            return self.query_change(event.change_number, event.patchset)
+            row = event.change_data
+            if row is None:
+                return self.query_change(event.change_number, event.patchset)
+            # Read ahead (after the event arrived): as fresh as the event.
+            return change_from_query(row, self.name, event.patchset,
+                                     self.baseurl) if row else None
         return Ref(self.name, event.project, event.ref or '', event.oldrev, event.newrev,
                    url=self.commit_url(event.project, event.newrev))
 
@@ -560,6 +619,31 @@ class GerritConnection:
                notify: str | None = None) -> None:
         self.ssh.review(change.project, f'{change.number},{change.patchset}', message,
                         labels, submit=submit, tag=tag, notify=notify)
+
+    def _new_report_workers(self) -> KeyedWorkers:
+        # A project's reports stay in order (one worker per lane; a
+        # project always maps to the same lane). Threads start on first use.
+        return KeyedWorkers(self._report_done, 1, name=f'gerrit-{self.name}-reports')
+
+    def reports_off_loop(self) -> bool:
+        return self._report_workers is not None
+
+    def submit_report(self, project: str, work, done=None) -> None:
+        """Run ``work()`` on ``project``'s report lane; ``done(result)``
+        follows (result None if it failed)."""
+        lane = zlib.crc32(project.encode('utf-8')) % REPORT_LANES
+        self._report_workers.submit(lane, work, tag=done)
+
+    def _report_done(self, result, done) -> None:
+        # Stopping: a report cut short says nothing about the change (the
+        # saved state keeps its item; the next scheduler reports again).
+        if done is not None and not self._stopping.is_set():
+            done(result)
+
+    def workers_busy(self) -> int:
+        """Changes being read ahead and reports being sent."""
+        return sum(w.busy() for w in (self._report_workers, self._read_workers)
+                   if w is not None)
 
     # -- git ------------------------------------------------------------------
 

@@ -33,6 +33,30 @@ class GerritReporter:
     def __repr__(self):
         return f'<GerritReporter {self.connection.name} {self.labels}>'
 
+    # Whether a change merged is a query to Gerrit: after a success report
+    # the report worker asks, not the scheduler's loop.
+    merged_outcome = True
+
+    def can_report_off_loop(self) -> bool:
+        return getattr(self.connection, 'reports_off_loop', lambda: False)()
+
+    def report_off_loop(self, item, pipeline, action: str, message: str,
+                        done=None) -> None:
+        """``report`` on the connection's report worker of the change's
+        project (in order with the project's other reports); ``done``
+        gets whether the change merged."""
+        def work():
+            try:
+                self.report(item, pipeline, action, message)
+            except Exception:
+                # As on the loop: logged, and the outcome is still asked.
+                log.exception('[e: %s] Reporting %s failed', item.event_id, action)
+            if done is None:
+                return None
+            change = item.change
+            return isinstance(change, Change) and self.connection.is_merged(change)
+        self.connection.submit_report(item.change.project, work, done)
+
     def report(self, item, pipeline, action: str, message: str) -> None:
         change = item.change
         if not isinstance(change, Change):

@@ -27,7 +27,7 @@ class GerritCommandError(Exception):
 
 
 class GerritSSH:
-    """Runs gerrit commands over one cached SSH connection."""
+    """Runs gerrit commands over a cached SSH connection (one per thread)."""
 
     def __init__(self, server: str, port: int = 29418, user: str = 'zuul',
                  key_filename: str | None = None, keepalive: int = 60,
@@ -39,7 +39,11 @@ class GerritSSH:
         self.keepalive = keepalive
         self.known_hosts = known_hosts
         self.timeout = timeout
-        self._client: paramiko.SSHClient | None = None
+        # One connection per thread that runs commands (the scheduler's
+        # loop, each report worker): a connection that breaks under one is
+        # re-made by that one without cutting the others' commands short.
+        self._local = threading.local()
+        self._clients: list[paramiko.SSHClient] = []
         self._lock = threading.Lock()
 
     def connect(self) -> paramiko.SSHClient:
@@ -59,17 +63,31 @@ class GerritSSH:
         return client
 
     def _get_client(self) -> paramiko.SSHClient:
-        with self._lock:
-            if self._client is None or not self._client.get_transport() or \
-                    not self._client.get_transport().is_active():
-                self._client = self.connect()
-            return self._client
+        client = getattr(self._local, 'client', None)
+        if client is None or not client.get_transport() or \
+                not client.get_transport().is_active():
+            self._drop_own()
+            client = self.connect()
+            self._local.client = client
+            with self._lock:
+                self._clients.append(client)
+        return client
+
+    def _drop_own(self) -> None:
+        client = getattr(self._local, 'client', None)
+        self._local.client = None
+        if client is not None:
+            with self._lock:
+                if client in self._clients:
+                    self._clients.remove(client)
+            client.close()
 
     def close(self) -> None:
+        """Close every thread's connection."""
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
 
     def run(self, command: str, stdin: bytes | None = None) -> str:
         """Run one command; raise GerritCommandError on a non-zero exit.
@@ -86,7 +104,7 @@ class GerritSSH:
                 status = stdout_f.channel.recv_exit_status()
                 break
             except (paramiko.SSHException, OSError, EOFError):
-                self.close()
+                self._drop_own()
                 if attempt == 2:
                     raise
         if status:

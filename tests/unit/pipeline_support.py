@@ -245,10 +245,15 @@ def _setup(pipeline, **kw):
     return ctx, ctx.manager
 
 
-def _start(ctx, manager):
-    """Process and complete merges, but run no build."""
+def _start(ctx, manager, nodes: bool = False):
+    """Process and complete merges, but run no build; with ``nodes``,
+    also fulfil the node requests (so every item's builds run)."""
     for _ in range(10):
         manager.process_queues()
         while ctx.pending_merges:
             bs, _numbers = ctx.pending_merges.pop(0)
             manager.on_merge_completed(bs, MergeResult(True))
+        while nodes and ctx.node_requests:
+            req = ctx.node_requests.pop(0)
+            manager.on_nodes_provisioned(req.item, req.job, req,
+                                         f'nodes-{req.item.change.number}', False)

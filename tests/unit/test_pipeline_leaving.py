@@ -27,15 +27,7 @@ def _event(event_id='ev-1', kind='comment-added'):
 
 def _running(ctx, manager):
     """Complete merges and node requests until every item's builds run."""
-    for _ in range(10):
-        manager.process_queues()
-        while ctx.pending_merges:
-            bs, _numbers = ctx.pending_merges.pop(0)
-            manager.on_merge_completed(bs, MergeResult(True))
-        while ctx.node_requests:
-            req = ctx.node_requests.pop(0)
-            manager.on_nodes_provisioned(req.item, req.job, req,
-                                         f'nodes-{req.item.change.number}', False)
+    _start(ctx, manager, nodes=True)
 
 
 def _now(change, **changes):

@@ -24,6 +24,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tests.fakes.git_http import send_cgi_output
 from tests.fakes.gitlab.api import Api, Request, page
 from tests.fakes.gitlab.hooks import Deliverer
 from tests.fakes.gitlab.store import DEVELOPER, REPORTER, ZERO_SHA, ApiError, Store
@@ -284,20 +285,7 @@ class Handler(BaseHTTPRequestHandler):
                               capture_output=True).stdout
 
     def _cgi(self, out: bytes) -> None:
-        head, _, payload = out.partition(b'\r\n\r\n')
-        status, headers = 200, []
-        for line in head.decode().split('\r\n'):
-            key, _, value = line.partition(':')
-            if key.lower() == 'status':
-                status = int(value.split()[0])
-            elif key:
-                headers.append((key, value.strip()))
-        self.send_response(status)
-        for key, value in headers:
-            self.send_header(key, value)
-        self.send_header('Content-Length', str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        send_cgi_output(self, out)
 
 
 def _handler(standin: StandIn):

@@ -443,6 +443,11 @@ class Run:
                     return 'a launch'
                 if scheduler.executor.pins.pending:
                     return 'a pin (result reuse asks the merger off the loop)'
+                if any(i.pending_report is not None for i in list(manager.all_items())):
+                    return 'a report (Gerrit reports are sent off the loop)'
+                if any(getattr(c, 'workers_busy', lambda: 0)()
+                       for c in scheduler.connections.all()):
+                    return "a connection's worker (a report or a change read ahead)"
                 if any(waiting_result(b) for b in list(system.builds)
                        if b.uuid not in self.lost):
                     return 'a result'

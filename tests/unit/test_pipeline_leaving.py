@@ -345,6 +345,37 @@ def test_a_merge_reported_off_the_loop_holds_the_gate_head_without_resetting_beh
     assert not list(manager.all_items())
 
 
+def test_a_change_whose_check_result_is_being_reported_is_enqueued_afresh():
+    """Reports sent off the loop (Gerrit): an item whose result report is
+    in flight is done. ``zuul enqueue`` of its change meanwhile (the vote
+    is visible before the report's outcome reaches the loop) tests it
+    again, as when the item was gone at once; the old item leaves when
+    its report completes."""
+    ctx, manager = _setup(_pipeline('check', 'independent'))
+    pending = []
+
+    def report(pipeline, item, action):
+        if action in ('enqueue', 'start'):
+            return None
+        ctx.reports.append((item.change.number, action))
+        pending.append(item)
+        return m.REPORT_PENDING
+    ctx.report = report
+    change = _change(ctx, 1)
+    first = manager.add_change(change)
+    ctx.run()
+    assert pending == [first] and first.pending_report is not None
+    second = manager.add_change(change, ignore_requirements=True)
+    assert second is not None and second is not first
+    manager.on_report_completed(first, False)
+    ctx.run()
+    assert pending == [first, second]
+    assert list(manager.all_items()) == [second]
+    manager.on_report_completed(second, False)
+    assert not list(manager.all_items())
+    assert ctx.reports == [(1, 'success'), (1, 'success')]
+
+
 # -- per-branch shared queues ----------------------------------------------------
 
 def test_per_branch_queue_tests_a_stable_change_alone_behind_nothing():

@@ -25,6 +25,11 @@ class IndependentPipelineManager(PipelineManager):
     def add_change(self, change, event=None, quiet: bool = False, live: bool = True,
                    ignore_requirements: bool = False) -> m.QueueItem | None:
         existing = self.find_item(change)
+        if existing is not None and existing.pending_report is not None:
+            # Done here: its result is being reported off the loop. As when
+            # reports were sent on the loop (the item gone by the time the
+            # next event was handled), the change is enqueued afresh.
+            existing = None
         if existing and not self._is_newer(change, existing.change):
             return existing
         if not ignore_requirements and not self.ctx.change_meets_requirements(

@@ -397,7 +397,10 @@ class ZuulSystem:
             self.service.start()
             self.in_process.add('scheduler')
             gerrit = self.service.connections.get('gerrit')
-            assert gerrit.stream.connected.wait(30)
+            # An active scheduler (standby = false) listens once it holds
+            # the intake's lock, a moment after it started.
+            wait_for(lambda: gerrit.stream is not None and gerrit.stream.connected.is_set(),
+                     timeout=30, what="the scheduler's Gerrit event stream")
             wait_for(lambda: self.gerrit.server.stream_count() >= 1, what='event stream')
             self._record_launches()
 

@@ -259,6 +259,10 @@ class Scheduler:
             self.save_state()
         except Exception:
             log.exception('Unable to save the state while stopping')
+        # The build history's writes asked for so far are written.
+        stop_writer = getattr(self.history, 'stop', None)
+        if stop_writer is not None:
+            stop_writer()
 
     def add_trigger_event(self, event: TriggerEvent) -> None:
         if self.ownership is not None:

@@ -282,8 +282,11 @@ class SchedulerService:
             stats = SchedulerStats(daemon_metrics(conf.statsd))
         if conf.database.dburi:
             from zuul.driver.sql.history import BuildHistory
+            from zuul.driver.sql.writer import HistoryWriter
             history = BuildHistory(conf.database.dburi, conf.database.table_prefix)
             history.migrate()
+            # Its writes leave the loop (an insert waits on the database).
+            history = HistoryWriter(history)
         return stats, history
 
     def _start_connections(self, since: dict | None) -> None:

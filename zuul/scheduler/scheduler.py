@@ -311,6 +311,8 @@ class Scheduler:
             return True
         if getattr(getattr(self.executor, 'pins', None), 'pending', 0):
             return True
+        if getattr(self.history, 'pending', lambda: 0)():
+            return True     # build history rows not written yet
         for tenant in self.tenants.values():
             for manager in tenant.managers.values():
                 for item in manager.all_items():

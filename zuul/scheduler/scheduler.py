@@ -454,7 +454,8 @@ class Scheduler:
         try:
             if tenant is not None and self.ownership is not None:
                 # Never act on a layout older than another scheduler's.
-                self.ownership.ensure_newest_layout(tenant)
+                self.ownership.ensure_newest_layout(
+                    tenant, seen=getattr(event, '_layout_version', None))
             self._handle_trigger(event)
         finally:
             path = getattr(event, '_zk_path', None)

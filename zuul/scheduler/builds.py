@@ -404,7 +404,9 @@ class ExecutorAdapter:
     def forget(self, build: m.Build) -> None:
         """The build's result is applied: its record is no longer needed."""
         if self.records is not None:
-            self.records.delete(build.uuid)
+            # After the save holding its result, on the same session: not
+            # waited for (ZooKeeper applies it after the save).
+            self.records.delete(build.uuid, wait=False)
 
     def cancel(self, build: m.Build) -> None:
         handle = self.handles.pop(build.uuid, None)

@@ -227,13 +227,17 @@ class Scheduler:
             if self.marks_saved and (now - self._marked >= MARK_INTERVAL or
                                      self._latest_changed):
                 from zuul.zk.pipeline_state import mark_saved
+                # The saves and these follow-ups go out on one ZooKeeper
+                # session, which applies them in order: the loop waits for
+                # the save only (the first mark creates its node).
                 mark_saved(self.state_store.client, now, dict(self.latest_events),
-                           {k: list(v) for k, v in self.recent_events.items()})
+                           {k: list(v) for k, v in self.recent_events.items()},
+                           wait=not self._marked)
                 self._marked = now
                 self._latest_changed = False
             acks, self._acks = self._acks, []
             if acks:
-                self.event_queue.ack_many(acks)
+                self.event_queue.ack_many(acks, wait=False)
             forget, self._forget = self._forget, []
             for build in forget:
                 if hasattr(self.executor, 'forget'):

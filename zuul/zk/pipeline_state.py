@@ -191,14 +191,39 @@ class PipelineStateStore:
 ALIVE_PATH = '/zuul/scheduler/last-saved'
 
 
+def _unless_failed(pending, what: str, then=None) -> None:
+    """Log (or ``then()``) when the asynchronous request ``pending``
+    fails; a node already gone is no failure."""
+    def done(result):
+        try:
+            outcome = result.get()
+        except NoNodeError:
+            return
+        except Exception as exc:
+            if then is not None:
+                then()
+            else:
+                log.warning('Unable to write %s: %s', what, exc)
+            return
+        if then is not None and isinstance(outcome, list) and \
+                any(isinstance(r, Exception) for r in outcome):
+            then()
+    pending.rawlink(done)
+
+
 def mark_saved(client, when: float, connections: dict | None = None,
-               recent: dict | None = None) -> None:
+               recent: dict | None = None, wait: bool = True) -> None:
     """When the leading scheduler last saved its state, and per connection
     the creation time of the newest event it holds durably (processed, or
     waiting in the event queue): a successor asks each connection for what
     happened after that."""
     data = json.dumps({'time': when, 'connections': connections or {},
                        'recent': recent or {}}).encode('utf8')
+    if not wait:
+        # Sent, not waited for: requests of one session are applied in
+        # order, so it lands after the save sent before it.
+        _unless_failed(client.set_async(ALIVE_PATH, data), f'the mark {ALIVE_PATH}')
+        return
     try:
         client.set(ALIVE_PATH, data)
     except NoNodeError:
@@ -269,19 +294,30 @@ class TriggerEventQueue:
                 self.ack(path)
         return out
 
+    def _ack_async(self, paths: list[str]) -> None:
+        for path in paths:
+            _unless_failed(self.client.delete_async(path), f'the acknowledgement of {path}')
+
     def ack(self, path: str) -> None:
         try:
             self.client.delete(path)
         except NoNodeError:
             pass
 
-    def ack_many(self, paths: list[str]) -> None:
-        """Delete processed events, in transactions of up to 200."""
+    def ack_many(self, paths: list[str], wait: bool = True) -> None:
+        """Delete processed events, in transactions of up to 200. Not
+        ``wait``: sent, not waited for (applied after what the session
+        sent before; a transaction refused because one event was gone
+        already is followed by deletes one by one)."""
         for start in range(0, len(paths), 200):
             chunk = paths[start:start + 200]
             tx = self.client.transaction()
             for path in chunk:
                 tx.delete(path)
+            if not wait:
+                _unless_failed(tx.commit_async(), 'event acknowledgements',
+                               then=lambda chunk=chunk: self._ack_async(chunk))
+                continue
             if any(isinstance(r, Exception) for r in tx.commit()):
                 for path in chunk:      # one was gone already: one by one
                     self.ack(path)

@@ -315,3 +315,18 @@ def test_the_documented_prometheus_settings_load_as_printed(tmp_path, caplog):
     assert argv[0] == 'nodepool-builder'
     args = builder_parser().parse_args(argv[1:])
     assert (args.prometheus_port, args.prometheus_address) == (9094, '0.0.0.0')
+
+
+def test_queue_length_gauges_are_sent_when_they_change():
+    sent = []
+    client = SimpleNamespace(gauge=lambda name, value: sent.append((name, value)))
+    stats = SchedulerStats(client)
+    items = []
+    manager = SimpleNamespace(pipeline=SimpleNamespace(name='check'),
+                              all_items=lambda: iter(items))
+    stats.queue_lengths('t', [manager])
+    stats.queue_lengths('t', [manager])         # the same: nothing sent
+    items.append(object())
+    stats.queue_lengths('t', [manager])
+    assert sent == [('zuul.tenant.t.pipeline.check.current_changes', 0),
+                    ('zuul.tenant.t.pipeline.check.current_changes', 1)]

@@ -517,15 +517,17 @@ class Scheduler:
         for tenant in list(self.tenants.values()):
             if not self.owns(tenant.name):
                 continue
+            tenant_changed = False
             for manager in list(tenant.managers.values()):
                 try:
-                    changed |= manager.process_queues()
+                    tenant_changed |= manager.process_queues()
                 except Exception:
                     # Managers fail single items themselves; this keeps a
                     # bug elsewhere in one pipeline from stalling the rest.
                     log.exception('Error processing pipeline %s of tenant %s',
                                   manager.name, tenant.name)
-            if changed and self.stats is not None:
+            changed |= tenant_changed
+            if tenant_changed and self.stats is not None:
                 self.stats.queue_lengths(tenant.name, tenant.managers.values())
         reprioritize = getattr(self.nodes, 'reprioritize', None)
         if reprioritize is not None:

@@ -1,9 +1,10 @@
-"""After the scheduler saves its pipelines, what follows the save
-(acknowledging the trigger events it holds, forgetting the build records
-whose results are saved, the last-saved mark) is sent on the same
-ZooKeeper session without the loop waiting for it: ZooKeeper applies a
-session's requests in order, so each still lands after the save. Real
-ZooKeeper; the waits are counted where kazoo waits for an answer."""
+"""The loop's save after a batch (Scheduler.save_batch) sends the
+changed pipelines' writes and does not wait for ZooKeeper's answer; what
+follows the save (acknowledging the trigger events it holds, forgetting
+the build records whose results are saved, the last-saved mark) is sent
+on the same session once the writes landed, and held for the next save
+when one did not. Real ZooKeeper; the waits are counted where kazoo waits
+for an answer."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 from kazoo.handlers.threading import AsyncResult
 
+from tests.harness.waiting import wait_for
 from tests.unit.scheduler_support import start_system
 from zuul.zk.builds import BUILD_ROOT, BuildRecords
 from zuul.zk.pipeline_state import ALIVE_PATH, PipelineStateStore, TriggerEventQueue
@@ -74,7 +76,7 @@ def test_a_saves_follow_ups_cost_the_loop_no_wait(saving, monkeypatch):
                         lambda: _CountingResult(client.handler))
     _CountingResult.waits.clear()
     time.sleep(0.01)                        # the mark's time differs
-    scheduler.save_state()
+    scheduler.save_batch()
     me = threading.current_thread().name
     assert [w for w in _CountingResult.waits if w == me] == []
     # All of it landed (a read on the same session comes after them).
@@ -93,3 +95,57 @@ def test_an_acknowledgement_of_an_event_already_gone_still_removes_the_others(sa
     while scheduler.event_queue.pending() and time.monotonic() < deadline:
         client.sync('/')
     assert scheduler.event_queue.pending() == []
+
+
+@pytest.fixture
+def changing(monkeypatch):
+    """The pipelines' snapshot is ``{'n': n}``: bump ``n`` for a change."""
+    state = {'n': 0}
+    monkeypatch.setattr('zuul.scheduler.state.snapshot',
+                        lambda manager, nodes: dict(state))
+    return state
+
+
+def _landed(scheduler):
+    wait_for(lambda: scheduler.state_store.in_flight == 0, timeout=30, what='the writes')
+
+
+def test_the_loops_save_sends_the_writes_without_waiting(saving, changing, monkeypatch):
+    scheduler, client = saving.scheduler, saving.client
+    scheduler.save_state()
+    paths = [scheduler.event_queue.put({'type': 'x', 'event_id': str(i)}) for i in range(2)]
+    scheduler._acks.extend(paths)
+    changing['n'] = 1
+    monkeypatch.setattr(client.handler, 'async_result',
+                        lambda: _CountingResult(client.handler))
+    _CountingResult.waits.clear()
+    assert scheduler.save_batch() == 1
+    me = threading.current_thread().name
+    assert [w for w in _CountingResult.waits if w == me] == []
+    monkeypatch.undo()
+    _landed(scheduler)
+    assert PipelineStateStore(saving.client).load('t1', 'check') == {'n': 1}
+    wait_for(lambda: scheduler.event_queue.pending() == [], timeout=30, what='the acks')
+
+
+def test_events_of_a_save_that_did_not_land_are_acknowledged_after_the_next(saving, changing):
+    scheduler, client = saving.scheduler, saving.client
+    store = scheduler.state_store
+    scheduler.save_state()
+    path = store.path('t1', 'check')
+    events = [scheduler.event_queue.put({'type': 'x', 'event_id': str(i)}) for i in range(2)]
+    scheduler._acks.extend(events)
+    # What this process believes of the pipeline's znode is stale (as
+    # after a write whose answer was lost): the transaction is refused.
+    store._current[path] = (999, 1)
+    changing['n'] = 2
+    scheduler.save_batch()
+    _landed(scheduler)
+    client.sync('/')
+    assert [p for p, _ in scheduler.event_queue.pending()] == events     # not acknowledged
+    assert PipelineStateStore(saving.client).load('t1', 'check') != {'n': 2}
+    # The next save reads the header, writes, and acknowledges them.
+    scheduler.save_batch()
+    _landed(scheduler)
+    assert PipelineStateStore(saving.client).load('t1', 'check') == {'n': 2}
+    wait_for(lambda: scheduler.event_queue.pending() == [], timeout=30, what='the acks')

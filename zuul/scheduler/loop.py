@@ -181,7 +181,9 @@ class EventLoop:
     def _save(self) -> None:
         # Durable state: what the events and passes changed goes to
         # ZooKeeper once per batch, then the events are acknowledged.
-        save = getattr(self.handlers, 'save_state', None)
+        # ``save_batch``: sent without waiting for ZooKeeper's answer.
+        save = getattr(self.handlers, 'save_batch', None) or \
+            getattr(self.handlers, 'save_state', None)
         if save is None:
             return
         try:

@@ -10,6 +10,7 @@ Collaborators are passed in (STYLE.md: narrow collaborators):
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 
@@ -87,6 +88,9 @@ class Scheduler:
         self._acks: list[str] = []
         self._forget: list = []
         self._marked = 0.0
+        # (acks, forgets) of saves that did not land, for the next save.
+        self._held_follow_ups: collections.deque = collections.deque()
+        self._saved_once = False
         # Per connection: creation time of the newest trigger event held
         # durably (for a successor's catch-up).
         self.latest_events: dict[str, float] = {}
@@ -203,10 +207,15 @@ class Scheduler:
                 event_signature(event))
             self._latest_changed = True
 
-    def save_state(self, only=None, tenant: str | None = None) -> int:
+    def save_state(self, only=None, tenant: str | None = None, wait: bool = True) -> int:
         """Write every pipeline whose state changed (or just the manager
         ``only``); then acknowledge the events and forget the build
-        records whose results are now saved. Returns pipelines written."""
+        records whose results are now saved. Returns pipelines written.
+
+        Not ``wait`` (the loop's save after each batch): the writes are
+        sent and the loop goes on; the acknowledgements, forgets and the
+        last-saved mark follow once ZooKeeper answered that the writes
+        landed (if one did not, they wait for the next save)."""
         if self.state_store is None:
             return 0
         from zuul.scheduler.state import snapshot
@@ -218,31 +227,62 @@ class Scheduler:
                 if only is not None and manager is not only:
                     continue
                 states.append((state.name, name, snapshot(manager, self.nodes)))
-        # The changed pipelines' writes go out together: one round trip.
-        written = self.state_store.save_many(states)
+        if only is not None:
+            return self._saved(self.state_store.save_many(states))
+        first, self._saved_once = not self._saved_once, True
+        follow = self._follow_ups()
+        if wait or first:
+            # The changed pipelines' writes go out together: one round trip.
+            written = self.state_store.save_many(states)
+            self._after_save(follow, wait=True)
+            return self._saved(written)
+        return self._saved(self.state_store.save_many(
+            states, then=lambda ok: self._after_save(follow, wait=False, ok=ok)))
+
+    def _saved(self, written: int) -> int:
         if written and self.status_publisher is not None:
             self.status_publisher.changed()
-        if only is None:
-            now = time.time()
-            if self.marks_saved and (now - self._marked >= MARK_INTERVAL or
-                                     self._latest_changed):
-                from zuul.zk.pipeline_state import mark_saved
-                # The saves and these follow-ups go out on one ZooKeeper
-                # session, which applies them in order: the loop waits for
-                # the save only (the first mark creates its node).
-                mark_saved(self.state_store.client, now, dict(self.latest_events),
-                           {k: list(v) for k, v in self.recent_events.items()},
-                           wait=not self._marked)
-                self._marked = now
-                self._latest_changed = False
-            acks, self._acks = self._acks, []
-            if acks:
-                self.event_queue.ack_many(acks, wait=False)
-            forget, self._forget = self._forget, []
-            for build in forget:
-                if hasattr(self.executor, 'forget'):
-                    self.executor.forget(build)
         return written
+
+    def _follow_ups(self) -> tuple:
+        """What a save makes final: the events to acknowledge, the build
+        records to forget, the last-saved mark (or None: not due)."""
+        while self._held_follow_ups:
+            acks, forget = self._held_follow_ups.popleft()
+            self._acks[:0], self._forget[:0] = acks, forget
+        acks, self._acks = self._acks, []
+        forget, self._forget = self._forget, []
+        mark = None
+        now = time.time()
+        if self.marks_saved and (now - self._marked >= MARK_INTERVAL or
+                                 self._latest_changed):
+            mark = (now, dict(self.latest_events),
+                    {k: list(v) for k, v in self.recent_events.items()})
+            self._marked = now
+            self._latest_changed = False
+        return acks, forget, mark
+
+    def _after_save(self, follow: tuple, wait: bool, ok: bool = True) -> None:
+        acks, forget, mark = follow
+        if not ok:
+            # A write did not land: kept for the next save (the loop's).
+            self._held_follow_ups.append((acks, forget))
+            self._latest_changed = True
+            return
+        # Waited for or not, they go out on the save's ZooKeeper session
+        # after it, which applies them in order.
+        if mark is not None:
+            from zuul.zk.pipeline_state import mark_saved
+            mark_saved(self.state_store.client, *mark, wait=wait)
+        if acks:
+            self.event_queue.ack_many(acks, wait=False)
+        for build in forget:
+            if hasattr(self.executor, 'forget'):
+                self.executor.forget(build)
+
+    def save_batch(self) -> int:
+        """The loop's save after a batch: not waited for."""
+        return self.save_state(wait=False)
 
     def before_report(self, manager, item, action: str) -> None:
         """Write-ahead: the pipeline is saved with the report marked as
@@ -261,6 +301,10 @@ class Scheduler:
         self.loop.stop()
         try:
             self.save_state()
+            # The loop's last saves answered, their follow-ups sent.
+            landed = getattr(self.state_store, 'wait_landed', None)
+            if landed is not None:
+                landed()
         except Exception:
             log.exception('Unable to save the state while stopping')
         # The build history's writes asked for so far are written.
@@ -317,6 +361,8 @@ class Scheduler:
             return True
         if getattr(self.history, 'pending', lambda: 0)():
             return True     # build history rows not written yet
+        if getattr(self.state_store, 'in_flight', 0):
+            return True     # pipeline state sent, not answered yet
         for tenant in self.tenants.values():
             for manager in tenant.managers.values():
                 for item in manager.all_items():

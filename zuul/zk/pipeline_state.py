@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import urllib.parse
 import zlib
 
@@ -43,6 +44,27 @@ def _encode(state: dict) -> tuple[bytes, str]:
     return raw, hashlib.sha256(raw).hexdigest()
 
 
+class _Join:
+    """``then(all ok)`` once ``count`` answers came in."""
+
+    def __init__(self, count: int, then):
+        self.left = count
+        self.ok = True
+        self.then = then
+        self._lock = threading.Lock()
+
+    def one(self, ok: bool) -> None:
+        with self._lock:
+            self.ok &= ok
+            self.left -= 1
+            if self.left:
+                return
+        try:
+            self.then(self.ok)
+        except Exception:
+            log.exception('Error after saving the pipeline state')
+
+
 class PipelineStateStore:
     def __init__(self, client):
         self.client = client
@@ -52,15 +74,27 @@ class PipelineStateStore:
         # path -> (generation, shards) as this process last wrote it.
         self._current: dict[str, tuple[int, int]] = {}
         self.writes = 0
+        # Transactions sent and not yet answered (save_many with ``then``).
+        self.in_flight = 0
+        self._lock = threading.Condition()
 
     def path(self, tenant: str, pipeline: str) -> str:
         return f'{STATE_ROOT}/{_quote(tenant)}/pipeline/{_quote(pipeline)}'
 
-    def save_many(self, states) -> int:
+    def save_many(self, states, then=None) -> int:
         """``save`` each ``(tenant, pipeline, state)``, the transactions of
         the changed ones sent together (one round trip, not one each);
         returns how many were written. One whose write fails is written
-        again alone, as ``save`` does."""
+        again alone, as ``save`` does.
+
+        With ``then``: the transactions are sent and not waited for;
+        ``then(ok)`` runs (on the ZooKeeper client's thread) once they all
+        landed, ``ok`` False if one did not (the next save writes that
+        pipeline again, reading its header first). Returns how many were
+        sent. ZooKeeper applies one session's requests in order, so what
+        is sent after them lands after them."""
+        if then is not None:
+            return self._send_many(states, then)
         sent, retry = [], []
         for tenant, pipeline, state in states:
             raw, digest = _encode(state)
@@ -95,6 +129,59 @@ class PipelineStateStore:
         for args in retry:
             written += bool(self.save(*args))
         return written
+
+    def _send_many(self, states, then) -> int:
+        sent, written = [], 0
+        for tenant, pipeline, state in states:
+            raw, digest = _encode(state)
+            path = self.path(tenant, pipeline)
+            if self._written.get(path) == digest:
+                continue
+            current = self._current.get(path)
+            if current is None:
+                # Not written by this process yet (or a write failed):
+                # the header is read and the state written, waited for.
+                written += bool(self.save(tenant, pipeline, state))
+                continue
+            tx, generation, count = self._transaction(path, raw, digest, current)
+            # Counted as written until it is known not to be: the next
+            # transaction builds on this one (and fails if this did).
+            self._current[path] = (generation, count)
+            self._written[path] = digest
+            sent.append((path, digest, (generation, count), tx))
+        join = _Join(len(sent), then)
+        for path, digest, current, tx in sent:
+            with self._lock:
+                self.in_flight += 1
+            tx.commit_async().rawlink(
+                lambda result, path=path, digest=digest, current=current:
+                self._landed(result, path, digest, current, join))
+        if not sent:
+            then(True)
+        return written + len(sent)
+
+    def wait_landed(self, timeout: float = 30.0) -> bool:
+        """Until every transaction sent is answered (stopping)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self.in_flight == 0, timeout)
+
+    def _landed(self, result, path: str, digest: str, current, join) -> None:
+        try:
+            ok = not any(isinstance(r, Exception) for r in result.get())
+        except Exception as exc:
+            log.warning('Pipeline state %s not written: %s', path, exc)
+            ok = False
+        with self._lock:
+            self.in_flight -= 1
+            self._lock.notify_all()
+            if ok:
+                self.writes += 1
+            else:
+                if self._current.get(path) == current:
+                    self._current.pop(path, None)
+                if self._written.get(path) == digest:
+                    self._written.pop(path, None)
+        join.one(ok)
 
     def _transaction(self, path: str, raw: bytes, digest: str, current: tuple[int, int]):
         data = zlib.compress(raw, 3)

@@ -17,6 +17,7 @@ from kazoo.handlers.threading import AsyncResult
 
 from tests.harness.waiting import wait_for
 from tests.unit.scheduler_support import start_system
+from zuul.model.events import TriggerEvent
 from zuul.zk.builds import BUILD_ROOT, BuildRecords
 from zuul.zk.pipeline_state import ALIVE_PATH, PipelineStateStore, TriggerEventQueue
 
@@ -116,6 +117,7 @@ def test_the_loops_save_sends_the_writes_without_waiting(saving, changing, monke
     paths = [scheduler.event_queue.put({'type': 'x', 'event_id': str(i)}) for i in range(2)]
     scheduler._acks.extend(paths)
     changing['n'] = 1
+    scheduler.mark_dirty('t1')
     monkeypatch.setattr(client.handler, 'async_result',
                         lambda: _CountingResult(client.handler))
     _CountingResult.waits.clear()
@@ -139,6 +141,7 @@ def test_events_of_a_save_that_did_not_land_are_acknowledged_after_the_next(savi
     # after a write whose answer was lost): the transaction is refused.
     store._current[path] = (999, 1)
     changing['n'] = 2
+    scheduler.mark_dirty('t1')
     scheduler.save_batch()
     _landed(scheduler)
     client.sync('/')
@@ -149,3 +152,74 @@ def test_events_of_a_save_that_did_not_land_are_acknowledged_after_the_next(savi
     _landed(scheduler)
     assert PipelineStateStore(saving.client).load('t1', 'check') == {'n': 2}
     wait_for(lambda: scheduler.event_queue.pending() == [], timeout=30, what='the acks')
+
+
+MAIN_TWO = """
+- tenant:
+    name: t1
+    source:
+      gerrit:
+        config-projects: [org/config]
+- tenant:
+    name: t2
+    source:
+      gerrit:
+        config-projects: [org/config]
+"""
+
+
+@pytest.fixture
+def two_tenants(tmp_path, zk_chroot, monkeypatch):
+    client = zk_chroot.client()
+    scheduler, _ = start_system(tmp_path, MAIN_TWO, {'org/config': {'master': CONFIG}})
+    scheduler.loop.stop()
+    scheduler.state_store = PipelineStateStore(client)
+    scheduler.event_queue = TriggerEventQueue(client)
+    scheduler.save_state()
+    taken = []
+    real = __import__('zuul.scheduler.state', fromlist=['snapshot']).snapshot
+
+    def snapshot(manager, nodes):
+        taken.append(next(t.name for t in scheduler.tenants.values()
+                          if manager in t.managers.values()))
+        return real(manager, nodes)
+    monkeypatch.setattr('zuul.scheduler.state.snapshot', snapshot)
+    yield scheduler, taken
+    scheduler.stop()
+
+
+def test_the_loops_save_snapshots_only_the_tenants_it_touched(two_tenants):
+    scheduler, taken = two_tenants
+    scheduler.mark_dirty('t2')                  # e.g. an event of t2 handled
+    scheduler.save_batch()
+    assert taken == ['t2']
+    taken.clear()
+    scheduler.save_batch()                      # nothing touched: nothing taken
+    assert taken == []
+    event = TriggerEvent(type='patchset-created', connection='gerrit', project='org/config',
+                         change_number=1)
+    event._tenant = 't1'
+    scheduler.handle_trigger(event)
+    scheduler.save_batch()
+    assert taken == ['t1']
+
+
+def test_every_tenant_is_saved_now_and_then_and_after_a_write_did_not_land(two_tenants,
+                                                                          monkeypatch):
+    import zuul.scheduler.scheduler as scheduler_module
+    scheduler, taken = two_tenants
+    # A change the loop made without saying so is saved within the interval.
+    monkeypatch.setattr(scheduler_module, 'FULL_SAVE_INTERVAL', 0.0)
+    scheduler.save_batch()
+    assert sorted(taken) == ['t1', 't2']
+    monkeypatch.setattr(scheduler_module, 'FULL_SAVE_INTERVAL', 3600.0)
+    taken.clear()
+    scheduler._after_save(([], [], None), wait=False, ok=False)
+    scheduler.save_batch()
+    assert sorted(taken) == ['t1', 't2']
+    # A management request may touch any tenant.
+    taken.clear()
+    scheduler.handle_management(SimpleNamespace(kind='tenant-list', args={},
+                                                done=lambda **kw: None))
+    scheduler.save_batch()
+    assert sorted(taken) == ['t1', 't2']

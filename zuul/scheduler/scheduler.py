@@ -33,6 +33,9 @@ log = logging.getLogger('zuul.scheduler')
 # How often the leader notes in ZooKeeper that it is up to date (a
 # successor catches up on events since then).
 MARK_INTERVAL = 2.0
+# The loop's save snapshots only the tenants it touched, and all of them
+# at least this often (seconds).
+FULL_SAVE_INTERVAL = 5.0
 
 # Management requests on one tenant's queues: with several active
 # schedulers, answered by the one holding the tenant.
@@ -91,6 +94,11 @@ class Scheduler:
         # (acks, forgets) of saves that did not land, for the next save.
         self._held_follow_ups: collections.deque = collections.deque()
         self._saved_once = False
+        # Tenants whose pipelines the loop touched since the last save
+        # (None: all of them); when the loop's save last took every one.
+        self._dirty: set | None = None
+        self._full_saved = 0.0
+        self._save_failed = False     # a write of the loop's save did not land
         # Per connection: creation time of the newest trigger event held
         # durably (for a successor's catch-up).
         self.latest_events: dict[str, float] = {}
@@ -220,9 +228,12 @@ class Scheduler:
             return 0
         from zuul.scheduler.state import snapshot
         states = []
+        dirty = self._take_dirty(wait, only, tenant)
         for state in list(self.tenants.values()):
             if not self.owns(state.name) or tenant not in (None, state.name):
                 continue    # another scheduler's (several active)
+            if dirty is not None and state.name not in dirty:
+                continue    # nothing on the loop touched it since the last save
             for name, manager in list(state.managers.items()):
                 if only is not None and manager is not only:
                     continue
@@ -238,6 +249,29 @@ class Scheduler:
             return self._saved(written)
         return self._saved(self.state_store.save_many(
             states, then=lambda ok: self._after_save(follow, wait=False, ok=ok)))
+
+    def mark_dirty(self, tenant: str | None = None) -> None:
+        """The loop changed (or may have changed) ``tenant``'s pipelines
+        (None: any tenant's): the next save snapshots them."""
+        if tenant is None or self._dirty is None:
+            self._dirty = None
+        else:
+            self._dirty.add(tenant)
+
+    def _take_dirty(self, wait: bool, only, tenant) -> set | None:
+        """The tenants the loop's save snapshots (None: all). Only the
+        loop's save skips the others (a snapshot and its JSON encoding
+        are most of a save's CPU); every FULL_SAVE_INTERVAL it takes all,
+        so a change made without saying so is saved all the same."""
+        if only is not None or tenant is not None:
+            return None
+        dirty, self._dirty = self._dirty, set()
+        failed, self._save_failed = self._save_failed, False
+        now = time.monotonic()
+        if wait or dirty is None or failed or now - self._full_saved >= FULL_SAVE_INTERVAL:
+            self._full_saved = now
+            return None
+        return dirty
 
     def _saved(self, written: int) -> int:
         if written and self.status_publisher is not None:
@@ -268,6 +302,7 @@ class Scheduler:
             # A write did not land: kept for the next save (the loop's).
             self._held_follow_ups.append((acks, forget))
             self._latest_changed = True
+            self._save_failed = True        # the next save takes every tenant
             return
         # Waited for or not, they go out on the save's ZooKeeper session
         # after it, which applies them in order.
@@ -421,6 +456,7 @@ class Scheduler:
     # -- handlers (scheduler thread) ------------------------------------------
 
     def handle_management(self, event: ManagementEvent) -> None:
+        self.mark_dirty()
         handler = getattr(self, '_mgmt_' + event.kind.replace('-', '_'), None)
         if handler is None:
             event.done(exception=ValueError(f'unknown request {event.kind}'))
@@ -440,6 +476,7 @@ class Scheduler:
 
     def handle_result(self, event: ResultEvent) -> None:
         args = event.args
+        self.mark_dirty(self._tenant_of_result(args))
         if event.kind == 'merge-completed':
             bs = args['build_set']
             self._manager_of(bs.item).on_merge_completed(bs, args['result'])
@@ -501,6 +538,7 @@ class Scheduler:
         tenant = getattr(event, '_tenant', None)
         if tenant is not None and not self.owns(tenant):
             return      # given up meanwhile: left in the queue for the holder
+        self.mark_dirty(tenant)
         try:
             if tenant is not None and self.ownership is not None:
                 # Never act on a layout older than another scheduler's.
@@ -573,6 +611,8 @@ class Scheduler:
                     log.exception('Error processing pipeline %s of tenant %s',
                                   manager.name, tenant.name)
             changed |= tenant_changed
+            if tenant_changed:
+                self.mark_dirty(tenant.name)
             if tenant_changed and self.stats is not None:
                 self.stats.queue_lengths(tenant.name, tenant.managers.values())
         reprioritize = getattr(self.nodes, 'reprioritize', None)
@@ -586,6 +626,18 @@ class Scheduler:
         return changed
 
     # -- helpers -------------------------------------------------------------
+
+    def _tenant_of_result(self, args: dict) -> str | None:
+        """The tenant whose item a result event is about (None: unknown)."""
+        item = args.get('item')
+        if item is None:
+            holder = args.get('build_set') or getattr(args.get('build'), 'build_set', None)
+            item = getattr(holder, 'item', None)
+        if item is None:
+            return None
+        manager = self._manager_of(item)
+        return next((t.name for t in self.tenants.values()
+                     if manager in t.managers.values()), None)
 
     def _manager_of(self, item: m.QueueItem):
         for tenant in self.tenants.values():

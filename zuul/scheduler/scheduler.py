@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import threading
 import time
 
 from zuul.lib.urls import safe_link, safe_result_data
@@ -84,6 +85,8 @@ class Scheduler:
         # them: pipelines saved after every batch of events, trigger
         # events kept until the state they produced is saved.
         self.state_store = None
+        # zuul.scheduler.report_gate.ReportGate, made on first use.
+        self.report_gate = None
         self.event_queue = None
         # zuul.scheduler.status_publisher.StatusPublisher: the tenants'
         # status in ZooKeeper for zuul-web (None: not published).
@@ -215,7 +218,8 @@ class Scheduler:
                 event_signature(event))
             self._latest_changed = True
 
-    def save_state(self, only=None, tenant: str | None = None, wait: bool = True) -> int:
+    def save_state(self, only=None, tenant: str | None = None, wait: bool = True,
+                   then=None) -> int:
         """Write every pipeline whose state changed (or just the manager
         ``only``); then acknowledge the events and forget the build
         records whose results are now saved. Returns pipelines written.
@@ -239,7 +243,15 @@ class Scheduler:
                     continue
                 states.append((state.name, name, snapshot(manager, self.nodes)))
         if only is not None:
-            return self._saved(self.state_store.save_many(states))
+            if wait:
+                return self._saved(self.state_store.save_many(states))
+
+            def landed(ok: bool) -> None:
+                if not ok:
+                    self._save_failed = True    # the loop's next save takes all
+                if then is not None:
+                    then(ok)
+            return self._saved(self.state_store.save_many(states, then=landed))
         first, self._saved_once = not self._saved_once, True
         follow = self._follow_ups()
         if wait or first:
@@ -319,17 +331,27 @@ class Scheduler:
         """The loop's save after a batch: not waited for."""
         return self.save_state(wait=False)
 
-    def before_report(self, manager, item, action: str) -> None:
+    def before_report(self, manager, item, action: str, wait: bool = True):
         """Write-ahead: the pipeline is saved with the report marked as
-        being sent, so a scheduler restored from it knows."""
+        being sent, so a scheduler restored from it knows. Not ``wait``:
+        returns an Event set once the write landed (or failed: the report
+        goes all the same), None when nothing was written."""
         if self.state_store is None or action in ('start', 'enqueue'):
-            return
+            return None
         item.reporting = action
         item.reporting_time = time.time()
+        landed = None if wait else threading.Event()
+        if landed is not None and self.report_gate is None:
+            from zuul.scheduler.report_gate import ReportGate
+            self.report_gate = ReportGate()
         try:
-            self.save_state(only=manager)
+            self.save_state(only=manager, wait=wait,
+                            then=None if landed is None else lambda ok: landed.set())
         except Exception:
             log.exception('Unable to save the state before reporting')
+            if landed is not None:
+                landed.set()
+        return landed
 
     def stop(self) -> None:
         """Finish the event being handled, stop, and save the state."""
@@ -342,6 +364,9 @@ class Scheduler:
                 landed()
         except Exception:
             log.exception('Unable to save the state while stopping')
+        # Reports waiting for their write-ahead are handed on.
+        if self.report_gate is not None:
+            self.report_gate.stop()
         # The build history's writes asked for so far are written.
         stop_writer = getattr(self.history, 'stop', None)
         if stop_writer is not None:
@@ -398,6 +423,8 @@ class Scheduler:
             return True     # build history rows not written yet
         if getattr(self.state_store, 'in_flight', 0):
             return True     # pipeline state sent, not answered yet
+        if self.report_gate is not None and self.report_gate.pending():
+            return True     # reports waiting for their write-ahead
         for tenant in self.tenants.values():
             for manager in tenant.managers.values():
                 for item in manager.all_items():

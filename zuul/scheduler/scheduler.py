@@ -97,9 +97,10 @@ class Scheduler:
         # (acks, forgets) of saves that did not land, for the next save.
         self._held_follow_ups: collections.deque = collections.deque()
         self._saved_once = False
-        # Tenants whose pipelines the loop touched since the last save
-        # (None: all of them); when the loop's save last took every one.
-        self._dirty: set | None = None
+        # The pipelines the loop touched since the last save (tenant ->
+        # names, None: all of the tenant's; None: all); when the loop's
+        # save last took every one.
+        self._dirty: dict | None = None
         self._full_saved = 0.0
         self._save_failed = False     # a write of the loop's save did not land
         # Per connection: creation time of the newest trigger event held
@@ -238,8 +239,11 @@ class Scheduler:
                 continue    # another scheduler's (several active)
             if dirty is not None and state.name not in dirty:
                 continue    # nothing on the loop touched it since the last save
+            touched = None if dirty is None else dirty[state.name]
             for name, manager in list(state.managers.items()):
                 if only is not None and manager is not only:
+                    continue
+                if touched is not None and name not in touched:
                     continue
                 states.append((state.name, name, snapshot(manager, self.nodes)))
         if only is not None:
@@ -262,22 +266,30 @@ class Scheduler:
         return self._saved(self.state_store.save_many(
             states, then=lambda ok: self._after_save(follow, wait=False, ok=ok)))
 
-    def mark_dirty(self, tenant: str | None = None) -> None:
-        """The loop changed (or may have changed) ``tenant``'s pipelines
-        (None: any tenant's): the next save snapshots them."""
+    def mark_dirty(self, tenant: str | None = None, pipeline: str | None = None) -> None:
+        """The loop changed (or may have changed) ``pipeline`` of
+        ``tenant`` (None: every pipeline of it; no tenant: of any): the
+        next save snapshots them."""
         if tenant is None or self._dirty is None:
             self._dirty = None
+            return
+        touched = self._dirty.get(tenant, ())
+        if touched is None:
+            return
+        if pipeline is None:
+            self._dirty[tenant] = None
         else:
-            self._dirty.add(tenant)
+            self._dirty[tenant] = set(touched) | {pipeline}
 
-    def _take_dirty(self, wait: bool, only, tenant) -> set | None:
-        """The tenants the loop's save snapshots (None: all). Only the
+    def _take_dirty(self, wait: bool, only, tenant) -> dict | None:
+        """The pipelines the loop's save snapshots: tenant -> pipeline
+        names or None (all of its pipelines); None: all. Only the
         loop's save skips the others (a snapshot and its JSON encoding
         are most of a save's CPU); every FULL_SAVE_INTERVAL it takes all,
         so a change made without saying so is saved all the same."""
         if only is not None or tenant is not None:
             return None
-        dirty, self._dirty = self._dirty, set()
+        dirty, self._dirty = self._dirty, {}
         failed, self._save_failed = self._save_failed, False
         now = time.monotonic()
         if wait or dirty is None or failed or now - self._full_saved >= FULL_SAVE_INTERVAL:
@@ -503,7 +515,7 @@ class Scheduler:
 
     def handle_result(self, event: ResultEvent) -> None:
         args = event.args
-        self.mark_dirty(self._tenant_of_result(args))
+        self.mark_dirty(*self._pipeline_of_result(args))
         if event.kind == 'merge-completed':
             bs = args['build_set']
             self._manager_of(bs.item).on_merge_completed(bs, args['result'])
@@ -629,17 +641,18 @@ class Scheduler:
             if not self.owns(tenant.name):
                 continue
             tenant_changed = False
-            for manager in list(tenant.managers.values()):
+            for name, manager in list(tenant.managers.items()):
                 try:
-                    tenant_changed |= manager.process_queues()
+                    if manager.process_queues():
+                        tenant_changed = True
+                        self.mark_dirty(tenant.name, name)
                 except Exception:
+                    self.mark_dirty(tenant.name, name)
                     # Managers fail single items themselves; this keeps a
                     # bug elsewhere in one pipeline from stalling the rest.
                     log.exception('Error processing pipeline %s of tenant %s',
                                   manager.name, tenant.name)
             changed |= tenant_changed
-            if tenant_changed:
-                self.mark_dirty(tenant.name)
             if tenant_changed and self.stats is not None:
                 self.stats.queue_lengths(tenant.name, tenant.managers.values())
         reprioritize = getattr(self.nodes, 'reprioritize', None)
@@ -654,17 +667,22 @@ class Scheduler:
 
     # -- helpers -------------------------------------------------------------
 
-    def _tenant_of_result(self, args: dict) -> str | None:
-        """The tenant whose item a result event is about (None: unknown)."""
+    def _pipeline_of_result(self, args: dict) -> tuple:
+        """(tenant, pipeline) whose item a result event is about ((None,
+        None): unknown). Its effects on other pipelines come through
+        events or passes, which say so themselves."""
         item = args.get('item')
         if item is None:
             holder = args.get('build_set') or getattr(args.get('build'), 'build_set', None)
             item = getattr(holder, 'item', None)
         if item is None:
-            return None
+            return None, None
         manager = self._manager_of(item)
-        return next((t.name for t in self.tenants.values()
-                     if manager in t.managers.values()), None)
+        for tenant in self.tenants.values():
+            for name, candidate in tenant.managers.items():
+                if candidate is manager:
+                    return tenant.name, name
+        return None, None
 
     def _manager_of(self, item: m.QueueItem):
         for tenant in self.tenants.values():

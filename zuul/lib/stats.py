@@ -17,12 +17,14 @@ StatsClient = Metrics
 _key = key_part
 
 
-def daemon_metrics(statsd_settings) -> Metrics:
+def daemon_metrics(statsd_settings, background: bool = False) -> Metrics:
     """A daemon's Metrics from zuul.conf's ``[statsd]`` (server, port,
-    prefix); without a server nothing is sent, figures are still kept."""
+    prefix); without a server nothing is sent, figures are still kept.
+    ``background``: sent by a thread of their own (the scheduler's loop)."""
     if statsd_settings is None or not getattr(statsd_settings, 'server', None):
         return Metrics(None)
-    return Metrics(statsd_settings.server, statsd_settings.port, statsd_settings.prefix)
+    return Metrics(statsd_settings.server, statsd_settings.port, statsd_settings.prefix,
+                   background=background)
 
 
 class SchedulerStats:

@@ -279,7 +279,7 @@ class SchedulerService:
         stats = history = None
         if conf.statsd.server or conf.scheduler.prometheus_port is not None:
             from zuul.lib.stats import SchedulerStats, daemon_metrics
-            stats = SchedulerStats(daemon_metrics(conf.statsd))
+            stats = SchedulerStats(daemon_metrics(conf.statsd, background=True))
         if conf.database.dburi:
             from zuul.driver.sql.history import BuildHistory
             from zuul.driver.sql.writer import HistoryWriter

@@ -243,3 +243,20 @@ def test_every_tenant_is_saved_now_and_then_and_after_a_write_did_not_land(two_t
                                                 done=lambda **kw: None))
     scheduler.save_batch()
     assert sorted(set(taken)) == ['t1', 't2']
+
+
+def test_a_pipeline_never_saved_is_first_written_without_waiting(zk_chroot, monkeypatch):
+    client = zk_chroot.client()
+    store = PipelineStateStore(client)
+    # Restoring a tenant reads each pipeline: nothing there yet.
+    assert store.load('t9', 'check') is None
+    monkeypatch.setattr(client.handler, 'async_result',
+                        lambda: _CountingResult(client.handler))
+    _CountingResult.waits.clear()
+    landed = threading.Event()
+    assert store.save_many([('t9', 'check', {'a': 1})], then=lambda ok: ok and landed.set())
+    me = threading.current_thread().name
+    assert [w for w in _CountingResult.waits if w == me] == []
+    monkeypatch.undo()
+    assert landed.wait(30)
+    assert PipelineStateStore(zk_chroot.client()).load('t9', 'check') == {'a': 1}

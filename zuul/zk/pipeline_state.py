@@ -77,6 +77,8 @@ class PipelineStateStore:
         # Transactions sent and not yet answered (save_many with ``then``).
         self.in_flight = 0
         self._lock = threading.Condition()
+        # Paths read and found without a znode (see _prepare).
+        self._absent: set[str] = set()
 
     def path(self, tenant: str, pipeline: str) -> str:
         return f'{STATE_ROOT}/{_quote(tenant)}/pipeline/{_quote(pipeline)}'
@@ -187,12 +189,19 @@ class PipelineStateStore:
         data = zlib.compress(raw, 3)
         shards = [data[i:i + SHARD_SIZE] for i in range(0, len(data), SHARD_SIZE)] or [b'']
         generation = current[0] + 1
+        header = json.dumps({'version': FORMAT_VERSION, 'generation': generation,
+                             'shards': len(shards), 'digest': digest}).encode('utf8')
         tx = self.client.transaction()
+        absent = path in self._absent
+        if absent:
+            # Its first write makes the znode (if that fails, the write is
+            # made again the waited-for way, which reads what is there).
+            self._absent.discard(path)
+            tx.create(path, header)
         for index, shard in enumerate(shards):
             tx.create(f'{path}/{generation}-{index:04d}', shard)
-        tx.set_data(path, json.dumps({'version': FORMAT_VERSION, 'generation': generation,
-                                      'shards': len(shards),
-                                      'digest': digest}).encode('utf8'))
+        if not absent:
+            tx.set_data(path, header)
         if current[0]:
             for index in range(current[1]):
                 tx.delete(f'{path}/{current[0]}-{index:04d}')
@@ -242,6 +251,7 @@ class PipelineStateStore:
         for _ in range(5):
             header, generation = self._header(path)
             if not header or not generation:
+                self._prepare(path, header)
                 return None
             if header.get('version') != FORMAT_VERSION:
                 raise ValueError(f'{path}: pipeline state format version '
@@ -258,10 +268,24 @@ class PipelineStateStore:
             return state
         raise RuntimeError(f'{path}: the pipeline state kept changing while being read')
 
+    def _prepare(self, path: str, header) -> None:
+        """Nothing saved at ``path`` yet (this is a read before the
+        pipeline is used): the first write of it is a transaction like the
+        others, not waited for (save_many), which creates its znode (the
+        parent is made now)."""
+        if header is None:
+            try:
+                self.client.ensure_path(path.rsplit('/', 1)[0])
+            except NodeExistsError:
+                pass
+            self._absent.add(path)
+        self._current.setdefault(path, (0, 0))
+
     def delete(self, tenant: str, pipeline: str) -> None:
         path = self.path(tenant, pipeline)
         self._written.pop(path, None)
         self._current.pop(path, None)
+        self._absent.discard(path)
         try:
             self.client.delete(path, recursive=True)
         except NoNodeError:

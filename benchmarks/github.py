@@ -24,23 +24,18 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import shutil
-import statistics
-import tempfile
 import threading
 import time
 
-from benchmarks.scheduler import InstantExecutor, wait_all
-from nodepool.zk.localserver import LocalZooKeeper, free_port
-from tests.fakes.gerrit import GerritFixture
+from benchmarks.hosted import hosted_run, median_p95_ms
+from benchmarks.scheduler import wait_all
 from tests.functional.github_support import (
     GITHUB_PIPELINES,
     REPO,
     GithubSide,
     github_config_files,
 )
-from tests.functional.system_support import BASE_PIPELINES, ZuulSystem
-from zuul.lib.gearlib import GearServer
+from tests.functional.system_support import BASE_PIPELINES
 
 
 def _status_time(side, pr, context, states):
@@ -51,12 +46,6 @@ def _status_time(side, pr, context, states):
                 status['state'] in states:
             return status['received']
     return None
-
-
-def _percentiles(values):
-    values = sorted(values)
-    p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
-    return f'{statistics.median(values) * 1000:.0f} / {p95 * 1000:.0f}'
 
 
 def _calls(requests) -> collections.Counter:
@@ -88,28 +77,16 @@ def _count_loop_requests(client) -> collections.Counter:
 
 
 def run(n_prs: int, timeout: float, cache: bool = True) -> list[tuple[str, str]]:
-    root = tempfile.mkdtemp(prefix='gb', dir='/tmp')
-    zk = LocalZooKeeper(os.path.join(root, 'zk'))
-    zk.start()
-    gear_port = free_port()
-    gear_server = GearServer(port=gear_port, host='127.0.0.1')
-    gerrit = GerritFixture(os.path.join(root, 'gerrit'))
-    key = os.path.join(root, 'id')
-    os.system(f'ssh-keygen -q -t ed25519 -N "" -f {key}')
-    system = ZuulSystem(root, gerrit, zk.hosts, gear_port, key)
-    system.executor.start = lambda: None
-    system.executor.stop = lambda: None
-    side = GithubSide(system, root)
-    executor = None
-    try:
+    with hosted_run('gb', GithubSide) as h:
+        system, side = h.system, h.side
         side.configure()
         system.create_projects(pipelines=BASE_PIPELINES + GITHUB_PIPELINES,
-                               config_files=github_config_files(os.path.join(root, 'go')))
+                               config_files=github_config_files(os.path.join(h.root, 'go')))
         from kazoo.client import KazooClient
-        web_zk = KazooClient(hosts=zk.hosts)
+        web_zk = KazooClient(hosts=h.zk.hosts)
         web_zk.start()
         side.start_web(web_zk)
-        executor = InstantExecutor(gear_port)
+        h.start_executor()
         system.start()
         github = system.service.connections.get('github')
         github.change_cache = cache
@@ -140,9 +117,9 @@ def run(n_prs: int, timeout: float, cache: bool = True) -> list[tuple[str, str]]
             final = [_status_time(side, pr, context, ('success',)) - starts[pr['number']]
                      for pr in prs]
             rows.append((f'{label}: delivery -> pending status, median / p95 (ms)',
-                         _percentiles(pending)))
+                         median_p95_ms(pending)))
             rows.append((f'{label}: delivery -> final status, median / p95 (ms)',
-                         _percentiles(final)))
+                         median_p95_ms(final)))
         for label, calls in (('check', check_calls), ('gate', gate_calls)):
             for kind in ('reads', 'writes', 'app auth', 'git (clone/fetch)'):
                 rows.append((f'{label}: {kind} per pull request',
@@ -156,15 +133,6 @@ def run(n_prs: int, timeout: float, cache: bool = True) -> list[tuple[str, str]]
         rows.append(('scheduler: reads answered 304 (not charged) / requests sent',
                      f'{client.not_modified} / {client.calls}'))
         return rows
-    finally:
-        if executor is not None:
-            executor.stop()
-        side.stop()
-        system.stop()
-        gerrit.server.stop()
-        gear_server.shutdown()
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv=None) -> None:

@@ -20,26 +20,14 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
-import shutil
-import statistics
-import tempfile
 import time
 
-from benchmarks.scheduler import InstantExecutor, print_measures, wait_all
-from nodepool.zk.localserver import LocalZooKeeper, free_port
-from tests.fakes.gerrit import GerritFixture
+from benchmarks.hosted import hosted_run, median_p95_ms
+from benchmarks.scheduler import print_measures, wait_all
 from tests.fakes.gitlab.store import parse_time
 from tests.functional.gitlab_support import GITLAB_PIPELINES, WIDGET, GitlabSide
-from tests.functional.system_support import BASE_PIPELINES, ZuulSystem
+from tests.functional.system_support import BASE_PIPELINES
 from zuul.driver.gitlab.client import _route
-from zuul.lib.gearlib import GearServer
-
-
-def _percentiles(values) -> str:
-    values = sorted(values)
-    p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
-    return f'{statistics.median(values) * 1000:.0f} / {p95 * 1000:.0f}'
 
 
 def _delivered(gl, iid: int, action: str) -> float | None:
@@ -72,23 +60,11 @@ def _calls(requests) -> tuple[collections.Counter, collections.Counter]:
 
 
 def run(n_mrs: int, timeout: float) -> list[tuple[str, str]]:
-    root = tempfile.mkdtemp(prefix='glb', dir='/tmp')
-    zk = LocalZooKeeper(os.path.join(root, 'zk'))
-    zk.start()
-    gear_port = free_port()
-    gear_server = GearServer(port=gear_port, host='127.0.0.1')
-    gerrit = GerritFixture(os.path.join(root, 'gerrit'))
-    key = os.path.join(root, 'id')
-    os.system(f'ssh-keygen -q -t ed25519 -N "" -f {key}')
-    system = ZuulSystem(root, gerrit, zk.hosts, gear_port, key)
-    system.executor.start = lambda: None
-    system.executor.stop = lambda: None
-    side = GitlabSide(system, root)
-    executor = None
-    try:
+    with hosted_run('glb', GitlabSide) as h:
+        system, side = h.system, h.side
         side.configure()
         system.create_projects(pipelines=BASE_PIPELINES + GITLAB_PIPELINES)
-        executor = InstantExecutor(gear_port)
+        h.start_executor()
         system.start()
         side.start_web()
         gl = side.standin
@@ -112,9 +88,9 @@ def run(n_mrs: int, timeout: float) -> list[tuple[str, str]]:
                   _delivered(gl, mr['iid'], 'approved') for mr in mrs]
         rows = [('merge requests through check, then gate', str(n_mrs)),
                 ('check: webhook sent -> first report (note), median / p95 (ms)',
-                 _percentiles(opened)),
+                 median_p95_ms(opened)),
                 ('gate: approval webhook sent -> merged, median / p95 (ms)',
-                 _percentiles(merged))]
+                 median_p95_ms(merged))]
         for label, kinds, routes in (('check', check_kinds, check_routes),
                                      ('gate', gate_kinds, gate_routes)):
             rows.append((f'{label}: API requests per merge request (reads + writes)',
@@ -128,15 +104,6 @@ def run(n_mrs: int, timeout: float) -> list[tuple[str, str]]:
         rows.append(('scheduler: requests retried / sent', f'{client.retried} / '
                                                              f'{client.calls}'))
         return rows
-    finally:
-        if executor is not None:
-            executor.stop()
-        side.stop()
-        system.stop()
-        gerrit.server.stop()
-        gear_server.shutdown()
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv=None) -> None:

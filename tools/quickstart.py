@@ -290,7 +290,16 @@ class Quickstart:
             self.stops.append(('build directories',
                                lambda: shutil.rmtree(self.job_dir, ignore_errors=True)))
         with open(self.zuul_conf, 'w') as f:
-            f.write(textwrap.dedent(f"""
+            f.write(self._zuul_conf_text(known_hosts))
+        # It holds the secret that signs admin tokens: only for whoever
+        # runs the quickstart (create-auth-token reads it).
+        os.chmod(self.zuul_conf, 0o600)
+        self._give_to_sudo_user(self.zuul_conf)
+
+    def _zuul_conf_text(self, known_hosts: str) -> str:
+        """The demo's zuul.conf: every daemon on this machine, ZooKeeper
+        over TLS, history in SQLite, an HS256 realm for admin tokens."""
+        return textwrap.dedent(f"""
                 [gearman]
                 server = 127.0.0.1
                 port = {self.gear_port}
@@ -357,11 +366,7 @@ class Quickstart:
                 user = zuul
                 sshkey = {self.key}
                 known_hosts = {known_hosts}
-                """))
-        # It holds the secret that signs admin tokens: only for whoever
-        # runs the quickstart (create-auth-token reads it).
-        os.chmod(self.zuul_conf, 0o600)
-        self._give_to_sudo_user(self.zuul_conf)
+                """)
 
     def _start_nodepool(self) -> None:
         from nodepool.config import load_config_text

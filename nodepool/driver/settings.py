@@ -149,3 +149,29 @@ def common_label(raw: dict, username: str | None = None) -> PoolLabel:
     return PoolLabel(name=raw['name'], username=raw.get('username', username),
                      python_path=raw.get('python-path', 'auto'),
                      shell_type=raw.get('shell-type'), settings=settings)
+
+
+def image_label(raw: dict, image: dict, username: str | None,
+                host_key_checking: bool | None = None) -> PoolLabel:
+    """A pool label booted from a cloud image: the label's own keys, else
+    the image's ``username``, ``python-path`` and ``shell-type``; with
+    ``host_key_checking`` (the pool's), also that default."""
+    label = common_label(raw, username=image.get('username', username))
+    if 'python-path' not in raw:
+        label.python_path = image.get('python-path', 'auto')
+    if 'shell-type' not in raw:
+        label.shell_type = image.get('shell-type')
+    if host_key_checking is not None:
+        label.settings.setdefault('host-key-checking', host_key_checking)
+    return label
+
+
+def unique_entries(raw: dict, key: str, problems: list) -> dict[str, dict]:
+    """``raw[key]``'s entries by name; a name given twice is a problem."""
+    seen: dict[str, dict] = {}
+    for i, entry in enumerate(raw.get(key) or []):
+        if entry['name'] in seen:
+            problems.append(v.Invalid(f'{key} entry {entry["name"]!r} is defined twice',
+                                      path=[key, i, 'name']))
+        seen[entry['name']] = entry
+    return seen

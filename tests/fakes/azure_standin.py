@@ -25,7 +25,6 @@ import json
 import os
 import re
 import secrets
-import signal
 import sys
 import threading
 import uuid
@@ -33,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from nodepool.driver.netns.host import NetnsError, NetnsHostManager, available
+from tests.fakes.standin_process import serve_until_signalled
 
 SIZES = {'Standard_B1ls': (1, 512), 'Standard_B2s': (2, 4096), 'Standard_D4s_v5': (4, 16384)}
 KINDS = {'publicIPAddresses': 'Microsoft.Network', 'networkInterfaces': 'Microsoft.Network',
@@ -342,13 +342,7 @@ def main(argv=None) -> int:
     fd = os.open(args.auth_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, 'w') as f:
         json.dump(auth, f)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *a: stop.set())
-    signal.signal(signal.SIGINT, lambda *a: stop.set())
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    print(f'READY {server.server_address[1]}', flush=True)
-    stop.wait()
-    server.shutdown()
+    serve_until_signalled(server, server.server_address[1])
     cloud.stop()
     return 0
 

@@ -22,7 +22,6 @@ import io
 import json
 import os
 import re
-import signal
 import sys
 import threading
 import uuid
@@ -33,6 +32,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 from werkzeug.serving import make_server
 
 from nodepool.driver.netns.host import NetnsError, NetnsHostManager, available
+from tests.fakes.standin_process import read_keys, serve_until_signalled
 
 VCPU_QUOTA_CODE = 'L-1216C47A'
 
@@ -186,21 +186,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.default_amis:
         os.environ['MOTO_EC2_LOAD_DEFAULT_AMIS'] = 'false'
-    keys = []
-    if args.authorized_keys_file:
-        with open(args.authorized_keys_file) as f:
-            keys = [line.strip() for line in f if line.strip()]
-    standin = EC2StandIn(args.state_dir, args.subnet, args.bridge, keys, args.vcpu_quota)
+    standin = EC2StandIn(args.state_dir, args.subnet, args.bridge,
+                         read_keys(args.authorized_keys_file), args.vcpu_quota)
     import logging
     logging.getLogger('werkzeug').setLevel(logging.WARNING)
     server = make_server('127.0.0.1', args.port, standin, threaded=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *a: stop.set())
-    signal.signal(signal.SIGINT, lambda *a: stop.set())
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    print(f'READY {server.server_port}', flush=True)
-    stop.wait()
-    server.shutdown()
+    serve_until_signalled(server, server.server_port)
     standin.stop()
     return 0
 

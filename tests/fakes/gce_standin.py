@@ -26,7 +26,6 @@ import json
 import os
 import re
 import secrets
-import signal
 import sys
 import threading
 import time
@@ -34,6 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from nodepool.driver.netns.host import NetnsError, NetnsHostManager, available
+from tests.fakes.standin_process import read_keys, serve_until_signalled
 
 MACHINE_TYPES = {'e2-small': (2, 2048), 'e2-medium': (2, 4096), 'n2-standard-4': (4, 16384)}
 PREFIX = '/compute/v1/projects/'
@@ -322,22 +322,13 @@ def main(argv=None) -> int:
     parser.add_argument('--authorized-keys-file')
     parser.add_argument('--cpus-quota', type=int, default=64)
     args = parser.parse_args(argv)
-    keys = []
-    if args.authorized_keys_file:
-        with open(args.authorized_keys_file) as f:
-            keys = [line.strip() for line in f if line.strip()]
-    cloud = Cloud(args.state_dir, args.subnet, args.bridge, keys, args.cpus_quota)
+    cloud = Cloud(args.state_dir, args.subnet, args.bridge, read_keys(args.authorized_keys_file),
+                  args.cpus_quota)
     server = ThreadingHTTPServer(('127.0.0.1', args.port),
                                  type('Bound', (Handler,), {'cloud': cloud}))
     server.daemon_threads = True
     write_credentials(args.credentials, server.server_address[1])
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *a: stop.set())
-    signal.signal(signal.SIGINT, lambda *a: stop.set())
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    print(f'READY {server.server_address[1]}', flush=True)
-    stop.wait()
-    server.shutdown()
+    serve_until_signalled(server, server.server_address[1])
     cloud.stop()
     return 0
 

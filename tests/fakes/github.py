@@ -54,6 +54,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from tests.fakes import github_merge as merging
 from tests.fakes import github_payloads as payloads
+from tests.fakes.git_http import send_cgi_output
 from tests.fakes.github_payloads import iso
 from zuul.lib import jwt
 
@@ -255,21 +256,7 @@ class FakeGithub:
                    CONTENT_LENGTH=str(len(data)), REMOTE_USER='zuul', REMOTE_ADDR='127.0.0.1')
         out = subprocess.run(['git', 'http-backend'], input=data, env=env,
                              capture_output=True).stdout
-        head, _, payload = out.partition(b'\r\n\r\n')
-        status = 200
-        headers = []
-        for line in head.decode().split('\r\n'):
-            key, _, value = line.partition(':')
-            if key.lower() == 'status':
-                status = int(value.split()[0])
-            elif key:
-                headers.append((key, value.strip()))
-        h.send_response(status)
-        for key, value in headers:
-            h.send_header(key, value)
-        h.send_header('Content-Length', str(len(payload)))
-        h.end_headers()
-        h.wfile.write(payload)
+        send_cgi_output(h, out)
 
     # -- authentication and rate limits ------------------------------------
     def _auth(self, headers) -> tuple[str, object]:

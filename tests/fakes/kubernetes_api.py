@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import secrets
-import signal
 import sys
 import threading
 import time
@@ -48,6 +47,7 @@ from tests.fakes.kubernetes_store import (
     ApiError,
     Store,
 )
+from tests.fakes.standin_process import serve_until_signalled
 from tests.fakes.websocket_server import WebSocket, handshake
 
 EXEC_PROTOCOLS = ('v5.channel.k8s.io', 'v4.channel.k8s.io')
@@ -455,12 +455,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     server, cluster = serve(args.state_dir, args.kubeconfig, args.backing, args.port,
                             args.max_pods, args.subnet, args.bridge)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *a: stop.set())
-    signal.signal(signal.SIGINT, lambda *a: stop.set())
-    print(f'READY {server.server_address[1]}', flush=True)
-    stop.wait()
-    server.shutdown()
+    serve_until_signalled(server, server.server_address[1], serving=True)
     cluster.pods.stop_all()
     return 0
 

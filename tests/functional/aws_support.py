@@ -5,15 +5,12 @@ administrator would, through boto3."""
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
-import sys
-import urllib.request
 
 import boto3
 import pytest
+
+from tests.functional.cloud_support import StandInProcess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REGION = 'us-east-1'
@@ -21,23 +18,16 @@ ENV = {'AWS_ACCESS_KEY_ID': 'AKIDSTANDIN', 'AWS_SECRET_ACCESS_KEY': 'standin-sec
        'AWS_DEFAULT_REGION': REGION}
 
 
-class EC2StandIn:
+class EC2StandIn(StandInProcess):
+    name = 'EC2 stand-in'
+
     def __init__(self, state_dir: str, public_key_file: str | None, vcpu_quota: int = 256):
         pid = os.getpid()
         self.cidr = f'10.{235 + pid % 4}.{(pid // 4) % 250}.0/24'
-        self.bridge = f'ec2{pid % 100000}'
-        cmd = [sys.executable, '-m', 'tests.fakes.ec2_standin', '--state-dir', state_dir,
-               '--subnet', self.cidr, '--bridge', self.bridge,
-               '--vcpu-quota', str(vcpu_quota)]
+        args = ['--state-dir', state_dir, '--subnet', self.cidr, '--vcpu-quota', str(vcpu_quota)]
         if public_key_file:
-            cmd += ['--authorized-keys-file', public_key_file]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                                     start_new_session=True)
-        line = self.proc.stdout.readline()
-        if not line.startswith('READY'):
-            self.stop()
-            raise RuntimeError(f'the EC2 stand-in did not start: {line!r}')
-        self.url = f'http://127.0.0.1:{line.split()[1]}'
+            args += ['--authorized-keys-file', public_key_file]
+        self._start('tests.fakes.ec2_standin', args, f'ec2{pid % 100000}')
         self.env = {**ENV, 'AWS_ENDPOINT_URL': self.url}
 
     def client(self, service: str = 'ec2'):
@@ -60,29 +50,8 @@ class EC2StandIn:
                                                          'Ebs': {'VolumeSize': 8}}])['ImageId']
         return {'vpc': vpc, 'subnet': subnet, 'group': group, 'image': image}
 
-    def control(self, method: str, path: str, body: dict | None = None) -> dict:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.load(resp)
-
-    def inject(self, **fault) -> None:
-        self.control('POST', '/_standin/faults', fault)
-
     def requests(self) -> dict:
         return self.control('GET', '/_standin/state')['requests']
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        if self.proc.stdout:
-            self.proc.stdout.close()
-        subprocess.run(['ip', 'link', 'del', self.bridge], capture_output=True)
 
 
 @pytest.fixture

@@ -290,6 +290,18 @@ class ZuulSystem:
         self.resolver.mapping[name] = {'driver': 'git', 'options': {'baseurl': baseurl}}
         self.service = SchedulerService(self.conf)
 
+    def configure_scheduler(self, **options) -> None:
+        """Before start(): set ``[scheduler]`` options of the in-process
+        scheduler (e.g. ``standby='false'``: an active scheduler)."""
+        import configparser
+        config = configparser.RawConfigParser()
+        config.read(self.conf_path)
+        config['scheduler'].update({k: str(v) for k, v in options.items()})
+        with open(self.conf_path, 'w') as f:
+            config.write(f)
+        self.conf = load_zuul_conf(self.conf_path, default_registry())
+        self.service = SchedulerService(self.conf)
+
     def add_provider_connection(self, name: str, driver: str, **options) -> None:
         """Before start(): a ``[connection NAME]`` naming a node provider
         for zuul-launcher (seed 001), e.g. ``driver=netns``; option names

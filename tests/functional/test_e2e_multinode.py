@@ -201,14 +201,10 @@ SECRET_PLAYBOOK = """
 """
 
 
-# It passes in seconds when it does not hang; a hang costs the suite
-# this timeout rather than pytest's default 300 s.
+# It passes in seconds. It used to hang in the full suite: a Gearman job
+# was never handed to the idle merger (a lost wake-up, issue 29; the
+# embedded server now wakes idle workers). A hang costs this timeout.
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=False, reason=(
-    'order-dependent hang in the full suite only (3 of 5 full runs; passes alone and after '
-    'the e2e tests before it): after the push, three configuration reads of 100 s each get '
-    'no answer while the merger sits idle in getJob -- the Gearman job is never handed to '
-    'the idle worker (a lost wake-up between gear server and worker, to be found)'))
 def test_zuul_encrypt_output_decrypts_in_a_job(zuul_system, launcher, tmp_path):  # noqa: F811
     from zuul.cmd.client import main as zuul_main
     from zuul.lib import rpc_protocol as p

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import textwrap
 
+from tests.unit.pipeline_support import Collaborators
 from tests.unit.test_layout_loader import PIPELINES
-from tests.unit.test_pipeline_managers import Collaborators
 from zuul.driver.registry import default_registry
 from zuul.manager import manager_for
 from zuul.merger.protocol import ProjectFiles

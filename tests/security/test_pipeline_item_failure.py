@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_pipeline_managers import _change, _pipeline, _setup
+from tests.unit.pipeline_support import _change, _pipeline, _setup
 from zuul.manager.base import INTERNAL_ERROR
 from zuul.model import item as m
 

@@ -6,7 +6,7 @@ state, in merge order), so which run tested what is fully known."""
 
 import pytest
 
-from tests.unit.test_pipeline_managers import MergeResult, _change, _pipeline, _setup
+from tests.unit.pipeline_support import MergeResult, _change, _pipeline, _setup
 from zuul.configloader.pipeline import PipelineParser
 from zuul.manager.batching import FailureRate, batch_size
 from zuul.model import item as m

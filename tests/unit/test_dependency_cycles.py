@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.unit.test_pipeline_managers import _change, _pipeline, _setup
+from tests.unit.pipeline_support import _change, _pipeline, _setup
 from zuul.manager.cycles import dependency_groups
 from zuul.model import item as m
 from zuul.scheduler.reporting import format_report

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from tests.unit.test_pipeline_managers import MergeResult, _change, _pipeline, _setup
+from tests.unit.pipeline_support import MergeResult, _change, _pipeline, _setup
 from zuul.manager import manager_for
 from zuul.model import item as m
 from zuul.scheduler.state import Restorer, event_data, event_from_data, snapshot

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.unit.test_pipeline_managers import Collaborators, _change, _pipeline, _setup
+from tests.unit.pipeline_support import Collaborators, _change, _pipeline, _setup
 from zuul.configloader.tenant import TenantConfigError, parse_tenant
 from zuul.executor.protocol import BuildResult
 from zuul.model import item as m

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import queue
 
-from tests.unit.test_pipeline_managers import MergeResult, _change, _pipeline, _setup
+from tests.unit.pipeline_support import MergeResult, _change, _pipeline, _setup
 from zuul.driver.sql.history import BuildHistory
 from zuul.executor.protocol import ExecuteRequest, JobSpec
 from zuul.manager.requirements import FAIL, READY, WAIT, requirements_state

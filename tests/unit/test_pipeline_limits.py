@@ -4,7 +4,7 @@ and the tenant's ``max-changes-per-pipeline`` and ``max-dependencies``."""
 
 import logging
 
-from tests.unit.test_pipeline_managers import Collaborators, _change, _pipeline
+from tests.unit.pipeline_support import Collaborators, _change, _pipeline
 from zuul.manager import manager_for
 from zuul.scheduler.reporting import format_report
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.unit.test_pipeline_managers import MergeResult, _change, _pipeline, _setup
+from tests.unit.pipeline_support import MergeResult, _change, _pipeline, _setup
 from zuul.driver.gerrit.changes import change_from_query, change_web_url
 from zuul.driver.sql.history import BuildHistory
 from zuul.model import item as m

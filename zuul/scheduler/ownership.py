@@ -78,6 +78,9 @@ class TenantOwnership:
         self.owned: dict = {}
         # tenant -> layout version this scheduler's layout was built from.
         self.known_versions: dict[str, int] = {}
+        # tenant -> the newest layout version in ZooKeeper (from a watch).
+        self.latest_versions: dict[str, int] = {}
+        self._version_watched: set[str] = set()
         self._seen: dict[str, set] = {}
         self._watched: set[str] = set()
         self._feed_lock = threading.Lock()
@@ -136,11 +139,17 @@ class TenantOwnership:
         scheduler = self.scheduler
         count = 0
         for tenant in list(scheduler.tenants.values()):
-            try:
-                wanted = scheduler._tenant_may_want(
-                    tenant, scheduler.ctx_by_tenant[tenant.name], event)
-            except (RuntimeError, KeyError):
+            if self.layout_behind(tenant.name):
+                # Another scheduler reconfigured it since this one built
+                # its layout (a project may have joined): the tenant's
+                # holder, on the newest layout, decides.
                 wanted = True
+            else:
+                try:
+                    wanted = scheduler._tenant_may_want(
+                        tenant, scheduler.ctx_by_tenant[tenant.name], event)
+                except (RuntimeError, KeyError):
+                    wanted = True
             if not wanted:
                 continue
             count += 1
@@ -153,6 +162,22 @@ class TenantOwnership:
         if not count:
             log.debug('[e: %s] No tenant takes %s', event.event_id, event.describe())
         return count
+
+    def layout_behind(self, tenant: str) -> bool:
+        """Whether ``tenant``'s layout in ZooKeeper is newer than the one
+        this scheduler built (a watch keeps the newest version known, so
+        routing an event costs no ZooKeeper read)."""
+        if tenant not in self._version_watched:
+            self._version_watched.add(tenant)
+
+            def changed(data, stat):
+                try:
+                    version = json.loads(data.decode('utf8'))['version'] if data else 0
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    version = 0
+                self.latest_versions[tenant] = int(version)
+            self.client.DataWatch(self.versions.path(tenant), changed)
+        return self.latest_versions.get(tenant, 0) > self.known_versions.get(tenant, 0)
 
     def _to_loop(self, event, tenant: str, path: str, version: int) -> None:
         # ``version``: the tenant's layout version, read after the event
@@ -286,6 +311,10 @@ class TenantOwnership:
         except Exception:
             log.exception('Unable to take tenant %s; leaving it to another scheduler',
                           tenant)
+            # What was restored before the failure is dropped (the saved
+            # state in ZooKeeper is untouched): half a tenant must not stay
+            # here, nor stop this scheduler from taking it again later.
+            self.scheduler.forget_tenant_items(tenant)
             self.owned.pop(tenant, None)
             lock.release()
             return False

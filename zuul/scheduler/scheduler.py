@@ -206,6 +206,25 @@ class Scheduler:
             restorer.follow_builds()
         return sum(r.count for r in restorers)
 
+    def forget_tenant_items(self, name: str) -> int:
+        """Drop what this scheduler holds in memory of ``name``'s
+        pipelines (a take that failed half-way); nothing is cancelled or
+        reported and the saved state is left for the next holder.
+        Returns the items dropped."""
+        tenant = self.tenants.get(name)
+        if tenant is None:
+            return 0
+        dropped = 0
+        for manager in tenant.managers.values():
+            dropped += sum(1 for _ in manager.all_items())
+            manager.queues = []
+            manager.disabled = False
+            manager.consecutive_failures = 0
+        if dropped:
+            log.info('Dropped %d items of tenant %s restored before the take failed',
+                     dropped, name)
+        return dropped
+
     def _note_latest(self, event) -> None:
         from zuul.zk.pipeline_state import event_signature
         stamp = float(getattr(event, 'timestamp', 0) or 0)

@@ -53,8 +53,9 @@ from nodepool.driver.settings import (
     PROVIDER_COMMON,
     PoolConfig,
     ProviderConfig,
-    common_label,
     common_provider,
+    image_label,
+    unique_entries,
 )
 
 DEFAULT_BOOT_TIMEOUT = 180
@@ -141,16 +142,6 @@ PROVIDER = {
 }
 
 
-def _unique(raw: dict, key: str, problems: list) -> dict[str, dict]:
-    seen: dict[str, dict] = {}
-    for i, entry in enumerate(raw.get(key) or []):
-        if entry['name'] in seen:
-            problems.append(v.Invalid(f'{key} entry {entry["name"]!r} is defined twice',
-                                      path=[key, i, 'name']))
-        seen[entry['name']] = entry
-    return seen
-
-
 def _check(raw: dict, images: dict, diskimages: dict) -> None:
     problems: list[v.Invalid] = []
     for name, entry in images.items():
@@ -190,8 +181,8 @@ class AwsDriver(Driver):
         from nodepool.driver.settings import ProviderDiskImage
         unique_pools(raw)
         problems: list[v.Invalid] = []
-        images = _unique(raw, 'cloud-images', problems)
-        diskimages = _unique(raw, 'diskimages', problems)
+        images = unique_entries(raw, 'cloud-images', problems)
+        diskimages = unique_entries(raw, 'diskimages', problems)
         if problems:
             raise v.MultipleInvalid(problems)
         _check(raw, images, diskimages)
@@ -227,15 +218,9 @@ class AwsDriver(Driver):
             for raw_label in raw_pool.get('labels') or []:
                 image = images.get(raw_label.get('cloud-image') or '') or \
                     diskimages.get(raw_label.get('diskimage') or '') or {}
-                label = common_label(raw_label, username=image.get('username',
-                                                                   DEFAULT_USERNAME))
-                if 'python-path' not in raw_label:
-                    label.python_path = image.get('python-path', 'auto')
-                if 'shell-type' not in raw_label:
-                    label.shell_type = image.get('shell-type')
+                label = image_label(raw_label, image, DEFAULT_USERNAME,
+                                    pool.settings['host-key-checking'])
                 label.diskimage = raw_label.get('diskimage')
-                label.settings.setdefault('host-key-checking',
-                                          pool.settings['host-key-checking'])
                 pool.labels[label.name] = label
             provider.pools[pool.name] = pool
         return provider

@@ -39,8 +39,8 @@ from nodepool.driver.settings import (
     PROVIDER_COMMON,
     PoolConfig,
     ProviderConfig,
-    common_label,
     common_provider,
+    image_label,
 )
 
 DEFAULT_BOOT_TIMEOUT = 120
@@ -151,13 +151,7 @@ class AzureDriver(Driver):
                              'host-key-checking': raw_pool.get('host-key-checking', True)}
             for raw_label in raw_pool.get('labels') or []:
                 image = images[raw_label['cloud-image']]
-                label = common_label(raw_label, username=image.get('username', 'zuul'))
-                if 'python-path' not in raw_label:
-                    label.python_path = image.get('python-path', 'auto')
-                if 'shell-type' not in raw_label:
-                    label.shell_type = image.get('shell-type')
-                label.settings.setdefault('host-key-checking',
-                                          pool.settings['host-key-checking'])
+                label = image_label(raw_label, image, 'zuul', pool.settings['host-key-checking'])
                 pool.labels[label.name] = label
             provider.pools[pool.name] = pool
         return provider

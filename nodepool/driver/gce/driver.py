@@ -41,8 +41,8 @@ from nodepool.driver.settings import (
     PROVIDER_COMMON,
     PoolConfig,
     ProviderConfig,
-    common_label,
     common_provider,
+    image_label,
 )
 
 DEFAULT_BOOT_TIMEOUT = 120
@@ -124,12 +124,7 @@ class GceDriver(Driver):
                              'host-key-checking': raw_pool.get('host-key-checking', True)}
             for raw_label in raw_pool.get('labels') or []:
                 image = images[raw_label['cloud-image']]
-                label = common_label(raw_label,
-                                     username=image.get('username', DEFAULT_USERNAME))
-                if 'python-path' not in raw_label:
-                    label.python_path = image.get('python-path', 'auto')
-                if 'shell-type' not in raw_label:
-                    label.shell_type = image.get('shell-type')
+                label = image_label(raw_label, image, DEFAULT_USERNAME)
                 pool.labels[label.name] = label
             provider.pools[pool.name] = pool
         return provider

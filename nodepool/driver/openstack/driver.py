@@ -63,8 +63,9 @@ from nodepool.driver.settings import (
     PoolConfig,
     ProviderConfig,
     ProviderDiskImage,
-    common_label,
     common_provider,
+    image_label,
+    unique_entries,
 )
 
 DEFAULT_HOSTNAME_FORMAT = '{label.name}-{provider.name}-{node.id}'
@@ -151,16 +152,6 @@ def _check_format(template: str, path: list, fields: dict, problems: list) -> No
         problems.append(v.Invalid(f'cannot format {template!r}: {e!r}', path=path))
 
 
-def _unique(raw: dict, key: str, problems: list) -> dict[str, dict]:
-    seen: dict[str, dict] = {}
-    for i, entry in enumerate(raw.get(key) or []):
-        if entry['name'] in seen:
-            problems.append(v.Invalid(f'{key} entry {entry["name"]!r} is defined twice',
-                                      path=[key, i, 'name']))
-        seen[entry['name']] = entry
-    return seen
-
-
 def _check_label(raw_label: dict, path: list, diskimages: dict, cloud_images: dict,
                  provider_name: str, problems: list) -> None:
     name = raw_label['name']
@@ -210,8 +201,8 @@ class OpenStackDriver(Driver):
     def load_provider(self, raw: dict) -> ProviderConfig:
         unique_pools(raw)
         problems: list[v.Invalid] = []
-        diskimages = _unique(raw, 'diskimages', problems)
-        cloud_images = _unique(raw, 'cloud-images', problems)
+        diskimages = unique_entries(raw, 'diskimages', problems)
+        cloud_images = unique_entries(raw, 'cloud-images', problems)
         sample = SimpleNamespace(name='x')
         _check_format(raw.get('hostname-format', DEFAULT_HOSTNAME_FORMAT), ['hostname-format'],
                       {'label': sample, 'provider': sample, 'node': SimpleNamespace(id='1')},
@@ -301,15 +292,10 @@ def _pool(provider: ProviderConfig, raw: dict) -> PoolConfig:
     cloud_images = provider.settings['cloud-images']
     for raw_label in raw.get('labels') or []:
         image = cloud_images.get(raw_label.get('cloud-image'))
-        label = common_label(raw_label, username=image['username'] if image else None)
-        if image is not None and 'python-path' not in raw_label:
-            label.python_path = image['python-path']
-        if image is not None and 'shell-type' not in raw_label:
-            label.shell_type = image['shell-type']
+        label = image_label(raw_label, image or {}, None, pool.settings['host-key-checking'])
         label.diskimage = raw_label.get('diskimage')
         label.settings.setdefault('boot-from-volume', False)
         label.settings.setdefault('volume-size', DEFAULT_VOLUME_SIZE)
         label.settings.setdefault('console-log', False)
-        label.settings.setdefault('host-key-checking', pool.settings['host-key-checking'])
         pool.labels[label.name] = label
     return pool

@@ -24,6 +24,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tests.fakes.git_http import send_cgi_output
 from tests.fakes.gitlab.api import Api, Request, page
 from tests.fakes.gitlab.hooks import Deliverer
 from tests.fakes.gitlab.store import DEVELOPER, REPORTER, ZERO_SHA, ApiError, Store
@@ -147,154 +148,146 @@ class StandIn:
             os.chmod(hook, 0o755)
 
 
-def _handler(standin: StandIn):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = 'HTTP/1.1'
+class Handler(BaseHTTPRequestHandler):
+    """The stand-in's HTTP side: the REST API v4, its control routes and
+    git over HTTP (git http-backend); bound to a StandIn by _handler."""
 
-        def log_message(self, *args):
-            pass
+    standin: StandIn
+    protocol_version = 'HTTP/1.1'
 
-        def do_any(self):
-            url = urlsplit(self.path)
-            raw = self._body()
-            if url.path.startswith('/api/v4/'):
-                return self._api(url, raw)
-            if url.path.startswith('/-/standin/'):
-                status, body = standin.control(self.command, url.path,
-                                               json.loads(raw) if raw else {})
-                return self._json(status, body)
-            m = re.match(r'^/(.+?)\.git(/.*)$', url.path)
-            if m:
-                return self._git(m.group(1), m.group(2), url.query, raw)
-            return self._json(404, {'message': '404 Not Found'})
+    def log_message(self, *args):
+        pass
 
-        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_any  # noqa: N815
+    def do_any(self):
+        url = urlsplit(self.path)
+        raw = self._body()
+        if url.path.startswith('/api/v4/'):
+            return self._api(url, raw)
+        if url.path.startswith('/-/standin/'):
+            status, body = self.standin.control(self.command, url.path,
+                                           json.loads(raw) if raw else {})
+            return self._json(status, body)
+        m = re.match(r'^/(.+?)\.git(/.*)$', url.path)
+        if m:
+            return self._git(m.group(1), m.group(2), url.query, raw)
+        return self._json(404, {'message': '404 Not Found'})
 
-        def _body(self) -> bytes:
-            if 'chunked' in (self.headers.get('Transfer-Encoding') or '').lower():
-                data = b''
-                while True:
-                    size = int(self.rfile.readline().split(b';')[0].strip() or b'0', 16)
-                    if size == 0:
-                        self.rfile.readline()
-                        return data
-                    data += self.rfile.read(size)
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_any  # noqa: N815
+
+    def _body(self) -> bytes:
+        if 'chunked' in (self.headers.get('Transfer-Encoding') or '').lower():
+            data = b''
+            while True:
+                size = int(self.rfile.readline().split(b';')[0].strip() or b'0', 16)
+                if size == 0:
                     self.rfile.readline()
-            length = int(self.headers.get('Content-Length') or 0)
-            return self.rfile.read(length) if length else b''
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        length = int(self.headers.get('Content-Length') or 0)
+        return self.rfile.read(length) if length else b''
 
-        def _json(self, status, body, headers=None):
-            data = b'' if body is None else json.dumps(body).encode()
-            self.send_response(status)
-            for key, value in (headers or {}).items():
-                self.send_header(key, str(value))
-            self.send_header('Content-Type', 'application/json')
-            self.send_header('Content-Length', str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def _json(self, status, body, headers=None):
+        data = b'' if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, str(value))
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
-        def _api(self, url, raw):
-            path = url.path[len('/api/v4'):]
-            query = parse_qs(url.query)
-            user, token_given = standin.user_of(self.headers, query)
-            standin.requests.append({'method': self.command, 'path': path,
-                                     'user': (user or {}).get('username'),
-                                     'time': time.time()})
-            if token_given and user is None:
-                return self._json(401, {'message': '401 Unauthorized'})
-            standin.wait_if_held(self.command, path)
-            fault = standin.fault_for(self.command, path)
-            if fault is not None:
-                headers = {}
-                if fault.get('retry_after') is not None:
-                    headers['Retry-After'] = fault['retry_after']
-                if fault['status'] == 429:
-                    headers.update({'RateLimit-Limit': '600', 'RateLimit-Remaining': '0'})
-                    return self._json(429, {'message': 'Retry later'}, headers)
-                return self._json(fault['status'], {'message': f'{fault["status"]} Error'},
-                                  headers)
-            try:
-                body = json.loads(raw) if raw else {}
-                if not isinstance(body, dict):
-                    raise ValueError('not an object')
-            except ValueError:
-                return self._json(400, {'error': 'body is not valid JSON'})
-            try:
-                status, payload = standin.api.handle(Request(self.command, path, query, body,
-                                                             user))
-            except ApiError as exc:
-                return self._json(exc.status, {'message': exc.message}, exc.headers)
+    def _api(self, url, raw):
+        path = url.path[len('/api/v4'):]
+        query = parse_qs(url.query)
+        user, token_given = self.standin.user_of(self.headers, query)
+        self.standin.requests.append({'method': self.command, 'path': path,
+                                 'user': (user or {}).get('username'),
+                                 'time': time.time()})
+        if token_given and user is None:
+            return self._json(401, {'message': '401 Unauthorized'})
+        self.standin.wait_if_held(self.command, path)
+        fault = self.standin.fault_for(self.command, path)
+        if fault is not None:
             headers = {}
-            if isinstance(payload, list) and self.command == 'GET':
-                payload, headers = page(payload, query)
-            if path == '/projects' and self.command == 'POST':
-                standin.write_protection(standin.store.find_project(str(payload['id'])))
-            elif '/protected_branches' in path and self.command in ('POST', 'DELETE'):
-                standin.write_protection(standin.store.find_project(
-                    unquote(path.split('/')[2])))
-            return self._json(status, payload, headers)
+            if fault.get('retry_after') is not None:
+                headers['Retry-After'] = fault['retry_after']
+            if fault['status'] == 429:
+                headers.update({'RateLimit-Limit': '600', 'RateLimit-Remaining': '0'})
+                return self._json(429, {'message': 'Retry later'}, headers)
+            return self._json(fault['status'], {'message': f'{fault["status"]} Error'},
+                              headers)
+        try:
+            body = json.loads(raw) if raw else {}
+            if not isinstance(body, dict):
+                raise ValueError('not an object')
+        except ValueError:
+            return self._json(400, {'error': 'body is not valid JSON'})
+        try:
+            status, payload = self.standin.api.handle(Request(self.command, path, query, body,
+                                                         user))
+        except ApiError as exc:
+            return self._json(exc.status, {'message': exc.message}, exc.headers)
+        headers = {}
+        if isinstance(payload, list) and self.command == 'GET':
+            payload, headers = page(payload, query)
+        if path == '/projects' and self.command == 'POST':
+            self.standin.write_protection(self.standin.store.find_project(str(payload['id'])))
+        elif '/protected_branches' in path and self.command in ('POST', 'DELETE'):
+            self.standin.write_protection(self.standin.store.find_project(
+                unquote(path.split('/')[2])))
+        return self._json(status, payload, headers)
 
-        def _git(self, name, rest, query, raw):
-            store = standin.store
-            user, _ = standin.user_of(self.headers, {})
-            try:
-                project = store.find_project(name)
-            except ApiError:
-                project = None
-            push = 'git-receive-pack' in rest or 'service=git-receive-pack' in query
-            level = store.access(project, user) if project else 0
-            need = DEVELOPER if push else REPORTER
-            if project is None or level < need:
-                if user is None:
-                    self.send_response(401)
-                    self.send_header('WWW-Authenticate', 'Basic realm="GitLab"')
-                else:
-                    self.send_response(404 if level == 0 else 403)
-                self.send_header('Content-Length', '0')
-                self.end_headers()
-                return
-            standin.requests.append({'method': 'GIT', 'path': f'/{name}.git{rest}',
-                                     'user': user['username'], 'time': time.time()})
-            with store.lock if push else contextlib.nullcontext():
-                before = store.refs(project) if push and rest.endswith('receive-pack') \
-                    else None
-                out = self._backend(rest, query, raw, level)
-                if before is not None:
-                    after = store.refs(project)
-                    for ref in sorted(set(before) | set(after)):
-                        old, new = before.get(ref, ZERO_SHA), after.get(ref, ZERO_SHA)
-                        if old != new:
-                            standin.api.mrs.pushed(project, user, ref, old, new)
-            self._cgi(out)
-
-        def _backend(self, rest, query, raw, level) -> bytes:
-            root = os.path.join(standin.state_dir, 'repos')
-            env = dict(os.environ, GIT_PROJECT_ROOT=root, GIT_HTTP_EXPORT_ALL='1',
-                       PATH_INFO=self.path.split('?')[0], QUERY_STRING=query,
-                       REQUEST_METHOD=self.command,
-                       CONTENT_TYPE=self.headers.get('Content-Type') or '',
-                       CONTENT_LENGTH=str(len(raw)), REMOTE_USER='git',
-                       REMOTE_ADDR='127.0.0.1', STANDIN_ACCESS_LEVEL=str(level),
-                       HTTP_CONTENT_ENCODING=self.headers.get('Content-Encoding') or '',
-                       GIT_PROTOCOL=self.headers.get('Git-Protocol') or '')
-            return subprocess.run(['git', 'http-backend'], input=raw, env=env,
-                                  capture_output=True).stdout
-
-        def _cgi(self, out: bytes) -> None:
-            head, _, payload = out.partition(b'\r\n\r\n')
-            status, headers = 200, []
-            for line in head.decode().split('\r\n'):
-                key, _, value = line.partition(':')
-                if key.lower() == 'status':
-                    status = int(value.split()[0])
-                elif key:
-                    headers.append((key, value.strip()))
-            self.send_response(status)
-            for key, value in headers:
-                self.send_header(key, value)
-            self.send_header('Content-Length', str(len(payload)))
+    def _git(self, name, rest, query, raw):
+        store = self.standin.store
+        user, _ = self.standin.user_of(self.headers, {})
+        try:
+            project = store.find_project(name)
+        except ApiError:
+            project = None
+        push = 'git-receive-pack' in rest or 'service=git-receive-pack' in query
+        level = store.access(project, user) if project else 0
+        need = DEVELOPER if push else REPORTER
+        if project is None or level < need:
+            if user is None:
+                self.send_response(401)
+                self.send_header('WWW-Authenticate', 'Basic realm="GitLab"')
+            else:
+                self.send_response(404 if level == 0 else 403)
+            self.send_header('Content-Length', '0')
             self.end_headers()
-            self.wfile.write(payload)
+            return
+        self.standin.requests.append({'method': 'GIT', 'path': f'/{name}.git{rest}',
+                                 'user': user['username'], 'time': time.time()})
+        with store.lock if push else contextlib.nullcontext():
+            before = store.refs(project) if push and rest.endswith('receive-pack') \
+                else None
+            out = self._backend(rest, query, raw, level)
+            if before is not None:
+                after = store.refs(project)
+                for ref in sorted(set(before) | set(after)):
+                    old, new = before.get(ref, ZERO_SHA), after.get(ref, ZERO_SHA)
+                    if old != new:
+                        self.standin.api.mrs.pushed(project, user, ref, old, new)
+        self._cgi(out)
 
-    return Handler
+    def _backend(self, rest, query, raw, level) -> bytes:
+        root = os.path.join(self.standin.state_dir, 'repos')
+        env = dict(os.environ, GIT_PROJECT_ROOT=root, GIT_HTTP_EXPORT_ALL='1',
+                   PATH_INFO=self.path.split('?')[0], QUERY_STRING=query,
+                   REQUEST_METHOD=self.command,
+                   CONTENT_TYPE=self.headers.get('Content-Type') or '',
+                   CONTENT_LENGTH=str(len(raw)), REMOTE_USER='git',
+                   REMOTE_ADDR='127.0.0.1', STANDIN_ACCESS_LEVEL=str(level),
+                   HTTP_CONTENT_ENCODING=self.headers.get('Content-Encoding') or '',
+                   GIT_PROTOCOL=self.headers.get('Git-Protocol') or '')
+        return subprocess.run(['git', 'http-backend'], input=raw, env=env,
+                              capture_output=True).stdout
+
+    def _cgi(self, out: bytes) -> None:
+        send_cgi_output(self, out)
+
+
+def _handler(standin: StandIn):
+    return type('BoundHandler', (Handler,), {'standin': standin})
 

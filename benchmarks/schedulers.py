@@ -43,6 +43,7 @@ visible (events/s per busy core).
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import shutil
@@ -54,6 +55,7 @@ import threading
 import time
 import tracemalloc
 
+from benchmarks.loop_sampler import LoopSampler
 from benchmarks.scheduler import InstantExecutor, print_measures, thread_cpu, wait_all
 from nodepool.zk.localserver import LocalZooKeeper, free_port
 from tests.fakes.gerrit import GerritFixture
@@ -245,6 +247,8 @@ def run(n_projects: int, n_changes: int, n_schedulers: int, timeout: float,
         processed0 = sum(lp.processed for lp in loops)
         for lp in loops:
             lp.max_stall, lp.stalls_over_100ms = 0.0, 0
+            lp.stall_kinds.clear()
+        sampler = LoopSampler(loops).start() if SAMPLE else None
         # Check with the builds held: memory per queued item.
         site.executor.hold.set()
         tracemalloc.start()
@@ -290,6 +294,13 @@ def run(n_projects: int, n_changes: int, n_schedulers: int, timeout: float,
             'max_stall_ms': max(lp.max_stall for lp in loops) * 1000,
             'stalls_over_100ms': sum(lp.stalls_over_100ms for lp in loops),
         })
+        kinds = collections.Counter()
+        for lp in loops:
+            kinds.update(lp.stall_kinds)
+        out['stall_kinds'] = dict(kinds.most_common(8))
+        if sampler is not None:
+            sampler.stop()
+            sampler.report()
         out['reconfigure_s'] = _reconfigure(site, timeout)
     finally:
         site.stop()
@@ -345,10 +356,11 @@ def rows(results: list[dict]) -> list[tuple]:
 
 
 PROJECTS = CHANGES = TENANTS = 0
+SAMPLE = False
 
 
 def main(argv=None) -> None:
-    global PROJECTS, CHANGES, TENANTS
+    global PROJECTS, CHANGES, TENANTS, SAMPLE
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--projects', type=int, default=2000)
     parser.add_argument('--changes', type=int, default=200)
@@ -359,7 +371,11 @@ def main(argv=None) -> None:
                         help='tenants the projects are spread over')
     parser.add_argument('--active', action='store_true',
                         help='every scheduler active ([scheduler] standby = false)')
+    parser.add_argument('--sample', action='store_true',
+                        help='sample the loop threads\' stacks; print where they spend '
+                             'their time and where they stall')
     args = parser.parse_args(argv)
+    SAMPLE = args.sample
     PROJECTS, CHANGES, TENANTS = args.projects, args.changes, args.tenants
     results = []
     for n in [int(x) for x in args.schedulers.split(',')]:
@@ -367,6 +383,8 @@ def main(argv=None) -> None:
         results.append(run(args.projects, args.changes, n, args.timeout, args.tenants,
                            args.active))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    kinds = [', '.join(f'{k}: {n}' for k, n in r['stall_kinds'].items()) or '-'
+             for r in results]
     table = rows(results)
     width = max(len(r[0]) for r in table)
     header = ['measure'] + [f'{r["schedulers"]} scheduler(s)' for r in results]
@@ -374,6 +392,8 @@ def main(argv=None) -> None:
     print('-' * (width + 24 * len(results)))
     for name, *values in table:
         print(f'{name:<{width}}  ' + '  '.join(f'{v:>22}' for v in values))
+    for r, line in zip(results, kinds):
+        print(f'steps over 100 ms, {r["schedulers"]} scheduler(s): {line}')
 
 
 __all__ = ['main', 'print_measures']

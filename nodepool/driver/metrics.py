@@ -37,6 +37,8 @@ import time
 log = logging.getLogger('nodepool.metrics')
 
 COUNTER, GAUGE, TIMER = 'c', 'g', 'ms'
+# The most a statsd packet carries (lines sent together, in background).
+PACKET_SIZE = 1400
 _UNSAFE = re.compile(r'[^a-zA-Z0-9_:]')
 
 
@@ -62,11 +64,21 @@ class Metrics:
     """``host`` None: nothing is sent (the figures are still kept for
     Prometheus)."""
 
-    def __init__(self, host: str | None = None, port: int = 8125, prefix: str | None = None):
+    def __init__(self, host: str | None = None, port: int = 8125, prefix: str | None = None,
+                 background: bool = False):
         self.address = (host, int(port)) if host else None
         self.prefix = prefix or None
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM) if host else None
         self._lock = threading.Lock()
+        # ``background``: lines are sent by a thread of their own, several
+        # to a packet (statsd takes lines separated by newlines), so the
+        # caller (the scheduler's loop) makes no system call per figure.
+        self._outbox = None
+        if background and self._sock is not None:
+            import collections
+            self._outbox = collections.deque()
+            self._ready = threading.Event()
+            threading.Thread(target=self._sender, name='statsd-sender', daemon=True).start()
         # (name, kind) -> (value or sum, count): statsd sends a counter and
         # a timer under one name (nodepool.launch.ready); both are kept.
         self._values: dict[tuple[str, str], tuple[float, float]] = {}
@@ -102,10 +114,32 @@ class Metrics:
             return
         if self.prefix:
             name = f'{self.prefix}.{name}'
+        line = f'{name}:{value}|{kind}'.encode()
+        if self._outbox is not None:
+            self._outbox.append(line)
+            self._ready.set()
+            return
+        self._sendto(line)
+
+    def _sendto(self, packet: bytes) -> None:
         try:
-            self._sock.sendto(f'{name}:{value}|{kind}'.encode(), self.address)
+            self._sock.sendto(packet, self.address)
         except OSError as e:
             log.debug('statsd send failed: %s', e)
+
+    def _sender(self) -> None:
+        while True:
+            self._ready.wait()
+            self._ready.clear()
+            packet = b''
+            while self._outbox:
+                line = self._outbox.popleft()
+                if packet and len(packet) + len(line) + 1 > PACKET_SIZE:
+                    self._sendto(packet)
+                    packet = b''
+                packet = packet + b'\n' + line if packet else line
+            if packet:
+                self._sendto(packet)
 
     def values(self) -> dict[tuple[str, str], tuple[float, float]]:
         """(statsd name, kind) -> (value, or a timer's sum; count)."""

@@ -188,6 +188,8 @@ def test_a_request_ends_as_an_error_when_no_server_comes_back(gearman_server, pr
     results = Results()
     try:
         handle = client.merge_items([merge_item(1)], results)
+        # Submitted (off the caller's thread), then the server goes.
+        wait_for(lambda: handle.job is not None, timeout=30, what='the submit')
         gearman_server.stop()
         result = results.wait()
         assert not result.merged and 'lost connection' in result.error

@@ -247,7 +247,9 @@ def test_lost_gearman_server_completes_waiting_requests(project):
     client = MergeClient('127.0.0.1', port, reconnect_timeout=1)
     results = Results()
     try:
-        client.merge_items([queue_item(project, 1)], results)
+        handle = client.merge_items([queue_item(project, 1)], results)
+        # Submitted (off the caller's thread), then the server goes.
+        wait_for(lambda: handle.job is not None, timeout=30, what='the submit')
         gearman.shutdown()
         result = results.wait()
         assert not result.merged and 'lost connection' in result.error

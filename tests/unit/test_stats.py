@@ -315,3 +315,41 @@ def test_the_documented_prometheus_settings_load_as_printed(tmp_path, caplog):
     assert argv[0] == 'nodepool-builder'
     args = builder_parser().parse_args(argv[1:])
     assert (args.prometheus_port, args.prometheus_address) == (9094, '0.0.0.0')
+
+
+def test_queue_length_gauges_are_sent_when_they_change():
+    sent = []
+    client = SimpleNamespace(gauge=lambda name, value: sent.append((name, value)))
+    stats = SchedulerStats(client)
+    items = []
+    manager = SimpleNamespace(pipeline=SimpleNamespace(name='check'),
+                              all_items=lambda: iter(items))
+    stats.queue_lengths('t', [manager])
+    stats.queue_lengths('t', [manager])         # the same: nothing sent
+    items.append(object())
+    stats.queue_lengths('t', [manager])
+    assert sent == [('zuul.tenant.t.pipeline.check.current_changes', 0),
+                    ('zuul.tenant.t.pipeline.check.current_changes', 1)]
+
+
+def test_figures_sent_in_background_leave_the_callers_thread(listener):
+    import threading
+    client = StatsClient('127.0.0.1', listener.port, 'ci', background=True)
+    real = client._sock
+    senders = []
+
+    class Watched:
+        def sendto(self, data, address):
+            senders.append(threading.current_thread().name)
+            return real.sendto(data, address)
+    client._sock = Watched()
+    stats = SchedulerStats(client)
+    pipeline = SimpleNamespace(name='gate')
+    stats.item_enqueued('main', pipeline, _item())
+    client.gauge('zuul.x', 3)
+    client.timing('zuul.y', 12.7)
+    assert listener.lines(3) == ['ci.zuul.tenant.main.pipeline.gate.total_changes:1|c',
+                                 'ci.zuul.x:3|g', 'ci.zuul.y:12|ms']
+    assert senders and threading.current_thread().name not in senders
+    # Kept for Prometheus as when sent at once.
+    assert client.value('zuul.x') == 3.0

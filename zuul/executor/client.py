@@ -11,6 +11,7 @@ the result is in (tests, CLI tools).
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 
@@ -116,9 +117,21 @@ class ExecutorClient:
         self.gearman.waitForServer()
         self._handles: dict[str, BuildHandle] = {}
         self._lock = threading.Lock()
+        # Builds are submitted on a thread of their own, in order: a
+        # submit waits for the Gearman server's JOB_CREATED (and, while a
+        # server restarts, up to SUBMIT_WAIT), the scheduler's loop not.
+        self._submits: queue.Queue = queue.Queue()
+        self._submitter = threading.Thread(target=self._submit_loop, daemon=True,
+                                           name='executor-submit')
+        self._submitter.start()
 
     def stop(self) -> None:
+        self._submits.put(None)
+        self._submitter.join(SUBMIT_WAIT + 5)
         self.gearman.shutdown()
+
+    def pending_submits(self) -> int:
+        return self._submits.qsize()
 
     def execute(self, request: ExecuteRequest, on_progress=None,
                 on_complete=None, zone: str | None = None) -> BuildHandle:
@@ -129,14 +142,27 @@ class ExecutorClient:
                            unique=request.uuid)
         with self._lock:
             self._handles[request.uuid] = handle
-        try:
-            self._submit(job)
-        except (gear.GearmanError, gear.NoConnectedServersError, gear.TimeoutError) as exc:
-            # No Gearman server (a restart taking longer than it should):
-            # the build is lost before it started and is launched again.
-            log.warning('Unable to submit build %s: %s', request.uuid, exc)
-            self._on_failed(job, f'lost connection to the gearman server ({exc})')
+        self._submits.put((request.uuid, job))
         return handle
+
+    def _submit_loop(self) -> None:
+        while True:
+            entry = self._submits.get()
+            if entry is None:
+                return
+            uuid, job = entry
+            try:
+                self._submit(job)
+            except (gear.GearmanError, gear.NoConnectedServersError,
+                    gear.TimeoutError) as exc:
+                # No Gearman server (a restart taking longer than it
+                # should): the build is lost before it started and is
+                # launched again.
+                log.warning('Unable to submit build %s: %s', uuid, exc)
+                self._on_failed(job, f'lost connection to the gearman server ({exc})')
+            except Exception:
+                log.exception('Unable to submit build %s', uuid)
+                self._on_failed(job, 'unable to submit the build')
 
     def _submit(self, job) -> None:
         """Submit, waiting out a Gearman server restart (gear reconnects
@@ -158,7 +184,7 @@ class ExecutorClient:
             return False
         job = gear.TextJob(stop_function(handle.worker_hostname),
                            StopRequest(handle.uuid).to_json().decode('utf8'))
-        self._submit(job)
+        self._submits.put((handle.uuid, job))     # after its launch, in order
         return True
 
     # -- gear callbacks --------------------------------------------------

@@ -40,7 +40,14 @@ class KeyedWorkers:
 
     def submit(self, key, fn, *args, tag=None) -> Future:
         """Run ``fn(*args)`` on ``key``'s workers; ``deliver(result, tag)``
-        follows in submission order (``result`` is None if it raised)."""
+        follows in submission order (``result`` is None if it raised).
+        Once stopped nothing more runs (no new worker is started: a
+        report handed on late, e.g. by the report gate, must not keep a
+        stopping process alive)."""
+        if self._stopped:
+            future: Future = Future()
+            future.set_exception(RuntimeError(f'{self.name}: stopped'))
+            return future
         lane = self._lane(key)
         future = lane.pool.submit(fn, *args)
         with lane.cond:

@@ -17,12 +17,14 @@ StatsClient = Metrics
 _key = key_part
 
 
-def daemon_metrics(statsd_settings) -> Metrics:
+def daemon_metrics(statsd_settings, background: bool = False) -> Metrics:
     """A daemon's Metrics from zuul.conf's ``[statsd]`` (server, port,
-    prefix); without a server nothing is sent, figures are still kept."""
+    prefix); without a server nothing is sent, figures are still kept.
+    ``background``: sent by a thread of their own (the scheduler's loop)."""
     if statsd_settings is None or not getattr(statsd_settings, 'server', None):
         return Metrics(None)
-    return Metrics(statsd_settings.server, statsd_settings.port, statsd_settings.prefix)
+    return Metrics(statsd_settings.server, statsd_settings.port, statsd_settings.prefix,
+                   background=background)
 
 
 class SchedulerStats:
@@ -30,6 +32,8 @@ class SchedulerStats:
 
     def __init__(self, client: StatsClient | None):
         self.client = client
+        # pipeline key -> the current_changes gauge last sent.
+        self._lengths: dict[str, int] = {}
 
     def _pipeline_key(self, tenant, pipeline) -> str:
         return f'zuul.tenant.{_key(tenant)}.pipeline.{_key(pipeline.name)}'
@@ -52,7 +56,12 @@ class SchedulerStats:
             return
         for manager in managers:
             key = self._pipeline_key(tenant, manager.pipeline)
-            self.client.gauge(f'{key}.current_changes', sum(1 for _ in manager.all_items()))
+            length = sum(1 for _ in manager.all_items())
+            # A gauge keeps its value: a length that did not change is
+            # not sent again (each send is a system call on the loop).
+            if self._lengths.get(key) != length:
+                self._lengths[key] = length
+                self.client.gauge(f'{key}.current_changes', length)
 
     def build_completed(self, tenant, pipeline, item, build, hostname: str = '') -> None:
         """``hostname``: the canonical hostname of the change's connection,

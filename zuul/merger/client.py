@@ -192,7 +192,8 @@ class MergeClient:
         self._handles: dict[str, MergeJobHandle] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        # (handle, deadline, why, counts_as_attempt); None stops the thread.
+        # ('submit', handle), ('withdraw', handle) or (handle, deadline,
+        # why, counts_as_attempt), in order; None stops the thread.
         self._resubmits: queue.Queue = queue.Queue()
         self._resubmitter = threading.Thread(target=self._resubmit_loop, daemon=True,
                                              name='merge-resubmit')
@@ -268,12 +269,24 @@ class MergeClient:
 
     # -- gear ----------------------------------------------------------------
     def _submit(self, function, request, result_cls, error_result, callback) -> MergeJobHandle:
+        """The request is submitted on the client's own thread, in the
+        order asked: a submit waits for the Gearman server's JOB_CREATED,
+        which the scheduler's loop does not."""
         handle = MergeJobHandle(function, request, result_cls, error_result, callback)
+        with self._lock:
+            self._handles[handle.uuid] = handle
+        self._resubmits.put(('submit', handle))
+        return handle
+
+    def _first_submit(self, handle: MergeJobHandle) -> None:
+        # A handle canceled meanwhile is still sent, as it was when the
+        # submit came first: its result is dropped; cancel() withdraws it
+        # (its 'withdraw' follows on this thread).
         try:
             self._submit_job(handle, attempt=True)
         except Exception as exc:  # no server connected: submit once one is
-            self._resubmit_later(handle, f'unable to submit {function}: {exc}', attempt=True)
-        return handle
+            self._resubmit_later(handle, f'unable to submit {handle.function}: {exc}',
+                                 attempt=True)
 
     def _submit_job(self, handle: MergeJobHandle, attempt: bool) -> None:
         """Submit ``handle``'s request; raises when no server took it."""
@@ -341,7 +354,9 @@ class MergeClient:
             entry = self._resubmits.get()
             if entry is None or self._stopping.is_set():
                 return
-            if entry[0] == 'withdraw':
+            if entry[0] == 'submit':
+                self._first_submit(entry[1])
+            elif entry[0] == 'withdraw':
                 self._withdraw(entry[1])
             else:
                 self._resubmit(*entry)

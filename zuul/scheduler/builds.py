@@ -6,6 +6,7 @@ as result events (build-started, build-completed).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -266,8 +267,11 @@ class ExecutorAdapter:
         if history is None or not hasattr(history, 'record_reproduction'):
             return
         try:
+            # Taken where it is written (off the loop: a deep copy of the
+            # whole request); the request is not changed once submitted.
             history.record_reproduction(tenant, request.uuid,
-                                        public_request(request, self.repo_urls))
+                                        functools.partial(public_request, request,
+                                                          self.repo_urls))
         except Exception:
             log.exception('Unable to keep what build %s runs with', request.uuid)
 
@@ -400,7 +404,9 @@ class ExecutorAdapter:
     def forget(self, build: m.Build) -> None:
         """The build's result is applied: its record is no longer needed."""
         if self.records is not None:
-            self.records.delete(build.uuid)
+            # After the save holding its result, on the same session: not
+            # waited for (ZooKeeper applies it after the save).
+            self.records.delete(build.uuid, wait=False)
 
     def cancel(self, build: m.Build) -> None:
         handle = self.handles.pop(build.uuid, None)

@@ -316,11 +316,16 @@ class SchedulerContext:
         tenant = getattr(self.tenant.layout, 'tenant', None)
         build_page = build_page_base(tenant, getattr(self.scheduler, 'web_root', None))
         message = format_report(pipeline, item, action, build_page)
-        self._persist(pipeline, item, action)
+        # Every reporter off the loop: the loop does not wait for the
+        # write-ahead; the reports go out once it landed (report_gate).
+        off_loop = all(getattr(r, 'report_off_loop', None) is not None and
+                       r.can_report_off_loop() for r in reporters)
+        landed = self._persist(pipeline, item, action, wait=not off_loop)
         pending = False
         for reporter in reporters:
             try:
-                pending |= self._send_report(reporter, item, pipeline, action, message)
+                pending |= self._send_report(reporter, item, pipeline, action, message,
+                                             landed)
             except Exception:
                 item_log(item).exception('Reporter %s failed for %s', reporter, action)
         if pending:
@@ -329,7 +334,8 @@ class SchedulerContext:
             return self._merged(item)
         return None
 
-    def _send_report(self, reporter, item, pipeline, action, message) -> bool:
+    def _send_report(self, reporter, item, pipeline, action, message,
+                     landed=None) -> bool:
         """Report through ``reporter``: off the loop when it can
         (``report_off_loop``: its connection's workers call the API), else here.
         True when the outcome (did it merge?) comes later as a
@@ -347,10 +353,18 @@ class SchedulerContext:
                     self._emit_project_change_merged(item.change)
                 self.scheduler.add_result_event('report-completed', item=item,
                                                 merged=bool(merged))
-            submit(item, pipeline, action, message, done)
+            self._submit_after(landed, lambda: submit(item, pipeline, action, message, done),
+                               on_error=lambda: done(False))
             return True
-        submit(item, pipeline, action, message)
+        self._submit_after(landed, lambda: submit(item, pipeline, action, message))
         return False
+
+    def _submit_after(self, landed, submit, on_error=None) -> None:
+        gate = getattr(self.scheduler, 'report_gate', None)
+        if landed is None or gate is None:
+            submit()
+            return
+        gate.put(landed, submit, on_error)
 
     def _merged(self, item) -> bool:
         change = item.change
@@ -440,24 +454,32 @@ class SchedulerContext:
             # not at the end of the batch, so no restart reports it again.
             self._persist(pipeline, item, None)
 
-    def _persist(self, pipeline, item, action) -> None:
+    def _persist(self, pipeline, item, action, wait: bool = True):
         """Write-ahead of a report (``action``) or right after one
-        (None): the pipeline's state goes to ZooKeeper now."""
+        (None): the pipeline's state goes to ZooKeeper now. Not ``wait``:
+        sent, not waited for; returns the Event set once it landed (None:
+        nothing to wait for)."""
         manager = self.tenant.managers.get(pipeline.name) \
             if hasattr(self.tenant, 'managers') else None
         if manager is None:
-            return
+            return None
         if action is None:
             save = getattr(self.scheduler, 'save_state', None)
             if save is not None and getattr(self.scheduler, 'state_store', None):
                 try:
-                    save(only=manager)
+                    # Nothing waits for it: ZooKeeper applies it before
+                    # the next write-ahead, sent after it.
+                    save(only=manager, wait=False)
                 except Exception:
                     log.exception('Unable to save the state after a report')
-            return
+            return None
         before = getattr(self.scheduler, 'before_report', None)
-        if before is not None:
+        if before is None:
+            return None
+        if wait:
             before(manager, item, action)
+            return None
+        return before(manager, item, action, wait=False)
 
     def item_reported(self, pipeline, item, action):
         if self.scheduler.history:

@@ -53,6 +53,12 @@ class EventLoop:
         # an event arriving then waited at most (benchmarks, monitoring).
         self.max_stall = 0.0
         self.stalls_over_100ms = 0
+        # The steps over 100 ms by kind (``_describe``): which kind of
+        # work still blocks the loop (benchmarks print the top ones).
+        self.stall_kinds: collections.Counter = collections.Counter()
+        # When the step now running started (monotonic), None between
+        # steps: a sampler can tell a long step's stack from a short one's.
+        self.step_started: float | None = None
 
     # -- producers (any thread) -------------------------------------------
 
@@ -146,17 +152,19 @@ class EventLoop:
                 self._last_settle = time.monotonic()
 
     def _timed(self, step, *args):
-        start = time.monotonic()
+        start = self.step_started = time.monotonic()
         try:
             return step(*args)
         finally:
+            self.step_started = None
             spent = time.monotonic() - start
             if spent > self.max_stall:
                 self.max_stall = spent
             if spent > 0.1:
                 self.stalls_over_100ms += 1
-                log.info('Event loop busy %.0f ms in %s', spent * 1000,
-                         _describe(step, args))
+                kind = _describe(step, args)
+                self.stall_kinds[kind] += 1
+                log.info('Event loop busy %.0f ms in %s', spent * 1000, kind)
 
     def _dispatch(self, kind, event) -> None:
         self.processed += 1
@@ -173,7 +181,9 @@ class EventLoop:
     def _save(self) -> None:
         # Durable state: what the events and passes changed goes to
         # ZooKeeper once per batch, then the events are acknowledged.
-        save = getattr(self.handlers, 'save_state', None)
+        # ``save_batch``: sent without waiting for ZooKeeper's answer.
+        save = getattr(self.handlers, 'save_batch', None) or \
+            getattr(self.handlers, 'save_state', None)
         if save is None:
             return
         try:

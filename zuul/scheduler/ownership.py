@@ -157,7 +157,8 @@ class TenantOwnership:
                 path = self.queues.put(tenant.name, data)
                 if tenant.name in self.owned:
                     self._seen.setdefault(tenant.name, set()).add(path)
-                    self._to_loop(event, tenant.name, path)
+                    self._to_loop(event, tenant.name, path,
+                                  self.versions.get(tenant.name)['version'])
         if not count:
             log.debug('[e: %s] No tenant takes %s', event.event_id, event.describe())
         return count
@@ -178,10 +179,14 @@ class TenantOwnership:
             self.client.DataWatch(self.versions.path(tenant), changed)
         return self.latest_versions.get(tenant, 0) > self.known_versions.get(tenant, 0)
 
-    def _to_loop(self, event, tenant: str, path: str) -> None:
+    def _to_loop(self, event, tenant: str, path: str, version: int) -> None:
+        # ``version``: the tenant's layout version, read after the event
+        # was (a reconfiguration before the event is seen in it): the loop
+        # reads the version again only when it is newer than its layout.
         mine = copy.copy(event)
         mine._tenant = tenant
         mine._zk_path = path
+        mine._layout_version = version
         self.scheduler.loop.add_trigger_event(mine)
 
     def feed(self, tenant: str) -> int:
@@ -195,6 +200,7 @@ class TenantOwnership:
             seen = self._seen.setdefault(tenant, set())
             paths = self.queues.children(tenant)
             seen.intersection_update(paths)
+            found = []
             for path in paths:
                 if path in seen:
                     continue
@@ -202,9 +208,12 @@ class TenantOwnership:
                 event = event_from_data(self.queues.read(path))
                 if event is None:
                     continue
+                found.append((event, path))
+            version = self.versions.get(tenant)['version'] if found else 0
+            for event, path in found:
                 log.info('[e: %s] Trigger event %s of tenant %s from ZooKeeper',
                          event.event_id, event.describe(), tenant)
-                self._to_loop(event, tenant, path)
+                self._to_loop(event, tenant, path, version)
                 fed += 1
         return fed
 
@@ -338,12 +347,15 @@ class TenantOwnership:
             return False
         return not self.queues.children(tenant)
 
-    def ensure_newest_layout(self, tenant: str) -> bool:
+    def ensure_newest_layout(self, tenant: str, seen: int | None = None) -> bool:
         """Rebuild ``tenant``'s layout from the shared config cache if
         another scheduler reconfigured it since this one built its own;
-        True if it did."""
-        record = self.versions.get(tenant)
+        True if it did. ``seen``: the version read after the event about
+        to be processed (no ZooKeeper read when it is not newer)."""
         known = self.known_versions.get(tenant, 0)
+        if seen is not None and seen <= known:
+            return False
+        record = self.versions.get(tenant)
         if record['version'] <= known:
             return False
         projects = projects_since(record, known)

@@ -10,7 +10,9 @@ Collaborators are passed in (STYLE.md: narrow collaborators):
 
 from __future__ import annotations
 
+import collections
 import logging
+import threading
 import time
 
 from zuul.lib.urls import safe_link, safe_result_data
@@ -32,6 +34,9 @@ log = logging.getLogger('zuul.scheduler')
 # How often the leader notes in ZooKeeper that it is up to date (a
 # successor catches up on events since then).
 MARK_INTERVAL = 2.0
+# The loop's save snapshots only the tenants it touched, and all of them
+# at least this often (seconds).
+FULL_SAVE_INTERVAL = 5.0
 
 # Management requests on one tenant's queues: with several active
 # schedulers, answered by the one holding the tenant.
@@ -80,6 +85,8 @@ class Scheduler:
         # them: pipelines saved after every batch of events, trigger
         # events kept until the state they produced is saved.
         self.state_store = None
+        # zuul.scheduler.report_gate.ReportGate, made on first use.
+        self.report_gate = None
         self.event_queue = None
         # zuul.scheduler.status_publisher.StatusPublisher: the tenants'
         # status in ZooKeeper for zuul-web (None: not published).
@@ -87,6 +94,15 @@ class Scheduler:
         self._acks: list[str] = []
         self._forget: list = []
         self._marked = 0.0
+        # (acks, forgets) of saves that did not land, for the next save.
+        self._held_follow_ups: collections.deque = collections.deque()
+        self._saved_once = False
+        # The pipelines the loop touched since the last save (tenant ->
+        # names, None: all of the tenant's; None: all); when the loop's
+        # save last took every one.
+        self._dirty: dict | None = None
+        self._full_saved = 0.0
+        self._save_failed = False     # a write of the loop's save did not land
         # Per connection: creation time of the newest trigger event held
         # durably (for a successor's catch-up).
         self.latest_events: dict[str, float] = {}
@@ -222,62 +238,170 @@ class Scheduler:
                 event_signature(event))
             self._latest_changed = True
 
-    def save_state(self, only=None, tenant: str | None = None) -> int:
+    def save_state(self, only=None, tenant: str | None = None, wait: bool = True,
+                   then=None) -> int:
         """Write every pipeline whose state changed (or just the manager
         ``only``); then acknowledge the events and forget the build
-        records whose results are now saved. Returns pipelines written."""
+        records whose results are now saved. Returns pipelines written.
+
+        Not ``wait`` (the loop's save after each batch): the writes are
+        sent and the loop goes on; the acknowledgements, forgets and the
+        last-saved mark follow once ZooKeeper answered that the writes
+        landed (if one did not, they wait for the next save)."""
         if self.state_store is None:
             return 0
         from zuul.scheduler.state import snapshot
         states = []
+        dirty = self._take_dirty(wait, only, tenant)
         for state in list(self.tenants.values()):
             if not self.owns(state.name) or tenant not in (None, state.name):
                 continue    # another scheduler's (several active)
+            if dirty is not None and state.name not in dirty:
+                continue    # nothing on the loop touched it since the last save
+            touched = None if dirty is None else dirty[state.name]
             for name, manager in list(state.managers.items()):
                 if only is not None and manager is not only:
                     continue
+                if touched is not None and name not in touched:
+                    continue
                 states.append((state.name, name, snapshot(manager, self.nodes)))
-        # The changed pipelines' writes go out together: one round trip.
-        written = self.state_store.save_many(states)
+        if only is not None:
+            if wait:
+                return self._saved(self.state_store.save_many(states))
+
+            def landed(ok: bool) -> None:
+                if not ok:
+                    self._save_failed = True    # the loop's next save takes all
+                if then is not None:
+                    then(ok)
+            return self._saved(self.state_store.save_many(states, then=landed))
+        first, self._saved_once = not self._saved_once, True
+        follow = self._follow_ups()
+        if wait or first:
+            # The changed pipelines' writes go out together: one round trip.
+            written = self.state_store.save_many(states)
+            self._after_save(follow, wait=True)
+            return self._saved(written)
+        return self._saved(self.state_store.save_many(
+            states, then=lambda ok: self._after_save(follow, wait=False, ok=ok)))
+
+    def mark_dirty(self, tenant: str | None = None, pipeline: str | None = None) -> None:
+        """The loop changed (or may have changed) ``pipeline`` of
+        ``tenant`` (None: every pipeline of it; no tenant: of any): the
+        next save snapshots them."""
+        if tenant is None or self._dirty is None:
+            self._dirty = None
+            return
+        touched = self._dirty.get(tenant, ())
+        if touched is None:
+            return
+        if pipeline is None:
+            self._dirty[tenant] = None
+        else:
+            self._dirty[tenant] = set(touched) | {pipeline}
+
+    def _take_dirty(self, wait: bool, only, tenant) -> dict | None:
+        """The pipelines the loop's save snapshots: tenant -> pipeline
+        names or None (all of its pipelines); None: all. Only the
+        loop's save skips the others (a snapshot and its JSON encoding
+        are most of a save's CPU); every FULL_SAVE_INTERVAL it takes all,
+        so a change made without saying so is saved all the same."""
+        if only is not None or tenant is not None:
+            return None
+        dirty, self._dirty = self._dirty, {}
+        failed, self._save_failed = self._save_failed, False
+        now = time.monotonic()
+        if wait or dirty is None or failed or now - self._full_saved >= FULL_SAVE_INTERVAL:
+            self._full_saved = now
+            return None
+        return dirty
+
+    def _saved(self, written: int) -> int:
         if written and self.status_publisher is not None:
             self.status_publisher.changed()
-        if only is None:
-            now = time.time()
-            if self.marks_saved and (now - self._marked >= MARK_INTERVAL or
-                                     self._latest_changed):
-                from zuul.zk.pipeline_state import mark_saved
-                mark_saved(self.state_store.client, now, dict(self.latest_events),
-                           {k: list(v) for k, v in self.recent_events.items()})
-                self._marked = now
-                self._latest_changed = False
-            acks, self._acks = self._acks, []
-            if acks:
-                self.event_queue.ack_many(acks)
-            forget, self._forget = self._forget, []
-            for build in forget:
-                if hasattr(self.executor, 'forget'):
-                    self.executor.forget(build)
         return written
 
-    def before_report(self, manager, item, action: str) -> None:
-        """Write-ahead: the pipeline is saved with the report marked as
-        being sent, so a scheduler restored from it knows."""
-        if self.state_store is None or action in ('start', 'enqueue'):
+    def _follow_ups(self) -> tuple:
+        """What a save makes final: the events to acknowledge, the build
+        records to forget, the last-saved mark (or None: not due)."""
+        while self._held_follow_ups:
+            acks, forget = self._held_follow_ups.popleft()
+            self._acks[:0], self._forget[:0] = acks, forget
+        acks, self._acks = self._acks, []
+        forget, self._forget = self._forget, []
+        mark = None
+        now = time.time()
+        if self.marks_saved and (now - self._marked >= MARK_INTERVAL or
+                                 self._latest_changed):
+            mark = (now, dict(self.latest_events),
+                    {k: list(v) for k, v in self.recent_events.items()})
+            self._marked = now
+            self._latest_changed = False
+        return acks, forget, mark
+
+    def _after_save(self, follow: tuple, wait: bool, ok: bool = True) -> None:
+        acks, forget, mark = follow
+        if not ok:
+            # A write did not land: kept for the next save (the loop's).
+            self._held_follow_ups.append((acks, forget))
+            self._latest_changed = True
+            self._save_failed = True        # the next save takes every tenant
             return
+        # Waited for or not, they go out on the save's ZooKeeper session
+        # after it, which applies them in order.
+        if mark is not None:
+            from zuul.zk.pipeline_state import mark_saved
+            mark_saved(self.state_store.client, *mark, wait=wait)
+        if acks:
+            self.event_queue.ack_many(acks, wait=False)
+        for build in forget:
+            if hasattr(self.executor, 'forget'):
+                self.executor.forget(build)
+
+    def save_batch(self) -> int:
+        """The loop's save after a batch: not waited for."""
+        return self.save_state(wait=False)
+
+    def before_report(self, manager, item, action: str, wait: bool = True):
+        """Write-ahead: the pipeline is saved with the report marked as
+        being sent, so a scheduler restored from it knows. Not ``wait``:
+        returns an Event set once the write landed (or failed: the report
+        goes all the same), None when nothing was written."""
+        if self.state_store is None or action in ('start', 'enqueue'):
+            return None
         item.reporting = action
         item.reporting_time = time.time()
+        landed = None if wait else threading.Event()
+        if landed is not None and self.report_gate is None:
+            from zuul.scheduler.report_gate import ReportGate
+            self.report_gate = ReportGate()
         try:
-            self.save_state(only=manager)
+            self.save_state(only=manager, wait=wait,
+                            then=None if landed is None else lambda ok: landed.set())
         except Exception:
             log.exception('Unable to save the state before reporting')
+            if landed is not None:
+                landed.set()
+        return landed
 
     def stop(self) -> None:
         """Finish the event being handled, stop, and save the state."""
         self.loop.stop()
         try:
             self.save_state()
+            # The loop's last saves answered, their follow-ups sent.
+            landed = getattr(self.state_store, 'wait_landed', None)
+            if landed is not None:
+                landed()
         except Exception:
             log.exception('Unable to save the state while stopping')
+        # Reports waiting for their write-ahead are handed on.
+        if self.report_gate is not None:
+            self.report_gate.stop()
+        # The build history's writes asked for so far are written.
+        stop_writer = getattr(self.history, 'stop', None)
+        if stop_writer is not None:
+            stop_writer()
 
     def add_trigger_event(self, event: TriggerEvent) -> None:
         if self.ownership is not None:
@@ -326,6 +450,12 @@ class Scheduler:
             return True
         if getattr(getattr(self.executor, 'pins', None), 'pending', 0):
             return True
+        if getattr(self.history, 'pending', lambda: 0)():
+            return True     # build history rows not written yet
+        if getattr(self.state_store, 'in_flight', 0):
+            return True     # pipeline state sent, not answered yet
+        if self.report_gate is not None and self.report_gate.pending():
+            return True     # reports waiting for their write-ahead
         for tenant in self.tenants.values():
             for manager in tenant.managers.values():
                 for item in manager.all_items():
@@ -384,6 +514,7 @@ class Scheduler:
     # -- handlers (scheduler thread) ------------------------------------------
 
     def handle_management(self, event: ManagementEvent) -> None:
+        self.mark_dirty()
         handler = getattr(self, '_mgmt_' + event.kind.replace('-', '_'), None)
         if handler is None:
             event.done(exception=ValueError(f'unknown request {event.kind}'))
@@ -403,6 +534,7 @@ class Scheduler:
 
     def handle_result(self, event: ResultEvent) -> None:
         args = event.args
+        self.mark_dirty(*self._pipeline_of_result(args))
         if event.kind == 'merge-completed':
             bs = args['build_set']
             self._manager_of(bs.item).on_merge_completed(bs, args['result'])
@@ -464,10 +596,12 @@ class Scheduler:
         tenant = getattr(event, '_tenant', None)
         if tenant is not None and not self.owns(tenant):
             return      # given up meanwhile: left in the queue for the holder
+        self.mark_dirty(tenant)
         try:
             if tenant is not None and self.ownership is not None:
                 # Never act on a layout older than another scheduler's.
-                self.ownership.ensure_newest_layout(tenant)
+                self.ownership.ensure_newest_layout(
+                    tenant, seen=getattr(event, '_layout_version', None))
             self._handle_trigger(event)
         finally:
             path = getattr(event, '_zk_path', None)
@@ -525,15 +659,20 @@ class Scheduler:
         for tenant in list(self.tenants.values()):
             if not self.owns(tenant.name):
                 continue
-            for manager in list(tenant.managers.values()):
+            tenant_changed = False
+            for name, manager in list(tenant.managers.items()):
                 try:
-                    changed |= manager.process_queues()
+                    if manager.process_queues():
+                        tenant_changed = True
+                        self.mark_dirty(tenant.name, name)
                 except Exception:
+                    self.mark_dirty(tenant.name, name)
                     # Managers fail single items themselves; this keeps a
                     # bug elsewhere in one pipeline from stalling the rest.
                     log.exception('Error processing pipeline %s of tenant %s',
                                   manager.name, tenant.name)
-            if changed and self.stats is not None:
+            changed |= tenant_changed
+            if tenant_changed and self.stats is not None:
                 self.stats.queue_lengths(tenant.name, tenant.managers.values())
         reprioritize = getattr(self.nodes, 'reprioritize', None)
         if reprioritize is not None:
@@ -546,6 +685,23 @@ class Scheduler:
         return changed
 
     # -- helpers -------------------------------------------------------------
+
+    def _pipeline_of_result(self, args: dict) -> tuple:
+        """(tenant, pipeline) whose item a result event is about ((None,
+        None): unknown). Its effects on other pipelines come through
+        events or passes, which say so themselves."""
+        item = args.get('item')
+        if item is None:
+            holder = args.get('build_set') or getattr(args.get('build'), 'build_set', None)
+            item = getattr(holder, 'item', None)
+        if item is None:
+            return None, None
+        manager = self._manager_of(item)
+        for tenant in self.tenants.values():
+            for name, candidate in tenant.managers.items():
+                if candidate is manager:
+                    return tenant.name, name
+        return None, None
 
     def _manager_of(self, item: m.QueueItem):
         for tenant in self.tenants.values():

@@ -279,11 +279,14 @@ class SchedulerService:
         stats = history = None
         if conf.statsd.server or conf.scheduler.prometheus_port is not None:
             from zuul.lib.stats import SchedulerStats, daemon_metrics
-            stats = SchedulerStats(daemon_metrics(conf.statsd))
+            stats = SchedulerStats(daemon_metrics(conf.statsd, background=True))
         if conf.database.dburi:
             from zuul.driver.sql.history import BuildHistory
+            from zuul.driver.sql.writer import HistoryWriter
             history = BuildHistory(conf.database.dburi, conf.database.table_prefix)
             history.migrate()
+            # Its writes leave the loop (an insert waits on the database).
+            history = HistoryWriter(history)
         return stats, history
 
     def _start_connections(self, since: dict | None) -> None:

@@ -139,7 +139,20 @@ class BuildRecords:
             return False
         return self.client.exists(f'{EXECUTOR_ROOT}/{hostname}') is not None
 
-    def delete(self, uuid: str) -> None:
+    def delete(self, uuid: str, wait: bool = True) -> None:
+        """Not ``wait``: sent, not waited for (a failure is logged)."""
+        if not wait:
+            pending = self.client.delete_async(f'{BUILD_ROOT}/{uuid}')
+
+            def done(result):
+                try:
+                    result.get()
+                except NoNodeError:
+                    pass
+                except Exception as exc:
+                    log.warning('Unable to delete the record of build %s: %s', uuid, exc)
+            pending.rawlink(done)
+            return
         try:
             self.client.delete(f'{BUILD_ROOT}/{uuid}')
         except NoNodeError:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import urllib.parse
 import zlib
 
@@ -43,6 +44,27 @@ def _encode(state: dict) -> tuple[bytes, str]:
     return raw, hashlib.sha256(raw).hexdigest()
 
 
+class _Join:
+    """``then(all ok)`` once ``count`` answers came in."""
+
+    def __init__(self, count: int, then):
+        self.left = count
+        self.ok = True
+        self.then = then
+        self._lock = threading.Lock()
+
+    def one(self, ok: bool) -> None:
+        with self._lock:
+            self.ok &= ok
+            self.left -= 1
+            if self.left:
+                return
+        try:
+            self.then(self.ok)
+        except Exception:
+            log.exception('Error after saving the pipeline state')
+
+
 class PipelineStateStore:
     def __init__(self, client):
         self.client = client
@@ -52,15 +74,29 @@ class PipelineStateStore:
         # path -> (generation, shards) as this process last wrote it.
         self._current: dict[str, tuple[int, int]] = {}
         self.writes = 0
+        # Transactions sent and not yet answered (save_many with ``then``).
+        self.in_flight = 0
+        self._lock = threading.Condition()
+        # Paths read and found without a znode (see _prepare).
+        self._absent: set[str] = set()
 
     def path(self, tenant: str, pipeline: str) -> str:
         return f'{STATE_ROOT}/{_quote(tenant)}/pipeline/{_quote(pipeline)}'
 
-    def save_many(self, states) -> int:
+    def save_many(self, states, then=None) -> int:
         """``save`` each ``(tenant, pipeline, state)``, the transactions of
         the changed ones sent together (one round trip, not one each);
         returns how many were written. One whose write fails is written
-        again alone, as ``save`` does."""
+        again alone, as ``save`` does.
+
+        With ``then``: the transactions are sent and not waited for;
+        ``then(ok)`` runs (on the ZooKeeper client's thread) once they all
+        landed, ``ok`` False if one did not (the next save writes that
+        pipeline again, reading its header first). Returns how many were
+        sent. ZooKeeper applies one session's requests in order, so what
+        is sent after them lands after them."""
+        if then is not None:
+            return self._send_many(states, then)
         sent, retry = [], []
         for tenant, pipeline, state in states:
             raw, digest = _encode(state)
@@ -96,16 +132,76 @@ class PipelineStateStore:
             written += bool(self.save(*args))
         return written
 
+    def _send_many(self, states, then) -> int:
+        sent, written = [], 0
+        for tenant, pipeline, state in states:
+            raw, digest = _encode(state)
+            path = self.path(tenant, pipeline)
+            if self._written.get(path) == digest:
+                continue
+            current = self._current.get(path)
+            if current is None:
+                # Not written by this process yet (or a write failed):
+                # the header is read and the state written, waited for.
+                written += bool(self.save(tenant, pipeline, state))
+                continue
+            tx, generation, count = self._transaction(path, raw, digest, current)
+            # Counted as written until it is known not to be: the next
+            # transaction builds on this one (and fails if this did).
+            self._current[path] = (generation, count)
+            self._written[path] = digest
+            sent.append((path, digest, (generation, count), tx))
+        join = _Join(len(sent), then)
+        for path, digest, current, tx in sent:
+            with self._lock:
+                self.in_flight += 1
+            tx.commit_async().rawlink(
+                lambda result, path=path, digest=digest, current=current:
+                self._landed(result, path, digest, current, join))
+        if not sent:
+            then(True)
+        return written + len(sent)
+
+    def wait_landed(self, timeout: float = 30.0) -> bool:
+        """Until every transaction sent is answered (stopping)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self.in_flight == 0, timeout)
+
+    def _landed(self, result, path: str, digest: str, current, join) -> None:
+        try:
+            ok = not any(isinstance(r, Exception) for r in result.get())
+        except Exception as exc:
+            log.warning('Pipeline state %s not written: %s', path, exc)
+            ok = False
+        with self._lock:
+            self.in_flight -= 1
+            self._lock.notify_all()
+            if ok:
+                self.writes += 1
+            else:
+                if self._current.get(path) == current:
+                    self._current.pop(path, None)
+                if self._written.get(path) == digest:
+                    self._written.pop(path, None)
+        join.one(ok)
+
     def _transaction(self, path: str, raw: bytes, digest: str, current: tuple[int, int]):
         data = zlib.compress(raw, 3)
         shards = [data[i:i + SHARD_SIZE] for i in range(0, len(data), SHARD_SIZE)] or [b'']
         generation = current[0] + 1
+        header = json.dumps({'version': FORMAT_VERSION, 'generation': generation,
+                             'shards': len(shards), 'digest': digest}).encode('utf8')
         tx = self.client.transaction()
+        absent = path in self._absent
+        if absent:
+            # Its first write makes the znode (if that fails, the write is
+            # made again the waited-for way, which reads what is there).
+            self._absent.discard(path)
+            tx.create(path, header)
         for index, shard in enumerate(shards):
             tx.create(f'{path}/{generation}-{index:04d}', shard)
-        tx.set_data(path, json.dumps({'version': FORMAT_VERSION, 'generation': generation,
-                                      'shards': len(shards),
-                                      'digest': digest}).encode('utf8'))
+        if not absent:
+            tx.set_data(path, header)
         if current[0]:
             for index in range(current[1]):
                 tx.delete(f'{path}/{current[0]}-{index:04d}')
@@ -155,6 +251,7 @@ class PipelineStateStore:
         for _ in range(5):
             header, generation = self._header(path)
             if not header or not generation:
+                self._prepare(path, header)
                 return None
             if header.get('version') != FORMAT_VERSION:
                 raise ValueError(f'{path}: pipeline state format version '
@@ -171,10 +268,24 @@ class PipelineStateStore:
             return state
         raise RuntimeError(f'{path}: the pipeline state kept changing while being read')
 
+    def _prepare(self, path: str, header) -> None:
+        """Nothing saved at ``path`` yet (this is a read before the
+        pipeline is used): the first write of it is a transaction like the
+        others, not waited for (save_many), which creates its znode (the
+        parent is made now)."""
+        if header is None:
+            try:
+                self.client.ensure_path(path.rsplit('/', 1)[0])
+            except NodeExistsError:
+                pass
+            self._absent.add(path)
+        self._current.setdefault(path, (0, 0))
+
     def delete(self, tenant: str, pipeline: str) -> None:
         path = self.path(tenant, pipeline)
         self._written.pop(path, None)
         self._current.pop(path, None)
+        self._absent.discard(path)
         try:
             self.client.delete(path, recursive=True)
         except NoNodeError:
@@ -191,14 +302,39 @@ class PipelineStateStore:
 ALIVE_PATH = '/zuul/scheduler/last-saved'
 
 
+def _unless_failed(pending, what: str, then=None) -> None:
+    """Log (or ``then()``) when the asynchronous request ``pending``
+    fails; a node already gone is no failure."""
+    def done(result):
+        try:
+            outcome = result.get()
+        except NoNodeError:
+            return
+        except Exception as exc:
+            if then is not None:
+                then()
+            else:
+                log.warning('Unable to write %s: %s', what, exc)
+            return
+        if then is not None and isinstance(outcome, list) and \
+                any(isinstance(r, Exception) for r in outcome):
+            then()
+    pending.rawlink(done)
+
+
 def mark_saved(client, when: float, connections: dict | None = None,
-               recent: dict | None = None) -> None:
+               recent: dict | None = None, wait: bool = True) -> None:
     """When the leading scheduler last saved its state, and per connection
     the creation time of the newest event it holds durably (processed, or
     waiting in the event queue): a successor asks each connection for what
     happened after that."""
     data = json.dumps({'time': when, 'connections': connections or {},
                        'recent': recent or {}}).encode('utf8')
+    if not wait:
+        # Sent, not waited for: requests of one session are applied in
+        # order, so it lands after the save sent before it.
+        _unless_failed(client.set_async(ALIVE_PATH, data), f'the mark {ALIVE_PATH}')
+        return
     try:
         client.set(ALIVE_PATH, data)
     except NoNodeError:
@@ -269,19 +405,30 @@ class TriggerEventQueue:
                 self.ack(path)
         return out
 
+    def _ack_async(self, paths: list[str]) -> None:
+        for path in paths:
+            _unless_failed(self.client.delete_async(path), f'the acknowledgement of {path}')
+
     def ack(self, path: str) -> None:
         try:
             self.client.delete(path)
         except NoNodeError:
             pass
 
-    def ack_many(self, paths: list[str]) -> None:
-        """Delete processed events, in transactions of up to 200."""
+    def ack_many(self, paths: list[str], wait: bool = True) -> None:
+        """Delete processed events, in transactions of up to 200. Not
+        ``wait``: sent, not waited for (applied after what the session
+        sent before; a transaction refused because one event was gone
+        already is followed by deletes one by one)."""
         for start in range(0, len(paths), 200):
             chunk = paths[start:start + 200]
             tx = self.client.transaction()
             for path in chunk:
                 tx.delete(path)
+            if not wait:
+                _unless_failed(tx.commit_async(), 'event acknowledgements',
+                               then=lambda chunk=chunk: self._ack_async(chunk))
+                continue
             if any(isinstance(r, Exception) for r in tx.commit()):
                 for path in chunk:      # one was gone already: one by one
                     self.ack(path)

@@ -230,6 +230,50 @@ def _iso(value):
     return value.isoformat() if value is not None else None
 
 
+def buildset_rows(tenant: str, pipeline, item, result: str, message: str = '') -> dict:
+    """The rows recording a reported item and its builds, taken now (on
+    the thread that owns the item) so that they can be written later on
+    another thread (zuul.driver.sql.writer)."""
+    change = item.change
+    bs = item.current_build_set
+    builds = list(bs.builds.values())
+    starts = [b.start_time for b in builds if b.start_time]
+    ends = [b.end_time for b in builds if b.end_time]
+    buildset = dict(
+        uuid=bs.uuid, tenant=tenant, pipeline=getattr(pipeline, 'name', pipeline),
+        project=change.project, change=getattr(change, 'number', None),
+        patchset=str(change.patchset) if getattr(change, 'patchset', None) else None,
+        ref=change.ref, oldrev=getattr(change, 'oldrev', None),
+        newrev=getattr(change, 'newrev', None), branch=getattr(change, 'branch', None),
+        ref_url=getattr(change, 'url', None), result=result.upper().replace('-', '_'),
+        message=message, event_id=item.event_id,
+        first_build_start_time=_dt(min(starts)) if starts else None,
+        last_build_end_time=_dt(max(ends)) if ends else None,
+        updated=_dt(item.dequeue_time or item.enqueue_time))
+    rows = [build_row(build) for build in builds]
+    rows += [build_row(build, final=False)
+             for build in getattr(bs, 'retried_builds', None) or ()]
+    return {'buildset': buildset, 'builds': rows}
+
+
+def build_row(build, final: bool = True) -> dict:
+    """One build's row and its artifacts' rows (see buildset_rows)."""
+    row = dict(
+        uuid=build.uuid, job_name=build.job.name,
+        result=build.result, start_time=_dt(build.start_time),
+        end_time=_dt(build.end_time), voting=build.job.voting, log_url=build.log_url,
+        error_detail=build.error_detail, final=final,
+        held=bool(getattr(build, 'held', False)),
+        nodeset=getattr(build, 'nodeset', None),
+        nodes=json.dumps(getattr(build, 'nodes', None) or []),
+        **_waste_values(build))
+    artifacts = (build.result_data.get('zuul') or {}).get('artifacts') or []
+    return {'build': row, 'artifacts': [
+        dict(name=art.get('name'), url=art.get('url'),
+             meta=str(art.get('metadata')) if art.get('metadata') else None)
+        for art in artifacts]}
+
+
 class BuildHistory:
     """Records finished buildsets and answers the web API's queries."""
 
@@ -281,62 +325,47 @@ class BuildHistory:
     def record_buildset(self, tenant: str, pipeline, item, result: str,
                         message: str = '') -> int:
         """Store a reported item and its builds; returns the buildset id."""
-        change = item.change
-        bs = item.current_build_set
-        builds = list(bs.builds.values())
-        starts = [b.start_time for b in builds if b.start_time]
-        ends = [b.end_time for b in builds if b.end_time]
+        return self.write_buildset(buildset_rows(tenant, pipeline, item, result, message))
+
+    def write_buildset(self, rows: dict) -> int:
+        """Store what :func:`buildset_rows` took of a reported item."""
         t = self.tables
         with self.engine.begin() as conn:
             buildset_id = conn.execute(sa.insert(t['buildset']).values(
-                uuid=bs.uuid, tenant=tenant, pipeline=getattr(pipeline, 'name', pipeline),
-                project=change.project, change=getattr(change, 'number', None),
-                patchset=str(change.patchset) if getattr(change, 'patchset', None) else None,
-                ref=change.ref, oldrev=getattr(change, 'oldrev', None),
-                newrev=getattr(change, 'newrev', None), branch=getattr(change, 'branch', None),
-                ref_url=getattr(change, 'url', None), result=result.upper().replace('-', '_'),
-                message=message, event_id=item.event_id,
-                first_build_start_time=_dt(min(starts)) if starts else None,
-                last_build_end_time=_dt(max(ends)) if ends else None,
-                updated=_dt(item.dequeue_time or item.enqueue_time))).inserted_primary_key[0]
-            for build in builds:
+                **rows['buildset'])).inserted_primary_key[0]
+            for build in rows['builds']:
                 self._insert_build(conn, buildset_id, build)
-            for build in getattr(bs, 'retried_builds', None) or ():
-                self._insert_build(conn, buildset_id, build, final=False)
         return buildset_id
 
     def record_build(self, buildset_uuid: str, build, final: bool = False) -> bool:
         """Add one build to a recorded buildset: an earlier attempt of a
         retried job (``final`` False), so the build page can link the
         reruns. False when no buildset ``buildset_uuid`` is recorded."""
+        return self.write_build(buildset_uuid, build_row(build, final))
+
+    def write_build(self, buildset_uuid: str, row: dict) -> bool:
         s = self.tables['buildset']
         with self.engine.begin() as conn:
-            row = conn.execute(sa.select(s.c.id).where(s.c.uuid == buildset_uuid)).first()
-            if row is None:
+            found = conn.execute(sa.select(s.c.id).where(s.c.uuid == buildset_uuid)).first()
+            if found is None:
                 return False
-            self._insert_build(conn, row[0], build, final)
+            self._insert_build(conn, found[0], row)
         return True
 
-    def _insert_build(self, conn, buildset_id: int, build, final: bool = True) -> None:
+    def _insert_build(self, conn, buildset_id: int, row: dict) -> None:
         t = self.tables
         build_id = conn.execute(sa.insert(t['build']).values(
-            buildset_id=buildset_id, uuid=build.uuid, job_name=build.job.name,
-            result=build.result, start_time=_dt(build.start_time),
-            end_time=_dt(build.end_time), voting=build.job.voting, log_url=build.log_url,
-            error_detail=build.error_detail, final=final,
-            held=bool(getattr(build, 'held', False)),
-            nodeset=getattr(build, 'nodeset', None),
-            nodes=json.dumps(getattr(build, 'nodes', None) or []),
-            **_waste_values(build))).inserted_primary_key[0]
-        artifacts = (build.result_data.get('zuul') or {}).get('artifacts') or []
-        for art in artifacts:
-            conn.execute(sa.insert(t['artifact']).values(
-                build_id=build_id, name=art.get('name'), url=art.get('url'),
-                meta=str(art.get('metadata')) if art.get('metadata') else None))
+            buildset_id=buildset_id, **row['build'])).inserted_primary_key[0]
+        for art in row['artifacts']:
+            conn.execute(sa.insert(t['artifact']).values(build_id=build_id, **art))
 
     def record_reproduction(self, tenant: str, uuid: str, data: dict) -> None:
         """Keep what build ``uuid`` was launched with (a retried build's
-        new attempt has a new uuid). ``data`` must hold no secret."""
+        new attempt has a new uuid). ``data`` must hold no secret; it may
+        be a function returning it, called here (on the writer's thread
+        when written through zuul.driver.sql.writer)."""
+        if callable(data):
+            data = data()
         with self.engine.begin() as conn:
             conn.execute(sa.insert(self.tables['reproduction']).values(
                 uuid=uuid, tenant=tenant, data=json.dumps(data),

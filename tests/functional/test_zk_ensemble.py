@@ -323,18 +323,11 @@ def test_the_documented_member_config_is_what_the_ensemble_runs(zk_ensemble, tmp
             assert f.read() == (data_dir / 'myid').read_text()
 
 
-@pytest.mark.parametrize('standby', ['true', 'false'])
 def test_zuul_verifies_changes_through_member_loss_and_quorum_loss(zk_ensemble,
-                                                                   zuul_on_ensemble, standby):
-    """Also with an active scheduler (``standby = false``, issue 29):
-    there an event is stored in its tenant's ZooKeeper queue before any
-    scheduler acts on it, so one that arrives without quorum waits for
-    it at the intake."""
+                                                                   zuul_on_ensemble):
     system = zuul_on_ensemble
     ensemble = zk_ensemble.ensemble
-    system.configure_scheduler(standby=standby)
     assert system.conf.zookeeper.hosts == zk_ensemble.hosts
-    assert system.conf.scheduler.standby is (standby == 'true')
     system.create_projects()
     system.start()
     client = system.service.zk.client

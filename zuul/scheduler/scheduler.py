@@ -11,6 +11,7 @@ Collaborators are passed in (STYLE.md: narrow collaborators):
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from zuul.lib.urls import safe_link, safe_result_data
@@ -92,6 +93,8 @@ class Scheduler:
         self.latest_events: dict[str, float] = {}
         self.recent_events: dict[str, list] = {}
         self._latest_changed = False
+        # Connection threads note events while the loop writes the mark.
+        self._latest_lock = threading.Lock()
         self.restored_items = 0
         # zuul.scheduler.ownership.TenantOwnership when several schedulers
         # are active ([scheduler] standby = false): only the tenants it
@@ -212,15 +215,34 @@ class Scheduler:
     def _note_latest(self, event) -> None:
         from zuul.zk.pipeline_state import event_signature
         stamp = float(getattr(event, 'timestamp', 0) or 0)
-        latest = self.latest_events.get(event.connection, 0)
-        if stamp > latest:
-            self.latest_events[event.connection] = stamp
-            self.recent_events[event.connection] = [event_signature(event)]
-            self._latest_changed = True
-        elif stamp == latest:
-            self.recent_events.setdefault(event.connection, []).append(
-                event_signature(event))
-            self._latest_changed = True
+        with self._latest_lock:
+            latest = self.latest_events.get(event.connection, 0)
+            if stamp > latest:
+                self.latest_events[event.connection] = stamp
+                self.recent_events[event.connection] = [event_signature(event)]
+                self._latest_changed = True
+            elif stamp == latest:
+                self.recent_events.setdefault(event.connection, []).append(
+                    event_signature(event))
+                self._latest_changed = True
+
+    def _save_mark(self, now: float) -> None:
+        """The newest events held durably, for a successor's catch-up. An
+        event noted while the mark is being written marks it changed
+        again (written next time), never lost: a successor would
+        synthesize it a second time."""
+        from zuul.zk.pipeline_state import mark_saved
+        with self._latest_lock:
+            self._latest_changed = False
+            latest = dict(self.latest_events)
+            recent = {k: list(v) for k, v in self.recent_events.items()}
+        try:
+            mark_saved(self.state_store.client, now, latest, recent)
+        except Exception:
+            with self._latest_lock:
+                self._latest_changed = True
+            raise
+        self._marked = now
 
     def save_state(self, only=None, tenant: str | None = None) -> int:
         """Write every pipeline whose state changed (or just the manager
@@ -245,11 +267,7 @@ class Scheduler:
             now = time.time()
             if self.marks_saved and (now - self._marked >= MARK_INTERVAL or
                                      self._latest_changed):
-                from zuul.zk.pipeline_state import mark_saved
-                mark_saved(self.state_store.client, now, dict(self.latest_events),
-                           {k: list(v) for k, v in self.recent_events.items()})
-                self._marked = now
-                self._latest_changed = False
+                self._save_mark(now)
             acks, self._acks = self._acks, []
             if acks:
                 self.event_queue.ack_many(acks)

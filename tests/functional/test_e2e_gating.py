@@ -333,6 +333,8 @@ def test_rpc_functions_against_the_real_scheduler(zuul_system):  # noqa: F811
                  'Malformed change "1"')):
             with pytest.raises(p.RPCError, match=message):
                 call(p.ENQUEUE, **kwargs)
+        # The report is posted before its item leaves the pipeline.
+        system.wait_idle()
         with pytest.raises(p.RPCError, match='not found in pipeline check'):
             call(p.DEQUEUE, tenant='example', pipeline='check', project='org/app',
                  change=f'{change.number},1')

@@ -182,5 +182,8 @@ def test_scheduler_killed_while_sending_a_report(zuul_system, pipeline, when,  #
     for change in changes:
         reports = [m for m in system.messages(change) if marker in m and
                    (pipeline == 'gate' or 'gate pipeline' not in m)]
-        assert len(reports) == 1, system.messages(change)
+        # On failure: what the scheduler did with the change, both starts.
+        trail = [line for line in scheduler.log().splitlines() if line.startswith('---') or
+                 f' {change.number},' in line and 'DEBUG' not in line]
+        assert len(reports) == 1, (system.messages(change), trail)
         assert system.verified(change) == (2 if pipeline == 'gate' else 1)

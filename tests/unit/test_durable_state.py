@@ -439,3 +439,31 @@ def test_state_of_version_1_without_bundles_is_still_restored():
     assert Restorer(new_mgr, _Connections({c.number: c for c in changes}),
                     _Executor()).restore(saved) == 3
     assert all(i.bundle is None for i in new_mgr.all_items())
+
+
+def test_an_event_noted_while_the_mark_is_written_is_in_the_next_mark(zk_chroot, monkeypatch):
+    """A connection thread notes an event while the loop writes the mark:
+    the next save writes it (a mark without it would have a successor
+    synthesize that event a second time: a change tested twice)."""
+    from zuul.model.events import TriggerEvent
+    from zuul.scheduler.scheduler import Scheduler
+    client = zk_chroot.client()
+    scheduler = Scheduler(None, None, None, None, None)
+    scheduler.state_store = ps.PipelineStateStore(client)
+
+    def event(number):
+        return TriggerEvent(type='patchset-created', connection='gerrit',
+                            change_number=number, patchset=1, timestamp=100.0)
+    real = ps.mark_saved
+    during = [event(2)]
+
+    def mark_saved(*args, **kwargs):
+        if during:
+            scheduler._note_latest(during.pop())    # meanwhile, on another thread
+        real(*args, **kwargs)
+    monkeypatch.setattr(ps, 'mark_saved', mark_saved)
+    scheduler._note_latest(event(1))
+    scheduler.save_state()
+    assert [s['change'] for s in ps.last_saved(client)['recent']['gerrit']] == [1]
+    scheduler.save_state()
+    assert [s['change'] for s in ps.last_saved(client)['recent']['gerrit']] == [1, 2]

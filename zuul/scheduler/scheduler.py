@@ -108,6 +108,8 @@ class Scheduler:
         self.latest_events: dict[str, float] = {}
         self.recent_events: dict[str, list] = {}
         self._latest_changed = False
+        # Connection threads note events while the loop writes the mark.
+        self._latest_lock = threading.Lock()
         self.restored_items = 0
         # zuul.scheduler.ownership.TenantOwnership when several schedulers
         # are active ([scheduler] standby = false): only the tenants it
@@ -228,15 +230,16 @@ class Scheduler:
     def _note_latest(self, event) -> None:
         from zuul.zk.pipeline_state import event_signature
         stamp = float(getattr(event, 'timestamp', 0) or 0)
-        latest = self.latest_events.get(event.connection, 0)
-        if stamp > latest:
-            self.latest_events[event.connection] = stamp
-            self.recent_events[event.connection] = [event_signature(event)]
-            self._latest_changed = True
-        elif stamp == latest:
-            self.recent_events.setdefault(event.connection, []).append(
-                event_signature(event))
-            self._latest_changed = True
+        with self._latest_lock:
+            latest = self.latest_events.get(event.connection, 0)
+            if stamp > latest:
+                self.latest_events[event.connection] = stamp
+                self.recent_events[event.connection] = [event_signature(event)]
+                self._latest_changed = True
+            elif stamp == latest:
+                self.recent_events.setdefault(event.connection, []).append(
+                    event_signature(event))
+                self._latest_changed = True
 
     def save_state(self, only=None, tenant: str | None = None, wait: bool = True,
                    then=None) -> int:
@@ -333,10 +336,14 @@ class Scheduler:
         now = time.time()
         if self.marks_saved and (now - self._marked >= MARK_INTERVAL or
                                  self._latest_changed):
-            mark = (now, dict(self.latest_events),
-                    {k: list(v) for k, v in self.recent_events.items()})
+            # An event a connection thread notes meanwhile marks it changed
+            # again (in the next mark), never lost: a successor would
+            # synthesize it a second time.
+            with self._latest_lock:
+                self._latest_changed = False
+                mark = (now, dict(self.latest_events),
+                        {k: list(v) for k, v in self.recent_events.items()})
             self._marked = now
-            self._latest_changed = False
         return acks, forget, mark
 
     def _after_save(self, follow: tuple, wait: bool, ok: bool = True) -> None:
@@ -344,7 +351,8 @@ class Scheduler:
         if not ok:
             # A write did not land: kept for the next save (the loop's).
             self._held_follow_ups.append((acks, forget))
-            self._latest_changed = True
+            with self._latest_lock:
+                self._latest_changed = True
             self._save_failed = True        # the next save takes every tenant
             return
         # Waited for or not, they go out on the save's ZooKeeper session

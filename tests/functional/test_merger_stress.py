@@ -143,7 +143,9 @@ def test_canceled_requests_leave_the_gearman_queue(gearman_server, make_merger, 
                                     branch_name='master'))
             handles[n] = client.merge_items([item], answers.callback(f'm{n}'),
                                             event_id=f'm{n}')
-        assert gear_jobs(gearman_server.port)['merger:merge'] == (CHANGES, 0)
+        # Submitted in order on the client's own thread.
+        wait_for(lambda: gear_jobs(gearman_server.port).get('merger:merge') == (CHANGES, 0),
+                 what='every merge queued')
         obsolete = [n for n in handles if n % 2 == 0]
         for n in obsolete:
             client.cancel(handles[n])
@@ -208,7 +210,8 @@ def test_a_request_canceled_while_the_server_is_down_is_not_submitted_again(
         item = QueueItem(Change('gerrit', PROJECT, change_ref(1), number=1, patchset=1,
                                 branch_name='master'))
         handle = client.merge_items([item], answers.callback('gone'), event_id='gone')
-        assert gear_jobs(gearman_server.port)['merger:merge'] == (1, 0)
+        wait_for(lambda: gear_jobs(gearman_server.port).get('merger:merge') == (1, 0),
+                 what='the merge queued')
 
         def down():
             wait_for(lambda: client.gearman.active_connections == [],
@@ -236,11 +239,39 @@ def test_a_reset_build_set_takes_its_queued_merge_out(gearman_server, project):
                                 branch_name='master'))
         bs = item.current_build_set
         bs.merge_request = client.merge_items([item], lambda result: None, event_id='r1')
-        assert gear_jobs(gearman_server.port)['merger:merge'] == (1, 0)  # no merger yet
+        wait_for(lambda: gear_jobs(gearman_server.port).get('merger:merge') == (1, 0),
+                 what='the merge queued')     # no merger yet
         ctx = SchedulerContext(SimpleNamespace(layouts=None, merger=client), tenant=None)
         ctx.cancel_merge(bs)
         wait_for(lambda: bs.merge_request.done, what='the canceled merge to leave the queue')
         assert gear_jobs(gearman_server.port).get('merger:merge', (0, 0)) == (0, 0)
         ctx.cancel_merge(SimpleNamespace(merge_request=None))   # nothing asked: no-op
+    finally:
+        client.stop()
+
+
+def test_a_request_canceled_before_it_was_sent_never_reaches_gearman(gearman_server):
+    """Submits go out on the client's own thread: one canceled before
+    its turn (a gate reset right after the enqueue) is not sent at all."""
+    client = MergeClient('127.0.0.1', gearman_server.port, merge_mode_for=lambda i: 'merge')
+    answers = Answers()
+    try:
+        gate = threading.Event()
+        first_submit = client._first_submit
+
+        def held(handle):      # the submit waits its turn
+            gate.wait(30)
+            first_submit(handle)
+        client._first_submit = held
+        item = QueueItem(Change('gerrit', PROJECT, change_ref(1), number=1, patchset=1,
+                                branch_name='master'))
+        handle = client.merge_items([item], answers.callback('c1'), event_id='c1')
+        client.cancel(handle)
+        gate.set()
+        wait_for(lambda: handle.done, what='the canceled request to end')
+        assert handle.withdrawn and handle.job is None
+        assert client.outstanding == 0
+        assert gear_jobs(gearman_server.port).get('merger:merge', (0, 0)) == (0, 0)
+        assert answers.by_event == {}      # a canceled request has no answer
     finally:
         client.stop()

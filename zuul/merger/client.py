@@ -279,9 +279,13 @@ class MergeClient:
         return handle
 
     def _first_submit(self, handle: MergeJobHandle) -> None:
-        # A handle canceled meanwhile is still sent, as it was when the
-        # submit came first: its result is dropped; cancel() withdraws it
-        # (its 'withdraw' follows on this thread).
+        if handle.canceled:
+            # Canceled before it was sent (a gate reset right after the
+            # enqueue): it never reaches the Gearman queue.
+            self._forget(handle)
+            handle.withdrawn = True
+            handle._fail('canceled while queued')
+            return
         try:
             self._submit_job(handle, attempt=True)
         except Exception as exc:  # no server connected: submit once one is

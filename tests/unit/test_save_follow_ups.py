@@ -226,7 +226,7 @@ def test_the_loops_save_snapshots_only_the_tenants_it_touched(two_tenants):
 
 def test_every_tenant_is_saved_now_and_then_and_after_a_write_did_not_land(two_tenants,
                                                                           monkeypatch):
-    import zuul.scheduler.scheduler as scheduler_module
+    import zuul.scheduler.durable as scheduler_module
     scheduler, taken = two_tenants
     # A change the loop made without saying so is saved within the interval.
     monkeypatch.setattr(scheduler_module, 'FULL_SAVE_INTERVAL', 0.0)

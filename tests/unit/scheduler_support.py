@@ -20,6 +20,34 @@ from zuul.scheduler.scheduler import Scheduler
 
 HOST = 'review.example.org'
 
+# Tenant t1 with one config project, org/config.
+ONE_CONFIG_PROJECT = """
+- tenant:
+    name: t1
+    source:
+      gerrit:
+        config-projects: [org/config]
+"""
+
+
+def check_config(jobs=('unit',), reports=(), pipelines=('check',)) -> str:
+    """org/config's zuul.yaml: independent ``pipelines`` without
+    triggers (``reports``: actions, e.g. ``success``, reported through
+    the ``reports`` stand-in, in the first pipeline), a base job,
+    ``jobs`` and org/config running them in each pipeline."""
+    text = ''
+    for n, name in enumerate(pipelines):
+        text += f'- pipeline:\n    name: {name}\n    manager: independent\n    trigger: {{}}\n'
+        for action in reports if n == 0 else ():
+            text += f'    {action}:\n      reports: {{}}\n'
+    text += '- job:\n    name: base\n    parent: null\n'
+    for job in jobs:
+        text += f'- job:\n    name: {job}\n'
+    text += '- project:\n'
+    for name in pipelines:
+        text += f'    {name}:\n      jobs: [{", ".join(jobs)}]\n'
+    return text
+
 
 class DictFetcher:
     """Branches and config files, as mergers would read them."""

@@ -15,32 +15,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.unit.scheduler_support import start_system
+from tests.unit.scheduler_support import ONE_CONFIG_PROJECT, check_config, start_system
 from zuul.driver.sql.history import BuildHistory
 from zuul.driver.sql.writer import HistoryWriter
 
-MAIN = """
-- tenant:
-    name: t1
-    source:
-      gerrit:
-        config-projects: [org/config]
-"""
+MAIN = ONE_CONFIG_PROJECT
 
-CONFIG = """
-- pipeline:
-    name: check
-    manager: independent
-    trigger: {}
-- job:
-    name: base
-    parent: null
-- job:
-    name: unit
-- project:
-    check:
-      jobs: [unit]
-"""
+CONFIG = check_config()
 
 
 class BlockingHistory(BuildHistory):

@@ -13,33 +13,12 @@ import threading
 import pytest
 
 from tests.harness.waiting import wait_for
-from tests.unit.scheduler_support import start_system
+from tests.unit.scheduler_support import ONE_CONFIG_PROJECT, check_config, start_system
 from zuul.scheduler.report_gate import ReportGate
 
-MAIN = """
-- tenant:
-    name: t1
-    source:
-      gerrit:
-        config-projects: [org/config]
-"""
+MAIN = ONE_CONFIG_PROJECT
 
-CONFIG = """
-- pipeline:
-    name: check
-    manager: independent
-    trigger: {}
-    success:
-      reports: {}
-- job:
-    name: base
-    parent: null
-- job:
-    name: unit
-- project:
-    check:
-      jobs: [unit]
-"""
+CONFIG = check_config(reports=('success',))
 
 
 class HeldStore:

@@ -16,31 +16,14 @@ import pytest
 from kazoo.handlers.threading import AsyncResult
 
 from tests.harness.waiting import wait_for
-from tests.unit.scheduler_support import start_system
+from tests.unit.scheduler_support import ONE_CONFIG_PROJECT, check_config, start_system
 from zuul.model.events import TriggerEvent
 from zuul.zk.builds import BUILD_ROOT, BuildRecords
 from zuul.zk.pipeline_state import ALIVE_PATH, PipelineStateStore, TriggerEventQueue
 
-MAIN = """
-- tenant:
-    name: t1
-    source:
-      gerrit:
-        config-projects: [org/config]
-"""
+MAIN = ONE_CONFIG_PROJECT
 
-CONFIG = """
-- pipeline:
-    name: check
-    manager: independent
-    trigger: {}
-- job:
-    name: base
-    parent: null
-- project:
-    check:
-      jobs: []
-"""
+CONFIG = check_config(jobs=())
 
 
 class _CountingResult(AsyncResult):

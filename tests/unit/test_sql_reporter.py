@@ -8,44 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.scheduler_support import enqueue_ref, start_system
+from tests.unit.scheduler_support import ONE_CONFIG_PROJECT, check_config, enqueue_ref, start_system
 from zuul.driver.registry import default_registry
 from zuul.driver.sql.history import BuildHistory
 
-MAIN = """
-- tenant:
-    name: t1
-    source:
-      gerrit:
-        config-projects: [org/config]
-"""
+MAIN = ONE_CONFIG_PROJECT
 
-CONFIG = """
-- pipeline:
-    name: check
-    manager: independent
-    trigger: {}
-    start:
-      reports: {}
-    success:
-      reports: {}
-    failure:
-      reports: {}
-- pipeline:
-    name: quiet
-    manager: independent
-    trigger: {}
-- job:
-    name: base
-    parent: null
-- job:
-    name: unit
-- project:
-    check:
-      jobs: [unit]
-    quiet:
-      jobs: [unit]
-"""
+CONFIG = check_config(reports=('start', 'success', 'failure'),
+                      pipelines=('check', 'quiet'))
 
 
 def _connection(tmp_path, name='reports', driver='sql', prefix=''):

@@ -16,9 +16,10 @@ what is queued before it returns.
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
+
+from zuul.lib.ordered_worker import OrderedWorker
 
 log = logging.getLogger('zuul.scheduler.report_gate')
 
@@ -28,54 +29,23 @@ LAND_TIMEOUT = 60.0
 
 class ReportGate:
     def __init__(self):
-        self._queue: collections.deque = collections.deque()
-        self._cond = threading.Condition()
-        self._running = True
-        self._busy = False
-        self._thread = threading.Thread(target=self._run, name='report-gate', daemon=True)
-        self._thread.start()
+        self._worker = OrderedWorker('report-gate')
 
     def put(self, landed: threading.Event, submit, on_error=None) -> None:
         """``submit()`` once ``landed`` is set (after those put before);
         ``on_error()`` if it raises."""
-        with self._cond:
-            if not self._running:
-                landed.wait(LAND_TIMEOUT)
-                self._call(submit, on_error)
-                return
-            self._queue.append((landed, submit, on_error))
-            self._cond.notify_all()
+        self._worker.put(lambda: self._submit(landed, submit, on_error))
 
     def pending(self) -> int:
-        with self._cond:
-            return len(self._queue) + self._busy
+        return self._worker.pending()
 
     def stop(self, timeout: float = LAND_TIMEOUT + 5) -> None:
-        with self._cond:
-            self._running = False
-            self._cond.notify_all()
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while self._running and not self._queue:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                landed, submit, on_error = self._queue.popleft()
-                self._busy = True
-            try:
-                if not landed.wait(LAND_TIMEOUT):
-                    log.warning('Report sent without its write-ahead after %.0f s',
-                                LAND_TIMEOUT)
-                self._call(submit, on_error)
-            finally:
-                with self._cond:
-                    self._busy = False
+        self._worker.stop(timeout)
 
     @staticmethod
-    def _call(submit, on_error) -> None:
+    def _submit(landed: threading.Event, submit, on_error) -> None:
+        if not landed.wait(LAND_TIMEOUT):
+            log.warning('Report sent without its write-ahead after %.0f s', LAND_TIMEOUT)
         try:
             submit()
         except Exception:

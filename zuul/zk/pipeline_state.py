@@ -98,18 +98,12 @@ class PipelineStateStore:
         if then is not None:
             return self._send_many(states, then)
         sent, retry = [], []
-        for tenant, pipeline, state in states:
-            raw, digest = _encode(state)
-            path = self.path(tenant, pipeline)
-            if self._written.get(path) == digest:
-                continue
-            current = self._current.get(path)
+        for args, path, raw, digest, current in self._changed(states):
             if current is None:
-                retry.append((tenant, pipeline, state))
+                retry.append(args)
                 continue
             tx, generation, count = self._transaction(path, raw, digest, current)
-            sent.append((path, digest, generation, count, tx.commit_async(),
-                         (tenant, pipeline, state)))
+            sent.append((path, digest, generation, count, tx.commit_async(), args))
         written = 0
         for path, digest, generation, count, pending, args in sent:
             try:
@@ -132,18 +126,22 @@ class PipelineStateStore:
             written += bool(self.save(*args))
         return written
 
+    def _changed(self, states):
+        """``(args, path, raw, digest, current header or None)`` of each
+        ``(tenant, pipeline, state)`` not the same as last written."""
+        for args in states:
+            raw, digest = _encode(args[2])
+            path = self.path(args[0], args[1])
+            if self._written.get(path) != digest:
+                yield args, path, raw, digest, self._current.get(path)
+
     def _send_many(self, states, then) -> int:
         sent, written = [], 0
-        for tenant, pipeline, state in states:
-            raw, digest = _encode(state)
-            path = self.path(tenant, pipeline)
-            if self._written.get(path) == digest:
-                continue
-            current = self._current.get(path)
+        for args, path, raw, digest, current in self._changed(states):
             if current is None:
                 # Not written by this process yet (or a write failed):
                 # the header is read and the state written, waited for.
-                written += bool(self.save(tenant, pipeline, state))
+                written += bool(self.save(*args))
                 continue
             tx, generation, count = self._transaction(path, raw, digest, current)
             # Counted as written until it is known not to be: the next

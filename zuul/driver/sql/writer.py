@@ -18,11 +18,10 @@ fails is logged and dropped, as it was when it ran on the loop.
 
 from __future__ import annotations
 
-import collections
 import logging
-import threading
 
 from zuul.driver.sql.history import build_row, buildset_rows
+from zuul.lib.ordered_worker import OrderedWorker
 
 log = logging.getLogger('zuul.driver.sql.writer')
 
@@ -30,14 +29,7 @@ log = logging.getLogger('zuul.driver.sql.writer')
 class HistoryWriter:
     def __init__(self, history):
         self.history = history
-        self._queue: collections.deque = collections.deque()
-        self._cond = threading.Condition()
-        self._asked = 0      # writes asked for
-        self._done = 0       # writes finished (written or failed)
-        self._running = True
-        self._thread = threading.Thread(target=self._run, name='build-history-writer',
-                                         daemon=True)
-        self._thread.start()
+        self._worker = OrderedWorker('build-history-writer')
 
     # -- writes (taken now, written on the writer thread) -------------------
 
@@ -65,14 +57,7 @@ class HistoryWriter:
         self._put('read', run)
 
     def _put(self, what: str, fn, *args) -> None:
-        with self._cond:
-            if not self._running:
-                # Stopped: nothing would write it later; write it here.
-                self._write(what, fn, args)
-                return
-            self._asked += 1
-            self._queue.append((what, fn, args))
-            self._cond.notify_all()
+        self._worker.put(lambda: self._write(what, fn, args))
 
     # -- reads and the rest: the history's own, after the pending writes ---
 
@@ -87,44 +72,18 @@ class HistoryWriter:
         return after_writes
 
     def pending(self) -> int:
-        with self._cond:
-            return self._asked - self._done
+        return self._worker.pending()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every write asked for so far is done; False if
         ``timeout`` passed first."""
-        if threading.current_thread() is self._thread:
-            return True
-        with self._cond:
-            target = self._asked
-            return self._cond.wait_for(lambda: self._done >= target, timeout)
+        return self._worker.flush(timeout)
 
     def stop(self, timeout: float = 60.0) -> None:
         """Write what was asked for, then end the writer thread."""
-        with self._cond:
-            self._running = False
-            self._cond.notify_all()
-        self._thread.join(timeout)
-        if self._thread.is_alive():
+        if not self._worker.stop(timeout):
             log.error('Build history writes still pending after %.0f s: %d', timeout,
                       self.pending())
-
-    # -- the writer thread -----------------------------------------------------
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while self._running and not self._queue:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                what, fn, args = self._queue.popleft()
-            try:
-                self._write(what, fn, args)
-            finally:
-                with self._cond:
-                    self._done += 1
-                    self._cond.notify_all()
 
     @staticmethod
     def _write(what: str, fn, args) -> None:

@@ -187,3 +187,38 @@ def test_scheduler_killed_while_sending_a_report(zuul_system, pipeline, when,  #
                  f' {change.number},' in line and 'DEBUG' not in line]
         assert len(reports) == 1, (system.messages(change), trail)
         assert system.verified(change) == (2 if pipeline == 'gate' else 1)
+
+
+@pytest.mark.parametrize('standby', ['true', 'false'])
+def test_sigterm_stops_the_scheduler_while_zookeeper_is_gone(zuul_system, tmp_path,  # noqa: F811
+                                                             standby):
+    """ZooKeeper gone for good, then SIGTERM (systemd stopping the unit):
+    the scheduler does not wait for a server that never answers; it says
+    what is kept and exits 0 (before, the final save waited for ever)."""
+    import signal
+    import subprocess
+
+    from nodepool.zk.localserver import LocalZooKeeper
+    system = zuul_system
+    _projects(system, os.path.join(system.root, 'release'))
+    server = LocalZooKeeper(base_dir=str(tmp_path / 'zookeeper'))
+    server.start()
+    try:
+        system.start(scheduler=False, executor=False)
+        scheduler = system.start_daemon('scheduler', standby=standby, sections={
+            'zookeeper': {'hosts': server.hosts}})
+        wait_for(lambda: 'Scheduler started with tenants' in scheduler.log(), timeout=120,
+                 what='the scheduler started')
+    finally:
+        server.stop()
+    wait_for(lambda: 'Connection dropped' in scheduler.log() or
+             'Connection time-out' in scheduler.log(), timeout=60,
+             what='the scheduler to lose ZooKeeper')
+    os.kill(scheduler.pid, signal.SIGTERM)
+    try:
+        status = scheduler.proc.wait(60)
+    except subprocess.TimeoutExpired:
+        scheduler.kill()
+        pytest.fail('the scheduler was still stopping 60 s after SIGTERM')
+    assert status == 0, scheduler.log()[-3000:]
+    assert 'Stopping while ZooKeeper is unreachable' in scheduler.log()

@@ -114,6 +114,10 @@ class TenantOwnership:
 
     def release_all(self) -> None:
         """After the last save (stopping): the others take over at once."""
+        if not self.client.connected:
+            # Its session ends with the client: the locks go with it.
+            self.owned.clear()
+            return
         for tenant, lock in list(self.owned.items()):
             try:
                 lock.release()

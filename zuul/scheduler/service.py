@@ -127,6 +127,22 @@ class SchedulerService:
         threading.Thread(target=self._lead_events, name='event-leader', daemon=True).start()
         return True
 
+    def _stop_zookeeper_if_gone(self) -> None:
+        """Stopping while ZooKeeper is unreachable: its client stops
+        first, so the final save and the lock releases fail at once
+        rather than wait for a server that may never come back (what
+        ZooKeeper holds is the last state saved; events not acknowledged
+        there are processed again by the next scheduler)."""
+        client = getattr(getattr(self, 'zk', None), 'client', None)
+        if client is None or client.connected:
+            return
+        log.warning('Stopping while ZooKeeper is unreachable: the state it holds is the '
+                    'last one saved; events not yet acknowledged will be processed again')
+        try:
+            client.stop()
+        except Exception:
+            log.exception('Error while stopping the ZooKeeper client')
+
     def _lead_events(self) -> None:
         """Once this scheduler holds the leader lock: it receives the
         connections' events (into the tenants' queues), runs the timers,
@@ -358,7 +374,8 @@ class SchedulerService:
 
         def on_state(state):
             ownership = getattr(self, 'ownership', None)
-            if state == KazooState.LOST and (self.is_leader or ownership is not None):
+            if state == KazooState.LOST and not self.stopping.is_set() and (
+                    self.is_leader or ownership is not None):
                 self.is_leader = False
                 log.error('ZooKeeper session lost: this scheduler no longer holds '
                           'its locks')
@@ -393,6 +410,7 @@ class SchedulerService:
                     log.exception('Error while stopping')
             return
         self.is_leader = False
+        self._stop_zookeeper_if_gone()
         for part in ('gearman_stats', 'prometheus'):
             if getattr(self, part, None) is not None:
                 getattr(self, part).stop()

@@ -217,10 +217,13 @@ class Site:
         # A part that does not stop is named (its threads' stacks) rather
         # than holding the run.
         faulthandler.dump_traceback_later(120, exit=True)
+        # The system did not start them (its stop() leaves them): every
+        # scheduler service and the merger are stopped here, before
+        # ZooKeeper (a client left running blocks the interpreter's exit).
         for stop in ([self.executor.stop] if self.executor else []) + \
-                [s.stop for s in self.services[1:]] + [self.system.stop,
-                                                     self.gerrit.server.stop,
-                                                     self.gear.shutdown, self.zk.stop]:
+                [s.stop for s in self.services] + [self.system.merge_server.stop,
+                                                   self.system.stop, self.gerrit.server.stop,
+                                                   self.gear.shutdown, self.zk.stop]:
             try:
                 stop()
             except Exception as exc:  # best effort

@@ -106,3 +106,30 @@ def test_saving_while_zookeeper_is_away_warns_once_then_recovers(caplog):
     assert len(warnings) == 1 and 'ConnectionLoss' in warnings[0].getMessage()
     assert any('saved again' in r.getMessage() for r in caplog.records)
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_saves_are_at_most_one_per_interval_and_the_loop_is_busy_until_the_last(
+        monkeypatch):
+    """Events one at a time: each batch settles, but the saves (a save
+    writes every item of a pipeline) are at most one per
+    MIN_SAVE_INTERVAL; the loop counts as busy until the deferred save
+    is made, so a caller waiting for idle finds everything saved."""
+    monkeypatch.setattr(loop_module, 'MIN_SAVE_INTERVAL', 0.2)
+    handlers = Handlers()
+    saves = []
+    handlers.save_state = lambda: saves.append(len(handlers.seen))
+    loop = EventLoop(handlers)
+    loop.start()
+    try:
+        assert loop.wait_idle(10) and saves == [0]       # the save at start
+        start = time.monotonic()
+        for n in range(20):
+            loop.add_trigger_event(n)
+            wait_for(lambda: len(handlers.passes) >= n + 2, timeout=10, what='a pass')
+        assert loop.wait_idle(10)
+        spent = time.monotonic() - start
+        assert len(handlers.passes) >= 21       # a pass after every event
+        assert saves[-1] == 20                  # idle only once the last is saved
+        assert len(saves) - 1 <= spent / 0.2 + 1
+    finally:
+        loop.stop()

@@ -217,7 +217,7 @@ def test_every_tenant_is_saved_now_and_then_and_after_a_write_did_not_land(two_t
     assert sorted(set(taken)) == ['t1', 't2']
     monkeypatch.setattr(scheduler_module, 'FULL_SAVE_INTERVAL', 3600.0)
     taken.clear()
-    scheduler._after_save(([], [], None), wait=False, ok=False)
+    scheduler._after_save(([], [], None, []), wait=False, ok=False)
     scheduler.save_batch()
     assert sorted(set(taken)) == ['t1', 't2']
     # A management request may touch any tenant.

@@ -464,6 +464,10 @@ class SchedulerContext:
         if manager is None:
             return None
         if action is None:
+            after = getattr(self.scheduler, 'save_after_report', None)
+            if after is not None and getattr(self.scheduler, 'state_store', None):
+                after(manager)
+                return None
             save = getattr(self.scheduler, 'save_state', None)
             if save is not None and getattr(self.scheduler, 'state_store', None):
                 try:

@@ -50,6 +50,12 @@ class DurableState:
         self._dirty: dict | None = None
         self._full_saved = 0.0
         self._save_failed = False     # a write of the loop's save did not land
+        # Write-aheads of reports sent off the loop: set once the loop's
+        # next save (which includes their pipelines) landed.
+        self._write_aheads: list[threading.Event] = []
+        # A final report went out: the loop saves after this event, not
+        # MIN_SAVE_INTERVAL later (zuul/scheduler/loop.py).
+        self._urgent_save = False
         # Per connection: creation time of the newest trigger event held
         # durably (for a successor's catch-up).
         self.latest_events: dict[str, float] = {}
@@ -194,14 +200,22 @@ class DurableState:
                     then(ok)
             return self._saved(self.state_store.save_many(states, then=landed))
         first, self._saved_once = not self._saved_once, True
+        self._urgent_save = False
         follow = self._follow_ups()
-        if wait or first:
-            # The changed pipelines' writes go out together: one round trip.
-            written = self.state_store.save_many(states)
-            self._after_save(follow, wait=True)
-            return self._saved(written)
-        return self._saved(self.state_store.save_many(
-            states, then=lambda ok: self._after_save(follow, wait=False, ok=ok)))
+        try:
+            if wait or first:
+                # The changed pipelines' writes go out together: one round trip.
+                written = self.state_store.save_many(states)
+                self._after_save(follow, wait=True)
+                return self._saved(written)
+            return self._saved(self.state_store.save_many(
+                states, then=lambda ok: self._after_save(follow, wait=False, ok=ok)))
+        except Exception:
+            # Not saved (ZooKeeper away): the reports waiting for this
+            # write-ahead go all the same, as when it failed on the loop.
+            for landed in follow[3]:
+                landed.set()
+            raise
 
     def mark_dirty(self, tenant: str | None = None, pipeline: str | None = None) -> None:
         """The loop changed (or may have changed) ``pipeline`` of
@@ -259,10 +273,14 @@ class DurableState:
                 mark = (now, dict(self.latest_events),
                         {k: list(v) for k, v in self.recent_events.items()})
             self._marked = now
-        return acks, forget, mark
+        aheads, self._write_aheads = self._write_aheads, []
+        return acks, forget, mark, aheads
 
     def _after_save(self, follow: tuple, wait: bool, ok: bool = True) -> None:
-        acks, forget, mark = follow
+        acks, forget, mark, aheads = follow
+        for landed in aheads:
+            # Landed, or not: then the report goes all the same.
+            landed.set()
         if not ok:
             # A write did not land: kept for the next save (the loop's).
             self._held_follow_ups.append((acks, forget))
@@ -294,16 +312,36 @@ class DurableState:
             return None
         item.reporting = action
         item.reporting_time = time.time()
-        landed = None if wait else threading.Event()
-        if landed is not None and self.report_gate is None:
-            from zuul.scheduler.report_gate import ReportGate
-            self.report_gate = ReportGate()
+        if not wait:
+            # Written by the loop's next save (at most MIN_SAVE_INTERVAL
+            # away, zuul/scheduler/loop.py), with whatever else changed:
+            # one write for every report of that time, not one each.
+            if self.report_gate is None:
+                from zuul.scheduler.report_gate import ReportGate
+                self.report_gate = ReportGate()
+            landed = threading.Event()
+            self._write_aheads.append(landed)
+            self.mark_dirty(self._tenant_of(manager), manager.pipeline.name)
+            return landed
         try:
-            self.save_state(only=manager, wait=wait,
-                            then=None if landed is None else lambda ok: landed.set())
+            self.save_state(only=manager)
         except Exception:
             log.exception('Unable to save the state before reporting')
-            if landed is not None:
-                landed.set()
-        return landed
+        return None
+
+    def save_after_report(self, manager) -> None:
+        """An item's final report went out: its pipeline without it is
+        written by the loop's save right after the event at hand (one
+        write for the reports of that event, not one each)."""
+        self.mark_dirty(self._tenant_of(manager), manager.pipeline.name)
+        self._urgent_save = True
+
+    def save_urgent(self) -> bool:
+        return self._urgent_save
+
+    def _tenant_of(self, manager) -> str | None:
+        for state in self.tenants.values():
+            if manager in state.managers.values():
+                return state.name
+        return None
 

@@ -22,6 +22,12 @@ import time
 log = logging.getLogger('zuul.scheduler.loop')
 
 SETTLE_INTERVAL = 0.5
+# Under a stream of events the loop saves at most this often (seconds):
+# a pipeline's save writes all of its items, so one save per event costs
+# O(items) each time. Events are acknowledged only once the state they
+# produced is saved, so a crash in between loses nothing (they are
+# processed again); the loop counts as busy until the save is made.
+MIN_SAVE_INTERVAL = 0.1
 # While ZooKeeper is away, how often saving that failed is logged.
 SAVE_WARNING_INTERVAL = 30.0
 
@@ -47,6 +53,8 @@ class EventLoop:
         self.processed = 0
         self._last_settle = time.monotonic()
         self._save_failing_since: float | None = None
+        self._last_save = 0.0
+        self._save_due = False      # a save deferred by MIN_SAVE_INTERVAL
         self._save_warned = 0.0
         # The longest the thread was busy with one step (an event, a pass
         # over the pipelines, a save) without looking at its queues: what
@@ -129,11 +137,18 @@ class EventLoop:
         with self._cond:
             self._busy = True
         self._settle()
-        self._save()
+        self._save_now()
         while True:
             with self._cond:
                 while self._running and not (self.management or self.results or
                                              self.triggers):
+                    if self._save_due:
+                        # Busy until the deferred save is made.
+                        left = self._last_save + MIN_SAVE_INTERVAL - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._cond.wait(left)
+                        continue
                     self._busy = False
                     self._cond.notify_all()
                     self._cond.wait()
@@ -143,13 +158,32 @@ class EventLoop:
                     return
                 self._busy = True
                 kind, event = self._next()
+            if kind is None:
+                self._save_now()
+                continue
             self._timed(self._dispatch, kind, event)
             with self._cond:
                 more = bool(self.management or self.results or self.triggers)
-            if not more or time.monotonic() - self._last_settle >= SETTLE_INTERVAL:
+            settled = not more or time.monotonic() - self._last_settle >= SETTLE_INTERVAL
+            if settled:
                 self._settle()
-                self._timed(self._save)
                 self._last_settle = time.monotonic()
+            if self._save_urgent() or (
+                    settled and time.monotonic() - self._last_save >= MIN_SAVE_INTERVAL):
+                self._save_now()
+            elif settled:
+                self._save_due = True
+
+    def _save_urgent(self) -> bool:
+        # e.g. a final report went out: the state without its item is
+        # saved now (so no restart reports it again), with the rest.
+        urgent = getattr(self.handlers, 'save_urgent', None)
+        return bool(urgent is not None and urgent())
+
+    def _save_now(self) -> None:
+        self._save_due = False
+        self._timed(self._save)
+        self._last_save = time.monotonic()
 
     def _timed(self, step, *args):
         start = self.step_started = time.monotonic()

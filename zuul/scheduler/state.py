@@ -68,13 +68,25 @@ def _change_data(change) -> dict:
             'fields': {f.name: getattr(change, f.name) for f in dataclasses.fields(change)}}
 
 
+# Per dataclass: the names of its fields (dataclasses.fields() is slow,
+# and a save snapshots every item's event).
+_FIELD_NAMES: dict = {}
+
+
+def _field_names(cls) -> tuple:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def _event_data(event) -> dict | None:
-    if not dataclasses.is_dataclass(event):
+    if event is None or not dataclasses.is_dataclass(event):
         return None
-    data = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
-    data.pop('data', None)     # the raw payload: logs only, and large
-    data.pop('change_data', None)   # read ahead: used once, when it arrived
-    return data
+    # Without the raw payload (logs only, and large) and the change read
+    # ahead (used once, when it arrived).
+    return {name: getattr(event, name) for name in _field_names(type(event))
+            if name not in ('data', 'change_data')}
 
 
 def event_data(event) -> dict | None:
@@ -113,15 +125,29 @@ def _buildset_data(bs: m.BuildSet, nodes) -> dict:
     if merged:
         data.update(repo_state=bs.repo_state, commit=bs.commit, files=bs.files,
                     unable_to_merge=bs.unable_to_merge, merge_error=bs.merge_error,
-                    read_files=[dataclasses.asdict(pf) if dataclasses.is_dataclass(pf)
-                                else pf for pf in bs.read_files or ()]
-                    if bs.read_files is not None else None)
+                    read_files=_read_files_data(bs))
     for name, nodeset in bs.nodesets.items():
         build = bs.builds.get(name)
         if build is not None and not build.finished and nodes is not None:
             saved = nodes.nodeset_data(nodeset)
             if saved is not None:
                 data['nodesets'][name] = saved
+    return data
+
+
+def _read_files_data(bs: m.BuildSet) -> list | None:
+    """The files a merge read, as data: made once per list (they do not
+    change once read; a save snapshots every item), shallow (the JSON
+    encoding copies them anyway)."""
+    read = bs.read_files
+    if read is None:
+        return None
+    cached = getattr(bs, '_read_files_data', None)
+    if cached is not None and cached[0] is read and cached[1] == len(read):
+        return cached[2]
+    data = [{name: getattr(pf, name) for name in _field_names(type(pf))}
+            if dataclasses.is_dataclass(pf) else pf for pf in read]
+    bs._read_files_data = (read, len(read), data)
     return data
 
 

@@ -40,7 +40,8 @@ def _quote(name: str) -> str:
 
 
 def _encode(state: dict) -> tuple[bytes, str]:
-    raw = json.dumps(state, sort_keys=True, separators=(',', ':')).encode('utf8')
+    # Key order is the snapshot's own (deterministic): no sorting.
+    raw = json.dumps(state, separators=(',', ':')).encode('utf8')
     return raw, hashlib.sha256(raw).hexdigest()
 
 

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from zuul.lib import wire
+
 SCHEMA_VERSION = 1
 
 FUNCTION_EXECUTE = 'executor:execute'
@@ -344,7 +346,7 @@ class ExecuteRequest(_Wire):
     }
 
     def to_json(self) -> bytes:
-        return json.dumps(self.to_dict()).encode('utf8')
+        return wire.dumps(self)
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> ExecuteRequest:
@@ -365,7 +367,7 @@ class BuildProgress(_Wire):
     version: int = SCHEMA_VERSION
 
     def to_json(self) -> bytes:
-        return json.dumps(self.to_dict()).encode('utf8')
+        return wire.dumps(self)
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> BuildProgress:
@@ -420,7 +422,7 @@ class BuildResult(_Wire):
         return value if isinstance(value, str) and value else None
 
     def to_json(self) -> bytes:
-        return json.dumps(self.to_dict()).encode('utf8')
+        return wire.dumps(self)
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> BuildResult:
@@ -437,7 +439,7 @@ class StopRequest(_Wire):
     version: int = SCHEMA_VERSION
 
     def to_json(self) -> bytes:
-        return json.dumps(self.to_dict()).encode('utf8')
+        return wire.dumps(self)
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> StopRequest:

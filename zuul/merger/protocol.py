@@ -32,6 +32,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from zuul.lib import wire
+
 SCHEMA_VERSION = 1
 
 FUNCTION_MERGE = 'merger:merge'
@@ -90,7 +92,7 @@ class _Payload:
         return cls(**kwargs)
 
     def to_json(self) -> bytes:
-        return json.dumps(self.to_dict()).encode('utf8')
+        return wire.dumps(self)
 
     @classmethod
     def from_json(cls, raw: bytes | str):

@@ -324,12 +324,28 @@ class Layouts:
         return len(layout.tenant.projects)
 
     def _tenant_project(self, layout, connection, project):
-        for tp in layout.tenant.projects:
-            if (connection is None or tp.connection == connection) and \
-                    project in (tp.name, f'{self.canonical_hostnames.get(tp.connection)}/'
-                                f'{tp.name}'):
+        """The tenant's project named ``project`` (its name or canonical
+        name; on ``connection`` if given), the first in the tenant's
+        order; None if it has none. Looked up in an index made once per
+        layout: every event and merge asks, and a tenant may hold
+        thousands of projects."""
+        for tp in self._project_index(layout).get(project, ()):
+            if connection is None or tp.connection == connection:
                 return tp
         return None
+
+    def _project_index(self, layout) -> dict:
+        projects = layout.tenant.projects
+        cached = getattr(layout, '_project_index', None)
+        if cached is not None and cached[0] is projects and cached[1] == len(projects):
+            return cached[2]
+        index: dict = {}
+        for tp in projects:
+            canonical = f'{self.canonical_hostnames.get(tp.connection)}/{tp.name}'
+            for key in dict.fromkeys((tp.name, canonical)):
+                index.setdefault(key, []).append(tp)
+        layout._project_index = (projects, len(projects), index)
+        return index
 
     def has_project(self, layout, connection, project) -> bool:
         return self._tenant_project(layout, connection, project) is not None

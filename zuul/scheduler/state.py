@@ -29,6 +29,7 @@ import importlib
 import json
 import logging
 
+from zuul.lib.wire import field_names
 from zuul.model import item as m
 from zuul.model.change import Branch, Change, Ref
 from zuul.model.events import TriggerEvent
@@ -68,24 +69,12 @@ def _change_data(change) -> dict:
             'fields': {f.name: getattr(change, f.name) for f in dataclasses.fields(change)}}
 
 
-# Per dataclass: the names of its fields (dataclasses.fields() is slow,
-# and a save snapshots every item's event).
-_FIELD_NAMES: dict = {}
-
-
-def _field_names(cls) -> tuple:
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
-
-
 def _event_data(event) -> dict | None:
     if event is None or not dataclasses.is_dataclass(event):
         return None
     # Without the raw payload (logs only, and large) and the change read
     # ahead (used once, when it arrived).
-    return {name: getattr(event, name) for name in _field_names(type(event))
+    return {name: getattr(event, name) for name in field_names(type(event))
             if name not in ('data', 'change_data')}
 
 
@@ -145,7 +134,7 @@ def _read_files_data(bs: m.BuildSet) -> list | None:
     cached = getattr(bs, '_read_files_data', None)
     if cached is not None and cached[0] is read and cached[1] == len(read):
         return cached[2]
-    data = [{name: getattr(pf, name) for name in _field_names(type(pf))}
+    data = [{name: getattr(pf, name) for name in field_names(type(pf))}
             if dataclasses.is_dataclass(pf) else pf for pf in read]
     bs._read_files_data = (read, len(read), data)
     return data

@@ -220,7 +220,12 @@ class DurableState:
     def mark_dirty(self, tenant: str | None = None, pipeline: str | None = None) -> None:
         """The loop changed (or may have changed) ``pipeline`` of
         ``tenant`` (None: every pipeline of it; no tenant: of any): the
-        next save snapshots them."""
+        next save snapshots them, and the next pass processes the tenant."""
+        wanted = getattr(self, '_pass_wanted', None)
+        if tenant is None:
+            self._pass_wanted = None
+        elif wanted is not None:
+            wanted.add(tenant)
         if tenant is None or self._dirty is None:
             self._dirty = None
             return

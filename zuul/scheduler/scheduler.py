@@ -34,6 +34,10 @@ log = logging.getLogger('zuul.scheduler')
 # schedulers, answered by the one holding the tenant.
 FORWARDED = frozenset({'enqueue', 'enqueue_ref', 'dequeue', 'promote'})
 
+# A pass over the pipelines takes the tenants something happened to, and
+# every tenant at least this often (seconds).
+FULL_PASS_INTERVAL = 1.0
+
 _CHANGE_NEEDED = frozenset({'patchset-created', 'change-abandoned', 'change-merged',
                             *REF_UPDATE_EVENTS})
 
@@ -74,6 +78,10 @@ class Scheduler(DurableState):
         # Semaphore holders per tenant; they outlive reconfigurations.
         self._semaphores: dict[str, SemaphoreHandler] = {}
         self._init_durable_state()
+        # Tenants the next pass over the pipelines processes (None: all),
+        # and when a pass last took them all.
+        self._pass_wanted: set | None = None
+        self._full_pass = 0.0
         # zuul.scheduler.ownership.TenantOwnership when several schedulers
         # are active ([scheduler] standby = false): only the tenants it
         # holds are processed and saved here. None: this one does all.
@@ -88,6 +96,7 @@ class Scheduler(DurableState):
             # setdefault: the RPC thread (playbook semaphores) and the event
             # loop may both get here first; one handler wins for both.
             handler = self._semaphores.setdefault(tenant_name, SemaphoreHandler(tenant_name))
+            handler.on_shared_release = self.process_every_tenant
         return handler
 
     # -- lifecycle ----------------------------------------------------------
@@ -317,7 +326,8 @@ class Scheduler(DurableState):
         tenant = getattr(event, '_tenant', None)
         if tenant is not None and not self.owns(tenant):
             return      # given up meanwhile: left in the queue for the holder
-        self.mark_dirty(tenant)
+        if tenant is not None:
+            self.mark_dirty(tenant)     # else each tenant that may want it, below
         try:
             if tenant is not None and self.ownership is not None:
                 # Never act on a layout older than another scheduler's.
@@ -342,6 +352,8 @@ class Scheduler(DurableState):
                 log.debug('[e: %s] No pipeline of tenant %s takes %s', event.event_id,
                           tenant.name, event.type)
                 continue
+            if only is None:
+                self.mark_dirty(tenant.name)
             change = ctx.get_change_for_event(event)
             if change is None:
                 continue
@@ -375,10 +387,24 @@ class Scheduler(DurableState):
         except (RuntimeError, KeyError):   # queues changed under us
             return True
 
+    def process_every_tenant(self) -> None:
+        """The next pass processes every tenant's pipelines (e.g. a global
+        semaphore was released: another tenant's item may take it)."""
+        self._pass_wanted = None
+
     def process_pipelines(self) -> bool:
+        """One pass over the pipelines of the tenants something happened
+        to since the last pass (an event, a result, a change made by the
+        previous pass), and over every tenant at least every
+        FULL_PASS_INTERVAL. True if anything changed."""
         changed = False
+        wanted, self._pass_wanted = self._pass_wanted, set()
+        now = time.monotonic()
+        if wanted is None or now - self._full_pass >= FULL_PASS_INTERVAL:
+            wanted, self._full_pass = None, now
         for tenant in list(self.tenants.values()):
-            if not self.owns(tenant.name):
+            if not self.owns(tenant.name) or (wanted is not None and
+                                              tenant.name not in wanted):
                 continue
             tenant_changed = False
             for name, manager in list(tenant.managers.items()):

@@ -68,6 +68,9 @@ class SemaphoreHandler:
         self.holders: dict[str, list[tuple[str, str]]] = {}
         # The shared holders of global semaphores, once a layout gave them.
         self.shared: GlobalSemaphoreHolders | None = None
+        # Called when a global semaphore is released: items of other
+        # tenants may take it now (the scheduler processes them all).
+        self.on_shared_release = None
 
     @staticmethod
     def limit(layout, name: str) -> int:
@@ -119,7 +122,7 @@ class SemaphoreHandler:
 
     def release_key(self, key: tuple[str, str]) -> bool:
         """Give back whatever holder ``key`` holds; True if it held any."""
-        released = False
+        released = shared = False
         with LOCK:
             tables = [self.holders] + ([self.shared.holders] if self.shared else [])
             for table in tables:
@@ -127,12 +130,15 @@ class SemaphoreHandler:
                     if key in holders:
                         holders.remove(key)
                         released = True
+                        shared |= table is not self.holders
                         log.info('Semaphore %s of tenant %s released by %s (%s)',
                                  name, self.tenant_name, key[1], key[0])
                     if not holders:
                         del table[name]
             if self.shared is not None:
                 self.shared.tenants.pop(key, None)
+        if shared and self.on_shared_release is not None:
+            self.on_shared_release()
         return released
 
     def _keys(self, match) -> set:

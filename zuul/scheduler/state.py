@@ -70,12 +70,18 @@ def _change_data(change) -> dict:
 
 
 def _event_data(event) -> dict | None:
+    """The item's event as saved, without the raw payload (logs only, and
+    large) and the change read ahead (used once, when it arrived). Made
+    once per event (an event does not change once its item is enqueued,
+    and a save snapshots every item)."""
     if event is None or not dataclasses.is_dataclass(event):
         return None
-    # Without the raw payload (logs only, and large) and the change read
-    # ahead (used once, when it arrived).
-    return {name: getattr(event, name) for name in field_names(type(event))
-            if name not in ('data', 'change_data')}
+    data = getattr(event, '_saved_data', None)
+    if data is None:
+        data = {name: getattr(event, name) for name in field_names(type(event))
+                if name not in ('data', 'change_data')}
+        event._saved_data = data
+    return data
 
 
 def event_data(event) -> dict | None:

@@ -7,28 +7,20 @@ import json
 
 import pytest
 
-from zuul.executor.protocol import (
-    ExecuteRequest,
-    ItemSpec,
-    JobSpec,
-    NodeSpec,
-    PlaybookSpec,
-    RoleSpec,
-    ZuulContext,
-)
+from zuul.executor import protocol as ep
 from zuul.lib import wire
 from zuul.merger.protocol import MergeRequest, ProjectFiles
 
 
-def _request() -> ExecuteRequest:
-    run = PlaybookSpec('gerrit', 'org/config', 'main', 'playbooks/run.yaml',
-                       roles=[RoleSpec('gerrit', 'org/roles', target_name='r')],
+def _request() -> ep.ExecuteRequest:
+    run = ep.PlaybookSpec('gerrit', 'org/config', 'main', 'playbooks/run.yaml',
+                       roles=[ep.RoleSpec('gerrit', 'org/roles', target_name='r')],
                        secrets={'creds': {'password': 'p'}})
-    return ExecuteRequest(
-        uuid='u1', job=JobSpec(name='j', tags=['z', 'a'], attempts=4, run=[run]),
-        zuul=ZuulContext('t', 'check', 'bs', canonical_hostnames={'gerrit': 'r.example.org'}),
-        nodes=[NodeSpec(name=['n1'], label='small'), NodeSpec(name=['n2'], label='big')],
-        items=[ItemSpec('gerrit', 'org/a', 'r.example.org', branch='main', number=1,
+    return ep.ExecuteRequest(
+        uuid='u1', job=ep.JobSpec(name='j', tags=['z', 'a'], attempts=4, run=[run]),
+        zuul=ep.ZuulContext('t', 'check', 'bs', canonical_hostnames={'gerrit': 'r.example.org'}),
+        nodes=[ep.NodeSpec(name=['n1'], label='small'), ep.NodeSpec(name=['n2'], label='big')],
+        items=[ep.ItemSpec('gerrit', 'org/a', 'r.example.org', branch='main', number=1,
                         patchset='2')])
 
 
@@ -36,7 +28,7 @@ def test_the_json_is_what_asdict_gave_and_reads_back():
     request = _request()
     assert wire.dumps(request) == json.dumps(dataclasses.asdict(request)).encode('utf8')
     assert request.to_json() == wire.dumps(request)
-    assert ExecuteRequest.from_json(request.to_json()) == request
+    assert ep.ExecuteRequest.from_json(request.to_json()) == request
     merge = MergeRequest(items=[], read_files=['zuul.yaml'])
     assert merge.to_json() == json.dumps(dataclasses.asdict(merge)).encode('utf8')
     files = {'in a dict': ProjectFiles('gerrit', 'org/a', 'main', {'a': 'x'})}
@@ -47,4 +39,4 @@ def test_what_json_cannot_hold_is_refused():
     with pytest.raises(TypeError, match='set is not JSON serializable'):
         wire.dumps({'a': {1, 2}})
     with pytest.raises(TypeError, match='type is not JSON serializable'):
-        wire.dumps({'a': ExecuteRequest})
+        wire.dumps({'a': ep.ExecuteRequest})

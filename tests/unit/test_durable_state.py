@@ -13,7 +13,13 @@ import pytest
 from tests.unit.pipeline_support import MergeResult, _change, _pipeline, _setup
 from zuul.manager import manager_for
 from zuul.model import item as m
-from zuul.scheduler.state import Restorer, event_data, event_from_data, snapshot
+from zuul.scheduler.state import (
+    Restorer,
+    encode_snapshot,
+    event_data,
+    event_from_data,
+    snapshot,
+)
 from zuul.zk import pipeline_state as ps
 from zuul.zk.builds import BuildRecords
 
@@ -247,6 +253,33 @@ def test_restored_gate_keeps_order_merges_and_running_builds():
     new_mgr.process_queues()
     assert bs.builds['job1'].job is bs.job('job1')   # bound to the frozen job
     assert not ctx.merges[3:]                        # no merge requested again
+
+
+def test_the_encoded_state_is_the_snapshot_and_only_changed_items_are_encoded_again():
+    """A save encodes each item once and again only when its data
+    changed: the bytes are always those of the snapshot encoded whole."""
+    def whole(mgr):
+        return json.dumps(snapshot(mgr), separators=(',', ':')).encode('utf8')
+    ctx, mgr, changes = _gate_mid_run()
+    assert encode_snapshot(mgr) == whole(mgr)
+    items = list(mgr.all_items())
+    encoded = [i._saved_json[1] for i in items]
+    assert encode_snapshot(mgr) == whole(mgr)
+    assert [i._saved_json[1] for i in items] == encoded
+    assert all(i._saved_json[1] is e for i, e in zip(items, encoded)), \
+        'an unchanged item was encoded again'
+    # A build of the second item ends: that item alone is encoded again.
+    build = items[1].current_build_set.builds['job1']
+    build.result, build.result_data = m.SUCCESS, {'zuul': {'log_url': 'http://x/'}}
+    raw = encode_snapshot(mgr)
+    assert raw == whole(mgr) and b'http://x/' in raw
+    assert items[0]._saved_json[1] is encoded[0] and items[2]._saved_json[1] is encoded[2]
+    assert items[1]._saved_json[1] is not encoded[1]
+    # The pipeline's own fields and an item leaving are in the bytes too.
+    mgr.disabled = True
+    mgr.remove_item(items[0])
+    assert encode_snapshot(mgr) == whole(mgr)
+    assert json.loads(encode_snapshot(mgr))['disabled'] is True
 
 
 def test_restore_drops_items_whose_change_merged_meanwhile():

@@ -8,6 +8,7 @@ for an answer."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from types import SimpleNamespace
@@ -85,8 +86,8 @@ def test_an_acknowledgement_of_an_event_already_gone_still_removes_the_others(sa
 def changing(monkeypatch):
     """The pipelines' snapshot is ``{'n': n}``: bump ``n`` for a change."""
     state = {'n': 0}
-    monkeypatch.setattr('zuul.scheduler.state.snapshot',
-                        lambda manager, nodes: dict(state))
+    monkeypatch.setattr('zuul.scheduler.state.encode_snapshot',
+                        lambda manager, nodes: json.dumps(state).encode('utf8'))
     return state
 
 
@@ -168,7 +169,7 @@ def two_tenants(tmp_path, zk_chroot, monkeypatch):
     scheduler.event_queue = TriggerEventQueue(client)
     scheduler.save_state()
     taken = []
-    real = __import__('zuul.scheduler.state', fromlist=['snapshot']).snapshot
+    real = __import__('zuul.scheduler.state', fromlist=['encode_snapshot']).encode_snapshot
 
     def snapshot(manager, nodes):
         taken.append(next(t.name for t in scheduler.tenants.values()
@@ -176,7 +177,7 @@ def two_tenants(tmp_path, zk_chroot, monkeypatch):
         taken_pipelines.append((taken[-1], manager.name))
         return real(manager, nodes)
     taken_pipelines = scheduler.taken_pipelines = []
-    monkeypatch.setattr('zuul.scheduler.state.snapshot', snapshot)
+    monkeypatch.setattr('zuul.scheduler.state.encode_snapshot', snapshot)
     yield scheduler, taken
     scheduler.stop()
 

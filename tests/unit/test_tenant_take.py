@@ -118,3 +118,27 @@ def test_an_event_is_routed_to_a_tenant_whose_newer_layout_this_scheduler_lacks(
     finally:
         executor.finish_all()
         scheduler.stop()
+
+
+def test_a_newer_layout_of_a_tenant_it_does_not_hold_wakes_the_scheduler_at_once(
+        tmp_path, zk_client):  # noqa: F811
+    """Another scheduler reconfigures a tenant: this one is woken by the
+    version's watch and asks for the refresh at once, not at its next
+    look at the locks (a tick of an hour here, so only the watch can)."""
+    from zuul.zk.tenant_events import LayoutVersions
+    scheduler, executor = start_system(tmp_path, MAIN, {'org/config1': {'master': CONFIG}})
+    try:
+        ownership = TenantOwnership(scheduler, zk_client, 'sched-b:2', tick=3600)
+        ownership.known_versions['t1'] = LayoutVersions(zk_client).bump('t1', None)
+        requested = []
+        ownership._request = lambda what, tenant: requested.append((what, tenant))
+        ownership._step()
+        assert ('refresh', 't1') not in requested, 'refresh asked with no newer layout'
+        ownership._wake.clear()
+        LayoutVersions(zk_client).bump('t1', ['org/config1'])
+        wait_for(ownership._wake.is_set, timeout=10, what='the watch waking the thread')
+        ownership._step()
+        assert ('refresh', 't1') in requested
+    finally:
+        executor.finish_all()
+        scheduler.stop()

@@ -22,6 +22,9 @@ import re2
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False
 
+# No character with a meaning in a pattern: it matches only itself.
+_PLAIN = re.compile(r'[^.^$*+?{}\[\]\\|()]*')
+
 # ^(?!X) followed by nothing, .* or .*$ -- "does not start with X".
 _LOOKAHEAD = re.compile(r'^\^\(\?!(?P<inner>(?:[^()\\]|\\.)*)\)(?:\.\*)?\$?$')
 
@@ -40,19 +43,29 @@ class Regex:
     ``fullmatch`` return True or False."""
 
     def __init__(self, pattern: str, compiled, negate: bool = False,
-                 engine: str = 're2'):
+                 engine: str = 're2', literal: bool = False):
         self.pattern = pattern
         self._compiled = compiled
         self.negate = negate
         self.engine = engine
+        # A pattern without a special character (``patchset-created``,
+        # ``master``) matches as plain text: no call into the engine, for
+        # what every event is matched against.
+        self._literal = pattern if literal else None
 
     def match(self, text: str) -> bool:
+        if self._literal is not None:
+            return (text or '').startswith(self._literal) != self.negate
         return (self._compiled.match(text or '') is not None) != self.negate
 
     def search(self, text: str) -> bool:
+        if self._literal is not None:
+            return (self._literal in (text or '')) != self.negate
         return (self._compiled.search(text or '') is not None) != self.negate
 
     def fullmatch(self, text: str) -> bool:
+        if self._literal is not None:
+            return ((text or '') == self._literal) != self.negate
         return (self._compiled.fullmatch(text or '') is not None) != self.negate
 
     def __repr__(self) -> str:
@@ -70,7 +83,8 @@ def compile_regex(spec, trusted: bool = False) -> tuple[Regex, str | None]:
     if not isinstance(pattern, str):
         raise RegexError(str(pattern), 'a regular expression must be a string')
     try:
-        return Regex(pattern, re2.compile(pattern, _OPTIONS), negate), None
+        return Regex(pattern, re2.compile(pattern, _OPTIONS), negate,
+                     literal=_PLAIN.fullmatch(pattern) is not None), None
     except re2.error as e:
         reason = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
     m = _LOOKAHEAD.match(pattern)

@@ -174,7 +174,7 @@ class DurableState:
         landed (if one did not, they wait for the next save)."""
         if self.state_store is None:
             return 0
-        from zuul.scheduler.state import snapshot
+        from zuul.scheduler.state import encode_snapshot
         states = []
         dirty = self._take_dirty(wait, only, tenant)
         for state in list(self.tenants.values()):
@@ -188,7 +188,7 @@ class DurableState:
                     continue
                 if touched is not None and name not in touched:
                     continue
-                states.append((state.name, name, snapshot(manager, self.nodes)))
+                states.append((state.name, name, encode_snapshot(manager, self.nodes)))
         if only is not None:
             if wait:
                 return self._saved(self.state_store.save_many(states))

@@ -180,6 +180,10 @@ class TenantOwnership:
                 except (ValueError, KeyError, TypeError, AttributeError):
                     version = 0
                 self.latest_versions[tenant] = int(version)
+                if int(version) > self.known_versions.get(tenant, 0):
+                    # Another scheduler reconfigured it: refresh now,
+                    # not at the next tick.
+                    self._wake.set()
             self.client.DataWatch(self.versions.path(tenant), changed)
         return self.latest_versions.get(tenant, 0) > self.known_versions.get(tenant, 0)
 
@@ -410,7 +414,9 @@ class TenantOwnership:
             self._serve_requests(tenant)
         tenants = sorted(self.scheduler.tenants)
         for tenant in tenants:
-            if self.versions.get(tenant)['version'] > self.known_versions.get(tenant, 0):
+            # A watch keeps each tenant's newest version known and wakes
+            # this thread when one moves past this scheduler's layout.
+            if self.layout_behind(tenant):
                 self._request('refresh', tenant)
         live = max(1, len(self.schedulers()))
         share = math.ceil(len(tenants) / live) if tenants else 0

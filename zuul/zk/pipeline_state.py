@@ -39,10 +39,16 @@ def _quote(name: str) -> str:
     return urllib.parse.quote(name, safe='')
 
 
-def _encode(state: dict) -> tuple[bytes, str]:
-    # Key order is the snapshot's own (deterministic): no sorting.
-    raw = json.dumps(state, separators=(',', ':')).encode('utf8')
-    return raw, hashlib.sha256(raw).hexdigest()
+def _raw(state: dict | bytes) -> bytes:
+    # Key order is the snapshot's own (deterministic): no sorting. A state
+    # already encoded (zuul.scheduler.state.encode_snapshot) is taken as is.
+    if isinstance(state, bytes):
+        return state
+    return json.dumps(state, separators=(',', ':')).encode('utf8')
+
+
+def _digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
 
 
 class _Join:
@@ -72,6 +78,9 @@ class PipelineStateStore:
         # path -> digest of what this process last wrote (or read): an
         # unchanged pipeline costs no ZooKeeper write.
         self._written: dict[str, str] = {}
+        # path -> (digest, bytes) of the last write or read: an unchanged
+        # state is told by comparing bytes (no digest, no compression).
+        self._last_raw: dict[str, tuple[str, bytes]] = {}
         # path -> (generation, shards) as this process last wrote it.
         self._current: dict[str, tuple[int, int]] = {}
         self.writes = 0
@@ -104,9 +113,9 @@ class PipelineStateStore:
                 retry.append(args)
                 continue
             tx, generation, count = self._transaction(path, raw, digest, current)
-            sent.append((path, digest, generation, count, tx.commit_async(), args))
+            sent.append((path, raw, digest, generation, count, tx.commit_async(), args))
         written = 0
-        for path, digest, generation, count, pending, args in sent:
+        for path, raw, digest, generation, count, pending, args in sent:
             try:
                 results = pending.get()
             except Exception:
@@ -120,19 +129,30 @@ class PipelineStateStore:
                 retry.append(args)
                 continue
             self._current[path] = (generation, count)
-            self._written[path] = digest
+            self._wrote(path, digest, raw)
             self.writes += 1
             written += 1
         for args in retry:
             written += bool(self.save(*args))
         return written
 
+    def _unchanged(self, path: str, raw: bytes) -> bool:
+        last = self._last_raw.get(path)
+        return last is not None and last[0] == self._written.get(path) and last[1] == raw
+
+    def _wrote(self, path: str, digest: str, raw: bytes) -> None:
+        self._written[path] = digest
+        self._last_raw[path] = (digest, raw)
+
     def _changed(self, states):
         """``(args, path, raw, digest, current header or None)`` of each
         ``(tenant, pipeline, state)`` not the same as last written."""
         for args in states:
-            raw, digest = _encode(args[2])
+            raw = _raw(args[2])
             path = self.path(args[0], args[1])
+            if self._unchanged(path, raw):
+                continue
+            digest = _digest(raw)
             if self._written.get(path) != digest:
                 yield args, path, raw, digest, self._current.get(path)
 
@@ -148,7 +168,7 @@ class PipelineStateStore:
             # Counted as written until it is known not to be: the next
             # transaction builds on this one (and fails if this did).
             self._current[path] = (generation, count)
-            self._written[path] = digest
+            self._wrote(path, digest, raw)
             sent.append((path, digest, (generation, count), tx))
         join = _Join(len(sent), then)
         for path, digest, current, tx in sent:
@@ -185,7 +205,7 @@ class PipelineStateStore:
         join.one(ok)
 
     def _transaction(self, path: str, raw: bytes, digest: str, current: tuple[int, int]):
-        data = zlib.compress(raw, 3)
+        data = zlib.compress(raw, 1)
         shards = [data[i:i + SHARD_SIZE] for i in range(0, len(data), SHARD_SIZE)] or [b'']
         generation = current[0] + 1
         header = json.dumps({'version': FORMAT_VERSION, 'generation': generation,
@@ -206,12 +226,15 @@ class PipelineStateStore:
                 tx.delete(f'{path}/{current[0]}-{index:04d}')
         return tx, generation, len(shards)
 
-    def save(self, tenant: str, pipeline: str, state: dict) -> bool:
+    def save(self, tenant: str, pipeline: str, state: dict | bytes) -> bool:
         """Write ``state`` if it differs from the last write; True if written.
         One ZooKeeper transaction: the new generation's shards, the header
         switch and the old generation's removal."""
-        raw, digest = _encode(state)
+        raw = _raw(state)
         path = self.path(tenant, pipeline)
+        if self._unchanged(path, raw):
+            return False
+        digest = _digest(raw)
         if self._written.get(path) == digest:
             return False
         for attempt in (1, 2):
@@ -225,7 +248,7 @@ class PipelineStateStore:
             results = tx.commit()
             if not any(isinstance(r, Exception) for r in results):
                 self._current[path] = (generation, count)
-                self._written[path] = digest
+                self._wrote(path, digest, raw)
                 self.writes += 1
                 return True
             # What this process believed is stale (another writer, or a
@@ -261,8 +284,9 @@ class PipelineStateStore:
                                 for i in range(header['shards']))
             except NoNodeError:
                 continue    # a writer switched generations meanwhile
-            state = json.loads(zlib.decompress(data).decode('utf8'))
-            self._written[path] = header.get('digest')
+            raw = zlib.decompress(data)
+            state = json.loads(raw.decode('utf8'))
+            self._wrote(path, header.get('digest'), raw)
             self._current[path] = (generation, header['shards'])
             return state
         raise RuntimeError(f'{path}: the pipeline state kept changing while being read')

@@ -89,3 +89,25 @@ def test_a_database_that_cannot_be_written_does_not_stop_the_report(system, tmp_
     _run(scheduler, executor, 'check', 'SUCCESS')
     # The item was reported and left the pipeline all the same.
     assert all(not list(m.all_items()) for m in scheduler.tenants['t1'].managers.values())
+
+
+def test_the_reporter_writes_on_its_connections_thread_not_the_loop(system, tmp_path):
+    """The scheduler's loop never waits for a reporter's database (slow,
+    locked, far away): the rows are taken on the loop and written on the
+    connection's own thread, in the order the reports were made."""
+    import threading
+    connection = _connection(tmp_path)
+    writers = []
+    write = connection.write_buildset
+
+    def recording(rows):
+        writers.append((threading.current_thread().name, rows['buildset']['result']))
+        return write(rows)
+    connection.write_buildset = recording
+    scheduler, executor = system(connection)
+    _run(scheduler, executor, 'check', 'SUCCESS')
+    _run(scheduler, executor, 'check', 'FAILURE')
+    assert [result for _, result in writers] == ['SUCCESS', 'FAILURE']
+    assert {name for name, _ in writers} == {'reports-reports'}
+    assert scheduler.loop._thread.name not in {name for name, _ in writers}
+    connection.stop()

@@ -81,3 +81,31 @@ class OrderedWorker:
             work()
         except Exception:
             log.exception('Error in work handed to %s', threading.current_thread().name)
+
+
+class ReportWorker:
+    """For a connection whose reports the scheduler's loop must not wait
+    for (an SMTP server, another database): its own ordered thread, made
+    at first use. ``workers_busy()`` is what the scheduler counts as work
+    outstanding; ``stop_reports()`` sends what is queued, then reports
+    run on the caller's thread."""
+
+    _report_worker: OrderedWorker | None = None
+    _report_worker_lock = threading.Lock()
+
+    def report_later(self, work) -> None:
+        with ReportWorker._report_worker_lock:
+            if self._report_worker is None:
+                self._report_worker = OrderedWorker(
+                    f'reports-{getattr(self, "name", None) or type(self).__name__}')
+            worker = self._report_worker
+        worker.put(work)
+
+    def workers_busy(self) -> int:
+        worker = self._report_worker
+        return worker.pending() if worker is not None else 0
+
+    def stop_reports(self, timeout: float | None = 60.0) -> None:
+        worker = self._report_worker
+        if worker is not None:
+            worker.stop(timeout)

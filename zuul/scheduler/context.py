@@ -318,7 +318,8 @@ class SchedulerContext:
         message = format_report(pipeline, item, action, build_page)
         # Every reporter off the loop: the loop does not wait for the
         # write-ahead; the reports go out once it landed (report_gate).
-        off_loop = all(getattr(r, 'report_off_loop', None) is not None and
+        off_loop = all(getattr(r, 'prepare_report', None) is not None or
+                       getattr(r, 'report_off_loop', None) is not None and
                        r.can_report_off_loop() for r in reporters)
         landed = self._persist(pipeline, item, action, wait=not off_loop)
         pending = False
@@ -342,6 +343,14 @@ class SchedulerContext:
         ``report-completed`` result event: for a success report of a
         reporter that merges, or that asks for the outcome after every
         success (``merged_outcome``: asking is itself a remote call)."""
+        prepare = getattr(reporter, 'prepare_report', None)
+        if prepare is not None:
+            # What it needs is taken now; it goes out on its connection's
+            # thread (SMTP, another database) once the write-ahead landed.
+            send = prepare(item, pipeline, action, message)
+            if send is not None:
+                self._submit_after(landed, send)
+            return False
         submit = getattr(reporter, 'report_off_loop', None)
         if submit is None or not reporter.can_report_off_loop():
             reporter.report(item, pipeline, action, message)

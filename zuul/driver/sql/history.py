@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 import sqlalchemy as sa
 
 from zuul.driver.sql.migration_lock import lock_step, migration_lock
+from zuul.lib.ordered_worker import ReportWorker
 from zuul.lib.urls import safe_link
 
 log = logging.getLogger('zuul.driver.sql.history')
@@ -274,8 +275,10 @@ def build_row(build, final: bool = True) -> dict:
         for art in artifacts]}
 
 
-class BuildHistory:
-    """Records finished buildsets and answers the web API's queries."""
+class BuildHistory(ReportWorker):
+    """Records finished buildsets and answers the web API's queries. As
+    the connection of an ``sql`` reporter, its reports are written on its
+    own thread (ReportWorker), not on the scheduler's loop."""
 
     def __init__(self, dburi: str = 'sqlite://', table_prefix: str = ''):
         kwargs = {}
@@ -291,6 +294,10 @@ class BuildHistory:
             f'{table_prefix}zuul_schema_version', self.metadata,
             sa.Column('version', sa.Integer, nullable=False))
         self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        """Write the reports queued (as an ``sql`` reporter's connection)."""
+        self.stop_reports()
 
     # -- schema -------------------------------------------------------------
 

@@ -38,6 +38,28 @@ class SQLReporter:
                 self.history.migrate()
                 self._migrated = True
 
+    def prepare_report(self, item, pipeline, action: str, message: str):
+        """On the loop: the rows as the item is now; returns what writes
+        them (on the connection's thread, once the report's write-ahead
+        landed): the scheduler's loop never waits for this database."""
+        if action in NOT_RECORDED:
+            return None
+        from zuul.driver.sql.history import buildset_rows
+        rows = buildset_rows(self.tenant_name, pipeline, item, action, message)
+        event_id, what = getattr(item, 'event_id', None), item.change.describe()
+
+        def write() -> None:
+            try:
+                self._ensure_schema()
+                self.history.write_buildset(rows)
+            except Exception:
+                log.exception('[e: %s] Unable to record %s of %s in %s', event_id, action,
+                              what, getattr(self.history, 'name', ''))
+                return
+            log.debug('[e: %s] Recorded %s of %s in %s', event_id, action, what,
+                      getattr(self.history, 'name', ''))
+        return lambda: self.history.report_later(write)
+
     def report(self, item, pipeline, action: str, message: str) -> None:
         if action in NOT_RECORDED:
             return

@@ -275,7 +275,13 @@ def test_the_encoded_state_is_the_snapshot_and_only_changed_items_are_encoded_ag
     assert raw == whole(mgr) and b'http://x/' in raw
     assert items[0]._saved_json[1] is encoded[0] and items[2]._saved_json[1] is encoded[2]
     assert items[1]._saved_json[1] is not encoded[1]
-    # The pipeline's own fields and an item leaving are in the bytes too.
+    # The pipeline's and the queues' own fields (a list changed in place
+    # too) and an item leaving are in the bytes too.
+    queue = mgr.queues[0]
+    queue.window += 1
+    queue.projects.append('org/joined')
+    assert encode_snapshot(mgr) == whole(mgr)
+    assert b'org/joined' in encode_snapshot(mgr)
     mgr.disabled = True
     mgr.remove_item(items[0])
     assert encode_snapshot(mgr) == whole(mgr)

@@ -191,16 +191,27 @@ def _item_json(item: m.QueueItem, nodes) -> str:
     return raw
 
 
+def _queue_head_json(q: m.ChangeQueue) -> str:
+    """A queue's own fields as JSON, encoded again only when they changed
+    (a shared gate queue lists every project of the queue)."""
+    data = (q.name, q.projects, q.branch, q.window, q.dynamic)
+    cached = getattr(q, '_saved_head', None)
+    if cached is not None and cached[0] == data:
+        return cached[1]
+    raw = _encode({'name': q.name, 'projects': list(q.projects), 'branch': q.branch,
+                   'window': q.window, 'dynamic': q.dynamic})
+    q._saved_head = ((q.name, list(q.projects), q.branch, q.window, q.dynamic), raw)
+    return raw
+
+
 def encode_snapshot(manager, nodes=None) -> bytes:
     """``json.dumps(snapshot(manager, nodes), separators=(',', ':'))``,
     byte for byte, made from each item's cached JSON: a save costs the
     items that changed, not every item of the pipeline."""
     queues = []
     for q in manager.queues:
-        head = _encode({'name': q.name, 'projects': list(q.projects), 'branch': q.branch,
-                        'window': q.window, 'dynamic': q.dynamic})
         items = ','.join([_item_json(i, nodes) for i in q.queue])
-        queues.append(f'{head[:-1]},"items":[{items}]}}')
+        queues.append(f'{_queue_head_json(q)[:-1]},"items":[{items}]}}')
     head = _encode({'version': VERSION, 'disabled': manager.disabled,
                     'consecutive_failures': manager.consecutive_failures})
     return f'{head[:-1]},"queues":[{",".join(queues)}]}}'.encode('utf8')

@@ -133,3 +133,28 @@ def test_saves_are_at_most_one_per_interval_and_the_loop_is_busy_until_the_last(
         assert len(saves) - 1 <= spent / 0.2 + 1
     finally:
         loop.stop()
+
+
+def test_events_a_few_milliseconds_apart_share_a_pass_and_idle_waits_for_it(monkeypatch):
+    """A pass looks at every item: events arriving closer together than
+    MIN_PASS_INTERVAL share one instead of one pass each, and the loop
+    counts as busy until that pass is made (a caller waiting for idle
+    finds every event acted on)."""
+    monkeypatch.setattr(loop_module, 'MIN_PASS_INTERVAL', 0.3)
+    handlers = Handlers()
+    loop = EventLoop(handlers)
+    loop.start()
+    try:
+        assert loop.wait_idle(10) and handlers.passes == [0]     # the pass at start
+        for n in range(10):
+            loop.add_trigger_event(n)
+            time.sleep(0.01)
+        assert loop.wait_idle(10)
+        assert handlers.passes[-1] == 10, 'idle before the last event was passed over'
+        assert len(handlers.passes) <= 3, f'{len(handlers.passes)} passes for one burst'
+        # Alone (the interval since the last pass long over): passed at once.
+        time.sleep(0.35)
+        loop.add_trigger_event('late')
+        wait_for(lambda: handlers.passes[-1] == 11, timeout=10, what='the pass')
+    finally:
+        loop.stop()

@@ -28,6 +28,12 @@ SETTLE_INTERVAL = 0.5
 # produced is saved, so a crash in between loses nothing (they are
 # processed again); the loop counts as busy until the save is made.
 MIN_SAVE_INTERVAL = 0.1
+# After an event the pipelines are processed once no other event waits,
+# but not sooner than this after the previous pass (seconds): a pass looks
+# at every item of the tenant, so with many items one pass per event
+# costs items x events. Events arriving closer together than this share
+# one pass. The loop counts as busy until the pass is made.
+MIN_PASS_INTERVAL = 0.05
 # While ZooKeeper is away, how often saving that failed is logged.
 SAVE_WARNING_INTERVAL = 30.0
 
@@ -55,6 +61,7 @@ class EventLoop:
         self._save_failing_since: float | None = None
         self._last_save = 0.0
         self._save_due = False      # a save deferred by MIN_SAVE_INTERVAL
+        self._settle_due = False    # a pass deferred by MIN_PASS_INTERVAL
         self._save_warned = 0.0
         # The longest the thread was busy with one step (an event, a pass
         # over the pipelines, a save) without looking at its queues: what
@@ -142,9 +149,12 @@ class EventLoop:
             with self._cond:
                 while self._running and not (self.management or self.results or
                                              self.triggers):
-                    if self._save_due:
-                        # Busy until the deferred save is made.
-                        left = self._last_save + MIN_SAVE_INTERVAL - time.monotonic()
+                    due = [at for at, deferred in (
+                        (self._last_settle + MIN_PASS_INTERVAL, self._settle_due),
+                        (self._last_save + MIN_SAVE_INTERVAL, self._save_due)) if deferred]
+                    if due:
+                        # Busy until the deferred pass and save are made.
+                        left = min(due) - time.monotonic()
                         if left <= 0:
                             break
                         self._cond.wait(left)
@@ -158,20 +168,27 @@ class EventLoop:
                     return
                 self._busy = True
                 kind, event = self._next()
-            if kind is None:
-                self._save_now()
+            if kind is not None:
+                self._timed(self._dispatch, kind, event)
+                self._settle_due = True
+                with self._cond:
+                    more = bool(self.management or self.results or self.triggers)
+                since = time.monotonic() - self._last_settle
+                if since < (SETTLE_INTERVAL if more else MIN_PASS_INTERVAL):
+                    # The pass waits for the next events (or the interval).
+                    if self._save_urgent():
+                        self._save_now()
+                    continue
+            elif not self._settle_due or \
+                    time.monotonic() - self._last_settle < MIN_PASS_INTERVAL:
+                self._save_now()    # woken for the deferred save
                 continue
-            self._timed(self._dispatch, kind, event)
-            with self._cond:
-                more = bool(self.management or self.results or self.triggers)
-            settled = not more or time.monotonic() - self._last_settle >= SETTLE_INTERVAL
-            if settled:
-                self._settle()
-                self._last_settle = time.monotonic()
-            if self._save_urgent() or (
-                    settled and time.monotonic() - self._last_save >= MIN_SAVE_INTERVAL):
+            self._settle()
+            self._last_settle = time.monotonic()
+            self._settle_due = False
+            if self._save_urgent() or time.monotonic() - self._last_save >= MIN_SAVE_INTERVAL:
                 self._save_now()
-            elif settled:
+            else:
                 self._save_due = True
 
     def _save_urgent(self) -> bool:

@@ -112,6 +112,18 @@ def _mail_connection(server: SMTPServer):
     return connection
 
 
+def _check_succeeds(tmp_path, connection):
+    """A system whose check pipeline mails its success report through
+    ``connection``; one item enqueued there and its build succeeded."""
+    scheduler, executor = start_system(tmp_path, MAIN, {'org/config': {'master': CONFIG}},
+                                       connections=[connection])
+    scheduler.management('enqueue-ref', tenant='t1', pipeline='check', project='org/config',
+                         ref='refs/heads/master', oldrev='0' * 40, newrev='b' * 40)
+    wait_for(lambda: len(executor.running) == 1, timeout=30, what='the check build')
+    executor.finish(executor.running[0][0], 'SUCCESS')
+    return scheduler, executor
+
+
 @pytest.fixture
 def hanging():
     server = SMTPServer(answer=False)
@@ -121,13 +133,8 @@ def hanging():
 
 def test_a_mail_server_that_never_answers_stalls_no_pipeline(tmp_path, hanging):
     connection = _mail_connection(hanging)
-    scheduler, executor = start_system(tmp_path, MAIN, {'org/config': {'master': CONFIG}},
-                                       connections=[connection])
+    scheduler, executor = _check_succeeds(tmp_path, connection)
     try:
-        scheduler.management('enqueue-ref', tenant='t1', pipeline='check', project='org/config',
-                             ref='refs/heads/master', oldrev='0' * 40, newrev='b' * 40)
-        wait_for(lambda: len(executor.running) == 1, timeout=30, what='the check build')
-        executor.finish(executor.running[0][0], 'SUCCESS')
         wait_for(lambda: hanging.accepted, timeout=30, what='the mail server reached')
         # The mail now waits for a greeting that never comes; the loop
         # goes on: another pipeline's item gets its build.
@@ -148,13 +155,8 @@ def test_a_mail_server_that_never_answers_stalls_no_pipeline(tmp_path, hanging):
 def test_the_report_mail_reaches_the_server(tmp_path):
     server = SMTPServer()
     connection = _mail_connection(server)
-    scheduler, executor = start_system(tmp_path, MAIN, {'org/config': {'master': CONFIG}},
-                                       connections=[connection])
+    scheduler, executor = _check_succeeds(tmp_path, connection)
     try:
-        scheduler.management('enqueue-ref', tenant='t1', pipeline='check', project='org/config',
-                             ref='refs/heads/master', oldrev='0' * 40, newrev='b' * 40)
-        wait_for(lambda: len(executor.running) == 1, timeout=30, what='the check build')
-        executor.finish(executor.running[0][0], 'SUCCESS')
         assert scheduler.wait_until_settled(60)     # counts the mail being sent
         [(recipients, text)] = server.mails
         assert recipients == ['dev@example.com']

@@ -394,6 +394,7 @@ class ZuulSystem:
         if scheduler:
             if self._scheduler_daemon() is not None:
                 raise RuntimeError('a scheduler process runs already')
+            self._record_launches()     # before its first pass can launch
             self.service.start()
             self.in_process.add('scheduler')
             gerrit = self.service.connections.get('gerrit')
@@ -402,7 +403,6 @@ class ZuulSystem:
             wait_for(lambda: gerrit.stream is not None and gerrit.stream.connected.is_set(),
                      timeout=30, what="the scheduler's Gerrit event stream")
             wait_for(lambda: self.gerrit.server.stream_count() >= 1, what='event stream')
-            self._record_launches()
 
     # -- daemons as processes --------------------------------------------
     def start_daemon(self, kind: str, name: str | None = None, wait: bool = True,
@@ -534,22 +534,34 @@ class ZuulSystem:
         return BuildHistory(self.conf.database.dburi).get_builds(tenant, **filters)
 
     def _record_launches(self) -> None:
-        """Observe (not replace) the scheduler's executor adapter: every
-        build launched, with the changes it was tested on top of."""
+        """Observe (not replace) the executor adapter of this system's
+        scheduler service: every build launched, with the changes it was
+        tested on top of, from before the service starts (its first pass
+        may launch at once, e.g. an image's startup build). The lists
+        start afresh with each service."""
+        from zuul.scheduler.builds import ExecutorAdapter
         self.launches: list[dict] = []
         self.builds: list = []      # the scheduler's Build objects, in launch order
-        adapter = self.service.scheduler.executor
-        real = adapter.execute
+        if getattr(self, '_unobserve', None) is not None:
+            return
+        real = ExecutorAdapter.execute
+        system = self
 
-        def execute(tenant, pipeline, item, job, nodeset, build):
-            bs = item.current_build_set
-            self.launches.append({
-                'pipeline': pipeline.name, 'job': job.name,
-                'change': getattr(item.change, 'number', None) or item.change.ref,
-                'ahead': [getattr(i.change, 'number', None) for i in bs.dependent_items]})
-            self.builds.append(build)
-            return real(tenant, pipeline, item, job, nodeset, build)
-        adapter.execute = execute
+        def execute(adapter, tenant, pipeline, item, job, nodeset, build):
+            scheduler = getattr(getattr(system, 'service', None), 'scheduler', None)
+            if adapter is getattr(scheduler, 'executor', None):
+                bs = item.current_build_set
+                system.launches.append({
+                    'pipeline': pipeline.name, 'job': job.name,
+                    'change': getattr(item.change, 'number', None) or item.change.ref,
+                    'ahead': [getattr(i.change, 'number', None) for i in bs.dependent_items]})
+                system.builds.append(build)
+            return real(adapter, tenant, pipeline, item, job, nodeset, build)
+        ExecutorAdapter.execute = execute
+
+        def unobserve():
+            ExecutorAdapter.execute = real
+        self._unobserve = unobserve
 
     def restart_scheduler(self, down=None) -> None:
         """Stop the scheduler daemon's service, call ``down()`` (if given)
@@ -559,10 +571,10 @@ class ZuulSystem:
         if down is not None:
             down()
         self.service = SchedulerService(self.conf)
+        self._record_launches()
         self.service.start()
         gerrit = self.service.connections.get('gerrit')
         assert gerrit.stream.connected.wait(30)
-        self._record_launches()
 
     def stop(self) -> None:
         self.statsd.close()
@@ -577,6 +589,8 @@ class ZuulSystem:
             stops.append(self.executor.stop)
         if 'merger' in self.in_process:
             stops.append(self.merge_server.stop)
+        if getattr(self, '_unobserve', None) is not None:
+            stops.append(self._unobserve)
         for stop in stops:
             try:
                 stop()

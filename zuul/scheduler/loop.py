@@ -29,11 +29,14 @@ SETTLE_INTERVAL = 0.5
 # processed again); the loop counts as busy until the save is made.
 MIN_SAVE_INTERVAL = 0.1
 # After an event the pipelines are processed once no other event waits,
-# but not sooner than this after the previous pass (seconds): a pass looks
-# at every item of the tenant, so with many items one pass per event
-# costs items x events. Events arriving closer together than this share
-# one pass. The loop counts as busy until the pass is made.
+# but a costly pass not sooner than PASS_COST_SHARE times its own
+# duration (at most MIN_PASS_INTERVAL seconds) after the previous one: a
+# pass looks at every item of the tenant, so with many items one pass per
+# event costs items x events. Events arriving closer together share one
+# pass; a cheap pass (few items) is made at once, as before. The loop
+# counts as busy until the pass is made.
 MIN_PASS_INTERVAL = 0.05
+PASS_COST_SHARE = 5
 # While ZooKeeper is away, how often saving that failed is logged.
 SAVE_WARNING_INTERVAL = 30.0
 
@@ -61,7 +64,8 @@ class EventLoop:
         self._save_failing_since: float | None = None
         self._last_save = 0.0
         self._save_due = False      # a save deferred by MIN_SAVE_INTERVAL
-        self._settle_due = False    # a pass deferred by MIN_PASS_INTERVAL
+        self._settle_due = False    # a pass deferred (_pass_interval)
+        self._last_pass_cost = 0.0  # how long the last _settle took (s)
         self._save_warned = 0.0
         # The longest the thread was busy with one step (an event, a pass
         # over the pipelines, a save) without looking at its queues: what
@@ -150,7 +154,7 @@ class EventLoop:
                 while self._running and not (self.management or self.results or
                                              self.triggers):
                     due = [at for at, deferred in (
-                        (self._last_settle + MIN_PASS_INTERVAL, self._settle_due),
+                        (self._last_settle + self._pass_interval(), self._settle_due),
                         (self._last_save + MIN_SAVE_INTERVAL, self._save_due)) if deferred]
                     if due:
                         # Busy until the deferred pass and save are made.
@@ -174,22 +178,27 @@ class EventLoop:
                 with self._cond:
                     more = bool(self.management or self.results or self.triggers)
                 since = time.monotonic() - self._last_settle
-                if since < (SETTLE_INTERVAL if more else MIN_PASS_INTERVAL):
+                if since < (SETTLE_INTERVAL if more else self._pass_interval()):
                     # The pass waits for the next events (or the interval).
                     if self._save_urgent():
                         self._save_now()
                     continue
             elif not self._settle_due or \
-                    time.monotonic() - self._last_settle < MIN_PASS_INTERVAL:
+                    time.monotonic() - self._last_settle < self._pass_interval():
                 self._save_now()    # woken for the deferred save
                 continue
+            started = time.monotonic()
             self._settle()
             self._last_settle = time.monotonic()
+            self._last_pass_cost = self._last_settle - started
             self._settle_due = False
             if self._save_urgent() or time.monotonic() - self._last_save >= MIN_SAVE_INTERVAL:
                 self._save_now()
             else:
                 self._save_due = True
+
+    def _pass_interval(self) -> float:
+        return min(MIN_PASS_INTERVAL, PASS_COST_SHARE * self._last_pass_cost)
 
     def _save_urgent(self) -> bool:
         # e.g. a final report went out: the state without its item is

@@ -28,15 +28,15 @@ SETTLE_INTERVAL = 0.5
 # produced is saved, so a crash in between loses nothing (they are
 # processed again); the loop counts as busy until the save is made.
 MIN_SAVE_INTERVAL = 0.1
-# After an event the pipelines are processed once no other event waits,
-# but a costly pass not sooner than PASS_COST_SHARE times its own
-# duration (at most MIN_PASS_INTERVAL seconds) after the previous one: a
-# pass looks at every item of the tenant, so with many items one pass per
-# event costs items x events. Events arriving closer together share one
-# pass; a cheap pass (few items) is made at once, as before. The loop
-# counts as busy until the pass is made.
+# After an event the pipelines are processed once no other event waits.
+# When the last pass was costly (COSTLY_PASS seconds of CPU or more) the
+# next is made not sooner than MIN_PASS_INTERVAL seconds after it: a pass
+# looks at every item of the tenant, so with many items one pass per
+# event costs items x events; events arriving closer together share one
+# pass. A cheap pass (few items) is made after each event, as before.
+# The loop counts as busy until the pass is made.
 MIN_PASS_INTERVAL = 0.05
-PASS_COST_SHARE = 5
+COSTLY_PASS = 0.001
 # While ZooKeeper is away, how often saving that failed is logged.
 SAVE_WARNING_INTERVAL = 30.0
 
@@ -65,7 +65,7 @@ class EventLoop:
         self._last_save = 0.0
         self._save_due = False      # a save deferred by MIN_SAVE_INTERVAL
         self._settle_due = False    # a pass deferred (_pass_interval)
-        self._last_pass_cost = 0.0  # how long the last _settle took (s)
+        self._last_pass_cost = 0.0  # CPU the last _settle took (s)
         self._save_warned = 0.0
         # The longest the thread was busy with one step (an event, a pass
         # over the pipelines, a save) without looking at its queues: what
@@ -187,10 +187,10 @@ class EventLoop:
                     time.monotonic() - self._last_settle < self._pass_interval():
                 self._save_now()    # woken for the deferred save
                 continue
-            started = time.monotonic()
+            cpu = time.thread_time()
             self._settle()
             self._last_settle = time.monotonic()
-            self._last_pass_cost = self._last_settle - started
+            self._last_pass_cost = time.thread_time() - cpu
             self._settle_due = False
             if self._save_urgent() or time.monotonic() - self._last_save >= MIN_SAVE_INTERVAL:
                 self._save_now()
@@ -198,7 +198,7 @@ class EventLoop:
                 self._save_due = True
 
     def _pass_interval(self) -> float:
-        return min(MIN_PASS_INTERVAL, PASS_COST_SHARE * self._last_pass_cost)
+        return MIN_PASS_INTERVAL if self._last_pass_cost >= COSTLY_PASS else 0.0
 
     def _save_urgent(self) -> bool:
         # e.g. a final report went out: the state without its item is

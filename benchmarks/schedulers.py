@@ -21,7 +21,10 @@ schedulers share is the tenant.
 
 For each scheduler count: ``--changes`` changes (each in its own project)
 are uploaded at once (200 in flight), then all approved; then one
-project's ``.zuul.yaml`` changes.  Measured:
+project's ``.zuul.yaml`` changes. Each change is based on a change
+merged before the run, as at any real site: Gerrit names that change as
+its git parent (``dependsOn``), so its dependencies are looked up as
+they would be there. Measured:
 
 - events/s: trigger events the schedulers processed per second of the run;
 - CPU per item: CPU of the schedulers' event-loop threads, per queue item
@@ -160,13 +163,16 @@ class Site:
         self.services: list[SchedulerService] = []
         self.executor = None
 
-    def create(self) -> float:
-        """Projects in Gerrit; returns the seconds it took."""
+    def create(self, n_changes: int = 0) -> float:
+        """Projects in Gerrit, the first ``n_changes`` of them with a
+        merged change at the tip of master; returns the seconds it took."""
         t0 = time.time()
         store = self.system.store
         self.system.create_projects(pipelines=BASE_PIPELINES + NOOP_JOB)
         for project in self.projects:
             store.create_project(project, {'.zuul.yaml': textwrap.dedent(NOOP_PROJECT)})
+        for project in self.projects[:n_changes]:
+            store.submit(store.create_change(project, 'master', 'Base', {'base.txt': '1\n'}))
         with open(os.path.join(self.root, 'main.yaml'), 'w') as f:
             f.write(_main_yaml(self.projects, self.n_tenants))
         if self.active:
@@ -244,7 +250,7 @@ def run(n_projects: int, n_changes: int, n_schedulers: int, timeout: float,
     site = Site(n_projects, n_schedulers, n_tenants, active)
     out: dict = {'schedulers': n_schedulers, 'active': n_schedulers if active else 1}
     try:
-        out['create_s'] = site.create()
+        out['create_s'] = site.create(n_changes)
         out['load_s'] = site.start()
         store = site.system.store
         loops = site.loops()

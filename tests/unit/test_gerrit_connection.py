@@ -72,6 +72,63 @@ def test_dependencies_git_parent_and_depends_on_url(dev_gerrit, gerrit_connectio
                                                       ('org/b', other.number)]
 
 
+def test_needed_changes_are_read_ahead_with_the_event(dev_gerrit, gerrit_connection):
+    """An event's change comes with the changes it needs (git parent,
+    Depends-On by URL and by Change-Id, and what an open one needs in
+    turn; a merged one is not followed): enqueueing it asks Gerrit
+    nothing on the scheduler's loop. Read once per change object;
+    ``forget_needed`` reads again (a dependency may have merged)."""
+    store = dev_gerrit.store
+    for name in ('org/a', 'org/b', 'org/c'):
+        store.create_project(name)
+    base = store.create_change('org/a', 'master', 'base', {'m': '1'})
+    store.approve(base, 'Code-Review', 2, who='core')
+    store.approve(base, 'Verified', 1, who='core')
+    store.approve(base, 'Workflow', 1, who='core')
+    store.submit(base)
+    below = store.create_change('org/c', 'master', 'below', {'w': '1'})
+    parent = store.create_change('org/a', 'master', 'parent', {'p': '1'},
+                                 footer=f'Depends-On: {below.change_id}')
+    other = store.create_change('org/b', 'master', 'other', {'o': '1'})
+    gerrit_connection.wants_event = lambda e: e.change_number not in (
+        base.number, below.number, parent.number, other.number)
+    child = store.create_change('org/a', 'master', 'child', {'c': '1'}, parent=parent,
+                                footer=f'Depends-On: {store.change_url(other)}')
+    wait_for(lambda: store.get_change(parent.number).current.parents, what='parent')
+    queries = []
+    real_query = gerrit_connection.ssh.query
+
+    def query(q):
+        queries.append(q)
+        return real_query(q)
+    event = None
+    while event is None or event.change_number != child.number:
+        event = gerrit_connection.events.get(timeout=30)
+    assert event.needed_data is not None
+    gerrit_connection.ssh.query = query
+    from zuul.scheduler.state import event_data, event_from_data
+    routed = event_from_data(json.loads(json.dumps(event_data(event))))
+    registry = ConnectionRegistry([gerrit_connection])
+    change = gerrit_connection.get_change_for_event(routed)
+    needed = gerrit_connection.get_needed_changes(change, registry)
+    assert [(n.project, n.number) for n in needed] == [('org/a', parent.number),
+                                                      ('org/b', other.number)]
+    # What the open parent needs came too; the merged base is not followed.
+    below_parent = gerrit_connection.get_needed_changes(needed[0], registry)
+    assert [(n.number, n.is_merged) for n in below_parent] == [
+        (base.number, True), (below.number, False)]
+    assert gerrit_connection.get_needed_changes(needed[1], registry) == []
+    assert queries == []
+    # Read again only when asked to.
+    gerrit_connection.forget_needed(change)
+    again = gerrit_connection.get_needed_changes(change, registry)
+    assert [n.number for n in again] == [parent.number, other.number]
+    assert queries == [f'change:{parent.number}', f'change:{other.number}']
+    queries.clear()
+    gerrit_connection.get_needed_changes(change, registry)
+    assert queries == []
+
+
 def test_lookup_change_errors(dev_gerrit, gerrit_connection):
     dev_gerrit.store.create_project('org/a')
     with pytest.raises(LookupError, match='Malformed'):

@@ -59,6 +59,9 @@ class TriggerEvent:
     # query row), so whichever scheduler takes the event need not ask the
     # source again on its loop; {} when it was read and not found.
     change_data: dict | None = None
+    # The changes it needs (git parent, Depends-On), read with it: query
+    # rows, in order; None when not read ahead.
+    needed_data: list | None = None
 
     @property
     def is_change_event(self) -> bool:

@@ -183,13 +183,23 @@ class SchedulerContext:
         return deps
 
     def missing_needed_changes(self, item):
+        """A change ``item`` needs that is neither merged nor ahead of it
+        (described), or None. Asked for every item at every pass of a
+        dependent pipeline: the dependencies as read before are used, and
+        read again only when one seems missing (it may have merged)."""
+        change = item.change
+        needed = self._needed(change)
+        if not needed:
+            return None
         ahead = {i.change.key for i in item.items_ahead()}
         if item.bundle is not None:
             ahead |= {i.change.key for i in item.bundle.items if i.queue is not None}
-        for dep in self._needed(item.change):
-            if dep.key not in ahead:
-                return dep.describe()
-        return None
+        missing = [dep for dep in needed if dep.key not in ahead]
+        forget = getattr(self.connections.get(change.connection), 'forget_needed', None)
+        if missing and forget is not None:
+            forget(change)
+            missing = [dep for dep in self._needed(change) if dep.key not in ahead]
+        return missing[0].describe() if missing else None
 
     def tenant_limits(self) -> dict:
         """The tenant's ``max-changes-per-pipeline`` and

@@ -79,7 +79,7 @@ def _event_data(event) -> dict | None:
     data = getattr(event, '_saved_data', None)
     if data is None:
         data = {name: getattr(event, name) for name in field_names(type(event))
-                if name not in ('data', 'change_data')}
+                if name not in ('data', 'change_data', 'needed_data')}
         event._saved_data = data
     return data
 

@@ -56,6 +56,8 @@ REPORT_LANES = 4
 # its event (events are stored in ZooKeeper: znodes hold at most 1 MiB).
 READ_AHEAD_THREADS = 4
 READ_AHEAD_MAX_BYTES = 256 * 1024
+# How deep a stack of open changes is read ahead with an event's change.
+READ_AHEAD_DEPTH = 16
 
 
 def _regex_list(value) -> list[re.Pattern]:
@@ -243,10 +245,18 @@ class GerritConnection:
             return      # no tenant acts on it (e.g. our own review comments)
         rows = self.ssh.query(f'change:{event.change_number}')
         row = rows[0] if rows else {}
-        if len(json.dumps(row)) <= READ_AHEAD_MAX_BYTES:
+        needed = None
+        if row:
+            # The changes it needs (git parent, Depends-On of this
+            # connection) too: enqueueing it asks for them on the loop.
+            needed = self._read_needed(
+                change_from_query(row, self.name, event.patchset, self.baseurl),
+                READ_AHEAD_DEPTH, {int(event.change_number)})
+        if len(json.dumps(row)) + len(json.dumps(needed)) <= READ_AHEAD_MAX_BYTES:
             # (A huge change, thousands of files, is read on the loop
             # rather than make the stored event too big for ZooKeeper.)
             event.change_data = row
+            event.needed_data = needed
 
     def _hand_over(self, _result, event: TriggerEvent) -> None:
         # A failed read (logged by the workers) hands the event over all
@@ -444,8 +454,13 @@ class GerritConnection:
             if row is None:
                 return self.query_change(event.change_number, event.patchset)
             # Read ahead (after the event arrived): as fresh as the event.
-            return change_from_query(row, self.name, event.patchset,
-                                     self.baseurl) if row else None
+            if not row:
+                return None
+            change = change_from_query(row, self.name, event.patchset, self.baseurl)
+            needed = getattr(event, 'needed_data', None)
+            if needed is not None:
+                change.needed_read = [self._as_change(part) for part in needed]
+            return change
         return Ref(self.name, event.project, event.ref or '', event.oldrev, event.newrev,
                    url=self.commit_url(event.project, event.newrev))
 
@@ -577,25 +592,78 @@ class GerritConnection:
         return merged
 
     def get_needed_changes(self, change: Change, connections) -> list[Change]:
-        """Git parent plus Depends-On footers (on any known connection)."""
-        needed = []
+        """Git parent plus Depends-On footers (on any known connection).
+
+        Read once per change object (a patchset's dependencies do not
+        change; only whether they merged does) and kept on it as
+        ``needed_read``: read ahead with an event's change, or at the
+        first call. ``forget_needed`` makes the next call read again."""
+        read = getattr(change, 'needed_read', None)
+        if read is None:
+            read = [self._as_change(part) for part in self._needed_parts(change, connections)]
+            change.needed_read = read
+        return list(read)
+
+    @staticmethod
+    def forget_needed(change: Change) -> None:
+        """The dependencies of ``change`` are read again at the next
+        ``get_needed_changes`` (one of them may have merged since)."""
+        change.needed_read = None
+
+    def _read_needed(self, change: Change, depth: int, seen: set) -> list | None:
+        """Off the loop: the query rows of the changes ``change`` needs,
+        each open one with the rows it needs in turn (``_needed``), down
+        to ``depth`` levels; None if one is another connection's."""
+        parts = self._needed_parts(change, None)
+        if parts is None or depth <= 0:
+            return parts
+        for part in parts:
+            number = int(part.get('number') or 0)
+            if part.get('status') == 'MERGED' or number in seen:
+                continue
+            seen.add(number)
+            below = self._read_needed(self._as_change(part), depth - 1, seen)
+            if below is not None:
+                part['_needed'] = below
+        return parts
+
+    def _as_change(self, part) -> Change:
+        if isinstance(part, Change):
+            return part
+        change = change_from_query(part, self.name, baseurl=self.baseurl)
+        if part.get('_needed') is not None:
+            change.needed_read = [self._as_change(p) for p in part['_needed']]
+        return change
+
+    def _needed_parts(self, change: Change, connections) -> list | None:
+        """The changes ``change`` needs, in order: query rows of this
+        connection's, Change objects of other connections' (Depends-On
+        URLs). With ``connections`` None (reading ahead, off the loop),
+        None if another connection's change is named."""
+        parts: list = []
         for key in change.git_parent_changes:
-            number = int(key.rsplit('/', 1)[1])
-            dep = self.query_change(number)
-            if dep is not None:
-                needed.append(dep)
+            rows = self.ssh.query(f'change:{int(key.rsplit("/", 1)[1])}')
+            parts += rows[:1]
         for value in depends_on_footers(change.message):
-            needed.extend(self._resolve_depends_on(value, connections, change))
-        return needed
+            if CHANGE_ID_RE.match(value):
+                parts += [r for r in self.ssh.query(f'change:{value}')
+                          if r.get('status') != 'ABANDONED']
+                continue
+            if urllib.parse.urlparse(value).scheme not in ('http', 'https'):
+                log.warning('Ignoring unrecognized Depends-On %r on %s', value,
+                            change.describe())
+                continue
+            number = change_number_from_url(value, self.baseurl)
+            rows = self.ssh.query(f'change:{number}') if number is not None else []
+            if rows:
+                parts.append(rows[0])
+                continue
+            if connections is None:
+                return None
+            parts += self._resolve_depends_on(value, connections, change)
+        return parts
 
     def _resolve_depends_on(self, value: str, connections, change):
-        if CHANGE_ID_RE.match(value):
-            rows = self.ssh.query(f'change:{value}')
-            return [change_from_query(r, self.name, baseurl=self.baseurl) for r in rows
-                    if r.get('status') != 'ABANDONED']
-        if urllib.parse.urlparse(value).scheme not in ('http', 'https'):
-            log.warning('Ignoring unrecognized Depends-On %r on %s', value, change.describe())
-            return []
         for connection in connections.all():
             resolver = getattr(connection, 'change_for_url', None)
             if resolver is None:

@@ -11,11 +11,14 @@ the executor: an "instant executor" Gearman worker answers
 scheduler, not Ansible.
 
     .venv/bin/python -m benchmarks.schedulers [--projects 2000] [--changes 200]
-        [--schedulers 1,2,3] [--tenants 1] [--active]
+        [--schedulers 1,2,3] [--tenants 1] [--active] [--mergers 0]
 
 ``--active`` runs the schedulers with ``[scheduler] standby = false``
 (each processes the tenants it locks, zuul/scheduler/ownership.py);
-without it one leads and the others stand by. The projects are spread
+without it one leads and the others stand by. ``--mergers N`` runs N
+merger processes (benchmarks/merger_process.py), as zuul-merger runs at
+a site; with 0 (the default) one merger runs in the benchmark's process
+and competes with the schedulers for its interpreter lock. The projects are spread
 over ``--tenants`` tenants (``t0`` ... ``tN-1``): the unit several active
 schedulers share is the tenant.
 
@@ -143,7 +146,7 @@ class Site:
     scheduler services in this process."""
 
     def __init__(self, n_projects: int, n_schedulers: int, n_tenants: int = 1,
-                 active: bool = False):
+                 active: bool = False, n_mergers: int = 0):
         self.root = tempfile.mkdtemp(prefix='zbs', dir='/tmp')
         self.zk = LocalZooKeeper(os.path.join(self.root, 'zk'))
         self.zk.start()
@@ -158,6 +161,10 @@ class Site:
         self.system.executor.stop = lambda: None
         self.projects = [f'bench/p{i:04d}' for i in range(n_projects)]
         self.n_schedulers = n_schedulers
+        # 0: one merger in this process; N: N merger processes
+        # (benchmarks/merger_process.py), as zuul-merger runs at a site.
+        self.n_mergers = n_mergers
+        self.merger_procs: list = []
         self.n_tenants = n_tenants
         self.active = active
         self.services: list[SchedulerService] = []
@@ -194,8 +201,11 @@ class Site:
     def start(self) -> float:
         """The merger, the executor and the schedulers; returns the
         seconds until the first one loaded the tenant."""
-        self.system.merge_server.threads = 4
-        self.system.merge_server.start()
+        if self.n_mergers:
+            self._start_merger_processes()
+        else:
+            self.system.merge_server.threads = 4
+            self.system.merge_server.start()
         self.executor = HeldExecutor(self.gear.port)
         t0 = time.time()
         self.system.service.start()
@@ -217,6 +227,29 @@ class Site:
                      timeout=300, what='the tenants shared')
         return loaded
 
+    def _start_merger_processes(self) -> None:
+        import subprocess
+        repos = self.system.resolver.mapping['gerrit']
+        for index in range(self.n_mergers):
+            proc = subprocess.Popen(
+                [sys.executable, '-m', 'benchmarks.merger_process', str(self.gear.port),
+                 os.path.join(self.root, f'merger{index}'), repos],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            self.merger_procs.append(proc)
+        for proc in self.merger_procs:
+            if proc.stdout.readline().strip() != b'ready':
+                raise RuntimeError('a merger process did not start')
+
+    def _stop_merger_processes(self) -> None:
+        for proc in self.merger_procs:
+            proc.stdin.close()
+        for proc in self.merger_procs:
+            try:
+                proc.wait(30)
+            except Exception:
+                proc.kill()
+
     def loops(self) -> list:
         return [s.scheduler.loop for s in self.services if getattr(s, 'scheduler', None)]
 
@@ -230,6 +263,7 @@ class Site:
         # ZooKeeper (a client left running blocks the interpreter's exit).
         for stop in ([self.executor.stop] if self.executor else []) + \
                 [s.stop for s in self.services] + [self.system.merge_server.stop,
+                                                   self._stop_merger_processes,
                                                    self.system.stop, self.gerrit.server.stop,
                                                    self.gear.shutdown, self.zk.stop]:
             try:
@@ -246,9 +280,10 @@ def _pct(values, q):
 
 
 def run(n_projects: int, n_changes: int, n_schedulers: int, timeout: float,
-        n_tenants: int = 1, active: bool = False) -> dict:
-    site = Site(n_projects, n_schedulers, n_tenants, active)
-    out: dict = {'schedulers': n_schedulers, 'active': n_schedulers if active else 1}
+        n_tenants: int = 1, active: bool = False, n_mergers: int = 0) -> dict:
+    site = Site(n_projects, n_schedulers, n_tenants, active, n_mergers)
+    out: dict = {'schedulers': n_schedulers, 'active': n_schedulers if active else 1,
+                 'mergers': n_mergers or 'in process'}
     try:
         out['create_s'] = site.create(n_changes)
         out['load_s'] = site.start()
@@ -361,6 +396,7 @@ def rows(results: list[dict]) -> list[tuple]:
         ('projects / changes in flight / tenants', *[f'{PROJECTS} / {CHANGES} / {TENANTS}'
                                                      for _ in results]),
         ('schedulers active', *[str(r['active']) for r in results]),
+        ('mergers (4 threads each)', *[str(r.get('mergers', 'in process')) for r in results]),
         ('tenant load at start (s)', *each('{:.1f}', 'load_s')),
         ('wall time: check / gate (s)', *[f'{r["check_s"]:.1f} / {r["gate_s"]:.1f}'
                                           for r in results]),
@@ -399,6 +435,9 @@ def main(argv=None) -> None:
                         help='tenants the projects are spread over')
     parser.add_argument('--active', action='store_true',
                         help='every scheduler active ([scheduler] standby = false)')
+    parser.add_argument('--mergers', type=int, default=0,
+                        help='merger processes (as zuul-merger runs at a site); '
+                             '0: one merger in the benchmark\'s process')
     parser.add_argument('--sample', action='store_true',
                         help='sample the loop threads\' stacks; print where they spend '
                              'their time and where they stall')
@@ -409,7 +448,7 @@ def main(argv=None) -> None:
     for n in [int(x) for x in args.schedulers.split(',')]:
         print(f'-- {n} scheduler(s)', file=sys.stderr, flush=True)
         results.append(run(args.projects, args.changes, n, args.timeout, args.tenants,
-                           args.active))
+                           args.active, args.mergers))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     kinds = [', '.join(f'{k}: {n}' for k, n in r['stall_kinds'].items()) or '-'
              for r in results]

@@ -162,6 +162,9 @@ class DevGerritServer:
         self._sock.close()
 
     def _serve_connection(self, sock) -> None:
+        # As the client (zuul/driver/gerrit/ssh.py): no Nagle delay on
+        # the small messages that end each command.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport = paramiko.Transport(sock)
         transport.add_server_key(self.host_key)
         # scp from OpenSSH 9+ speaks SFTP: serves hooks/commit-msg.

@@ -11,12 +11,25 @@ from __future__ import annotations
 import json
 import logging
 import shlex
+import socket
 import threading
 import time
 
 import paramiko
 
 log = logging.getLogger('zuul.driver.gerrit.ssh')
+
+
+def _no_delay(transport) -> None:
+    """TCP_NODELAY: a command is several small SSH messages each way
+    (channel open, exec, EOF; output, exit status, close). With Nagle's
+    algorithm each small write waits for the peer's delayed ACK (40 ms
+    on Linux): a query took ~87 ms instead of ~2 ms."""
+    sock = getattr(transport, 'sock', None)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except (AttributeError, OSError):
+        pass    # not a TCP socket (a proxy command's pipe)
 
 
 class GerritCommandError(Exception):
@@ -60,6 +73,7 @@ class GerritSSH:
         transport = client.get_transport()
         if self.keepalive:
             transport.set_keepalive(self.keepalive)
+        _no_delay(transport)
         return client
 
     def _get_client(self) -> paramiko.SSHClient:

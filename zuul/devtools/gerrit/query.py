@@ -95,7 +95,15 @@ def run_query(store: ReviewStore, argv: list[str]) -> str:
         _check_term(t)
     start = time.monotonic()
     with store.lock:
-        changes = sorted(store.changes.values(), key=lambda c: -c.last_updated)
+        candidates = store.changes.values()
+        for t in filters:
+            key, _, value = t.partition(':') if ':' in t else ('', '', t)
+            if key in ('change', '') and value.isdigit():
+                # One change by number (what Zuul asks most): no scan.
+                found = store.changes.get(int(value))
+                candidates = [found] if found is not None else []
+                break
+        changes = sorted(candidates, key=lambda c: -c.last_updated)
         rows = [c for c in changes if all(_term_matches(store, c, t) for t in filters)]
         if limit is not None:
             rows = rows[:limit]

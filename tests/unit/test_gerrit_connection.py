@@ -129,6 +129,33 @@ def test_needed_changes_are_read_ahead_with_the_event(dev_gerrit, gerrit_connect
     assert queries == []
 
 
+def test_a_message_full_of_depends_on_is_not_read_ahead(dev_gerrit, gerrit_connection):
+    """The commit message is the uploader's: a change naming more changes
+    than ``READ_AHEAD_MAX_LOOKUPS`` is not followed by the read workers
+    (they stop at the bound); its dependencies are looked up when the
+    change is enqueued, as without read-ahead."""
+    import zuul.driver.gerrit.gerrit_connection as gc
+    store = dev_gerrit.store
+    store.create_project('org/a')
+    footer = '\n'.join(f'Depends-On: I{n:040x}' for n in range(500))
+    queries = []
+    real_query = gerrit_connection.ssh.query
+
+    def query(q):
+        queries.append(q)
+        return real_query(q)
+    gerrit_connection.ssh.query = query
+    hostile = store.create_change('org/a', 'master', 'many', {'h': '1'}, footer=footer)
+    event = gerrit_connection.events.get(timeout=30)
+    assert event.change_number == hostile.number
+    assert event.change_data and event.needed_data is None
+    assert len(queries) <= 1 + gc.READ_AHEAD_MAX_LOOKUPS
+    # Asked for on enqueue, every footer is looked up (none names a change).
+    change = gerrit_connection.get_change_for_event(event)
+    assert gerrit_connection.get_needed_changes(
+        change, ConnectionRegistry([gerrit_connection])) == []
+
+
 def test_lookup_change_errors(dev_gerrit, gerrit_connection):
     dev_gerrit.store.create_project('org/a')
     with pytest.raises(LookupError, match='Malformed'):

@@ -56,8 +56,10 @@ REPORT_LANES = 4
 # its event (events are stored in ZooKeeper: znodes hold at most 1 MiB).
 READ_AHEAD_THREADS = 4
 READ_AHEAD_MAX_BYTES = 256 * 1024
-# How deep a stack of open changes is read ahead with an event's change.
+# How deep a stack of open changes is read ahead with an event's change,
+# and how many lookups its dependencies may take in all.
 READ_AHEAD_DEPTH = 16
+READ_AHEAD_MAX_LOOKUPS = 64
 
 
 def _regex_list(value) -> list[re.Pattern]:
@@ -251,7 +253,7 @@ class GerritConnection:
             # connection) too: enqueueing it asks for them on the loop.
             needed = self._read_needed(
                 change_from_query(row, self.name, event.patchset, self.baseurl),
-                READ_AHEAD_DEPTH, {int(event.change_number)})
+                READ_AHEAD_DEPTH, {int(event.change_number)}, [READ_AHEAD_MAX_LOOKUPS])
         if len(json.dumps(row)) + len(json.dumps(needed)) <= READ_AHEAD_MAX_BYTES:
             # (A huge change, thousands of files, is read on the loop
             # rather than make the stored event too big for ZooKeeper.)
@@ -610,10 +612,16 @@ class GerritConnection:
         ``get_needed_changes`` (one of them may have merged since)."""
         change.needed_read = None
 
-    def _read_needed(self, change: Change, depth: int, seen: set) -> list | None:
+    def _read_needed(self, change: Change, depth: int, seen: set, budget: list) -> list | None:
         """Off the loop: the query rows of the changes ``change`` needs,
         each open one with the rows it needs in turn (``_needed``), down
-        to ``depth`` levels; None if one is another connection's."""
+        to ``depth`` levels; None if one is another connection's, or if
+        they take more than ``budget[0]`` lookups in all (a commit
+        message is the uploader's: hundreds of Depends-On footers are
+        looked up when the change is enqueued, as without read-ahead)."""
+        budget[0] -= len(change.git_parent_changes) + len(depends_on_footers(change.message))
+        if budget[0] < 0:
+            return None
         parts = self._needed_parts(change, None)
         if parts is None or depth <= 0:
             return parts
@@ -622,7 +630,9 @@ class GerritConnection:
             if part.get('status') == 'MERGED' or number in seen:
                 continue
             seen.add(number)
-            below = self._read_needed(self._as_change(part), depth - 1, seen)
+            below = self._read_needed(self._as_change(part), depth - 1, seen, budget)
+            if budget[0] < 0:
+                return None
             if below is not None:
                 part['_needed'] = below
         return parts

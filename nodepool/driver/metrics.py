@@ -117,7 +117,11 @@ class Metrics:
         line = f'{name}:{value}|{kind}'.encode()
         if self._outbox is not None:
             self._outbox.append(line)
-            self._ready.set()
+            if not self._ready.is_set():
+                # (The sender clears the flag before it drains the outbox:
+                # a line put while it is set is drained all the same.
+                # Setting it again would take a lock and wake nobody.)
+                self._ready.set()
             return
         self._sendto(line)
 

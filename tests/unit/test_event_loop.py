@@ -181,3 +181,67 @@ def test_cheap_passes_are_not_deferred(monkeypatch):
                      what='a pass right after the event')
     finally:
         loop.stop()
+
+
+class Reporting(Handlers):
+    """Every event is a final report: the state without its item is to
+    be saved at once (``save_urgent``); ``save_cost`` is each save's CPU."""
+
+    def __init__(self, save_cost):
+        super().__init__()
+        self.save_cost = save_cost
+        self.urgent = False
+        self.saves = []
+
+    def handle_trigger(self, event):
+        super().handle_trigger(event)
+        self.urgent = True
+
+    def save_urgent(self):
+        return self.urgent
+
+    def save_state(self):
+        self.urgent = False
+        spin = time.thread_time() + self.save_cost
+        while time.thread_time() < spin:
+            pass
+        self.saves.append(len(self.seen))
+
+
+def _report_burst(loop, handlers, count=10):
+    assert loop.wait_idle(10)
+    handlers.saves.clear()
+    for n in range(count):
+        loop.add_trigger_event(n)
+        wait_for(lambda: len(handlers.seen) == n + 1, timeout=10, what='the event')
+        time.sleep(0.01)
+    assert loop.wait_idle(10)
+    assert handlers.saves[-1] == count, 'idle before the last report was saved'
+
+
+def test_a_cheap_save_after_a_final_report_is_made_at_once(monkeypatch):
+    monkeypatch.setattr(loop_module, 'MIN_SAVE_INTERVAL', 5.0)
+    handlers = Reporting(save_cost=0.0)
+    loop = EventLoop(handlers)
+    loop.start()
+    try:
+        _report_burst(loop, handlers)
+        assert handlers.saves == list(range(1, 11)), handlers.saves
+    finally:
+        loop.stop()
+
+
+def test_costly_saves_after_final_reports_share_the_loops_next_save(monkeypatch):
+    """Saving a pipeline of many items costs: the final reports of one
+    MIN_SAVE_INTERVAL share one save instead of one each, and the loop
+    counts as busy until it is made (a restart never finds an item
+    reported and not saved as such for longer than that)."""
+    monkeypatch.setattr(loop_module, 'MIN_SAVE_INTERVAL', 0.3)
+    handlers = Reporting(save_cost=0.01)
+    loop = EventLoop(handlers)
+    loop.start()
+    try:
+        _report_burst(loop, handlers)
+        assert len(handlers.saves) <= 4, f'{len(handlers.saves)} saves for one burst'
+    finally:
+        loop.stop()

@@ -37,6 +37,12 @@ MIN_SAVE_INTERVAL = 0.1
 # The loop counts as busy until the pass is made.
 MIN_PASS_INTERVAL = 0.05
 COSTLY_PASS = 0.001
+# A save asked for at once (after a final report, ``save_urgent``) is
+# made at once while saves are cheap; once the last one took COSTLY_SAVE
+# seconds of CPU or more (a pipeline of many items), it waits for the
+# loop's next save (at most MIN_SAVE_INTERVAL): the final reports of
+# that time share one write, not one each.
+COSTLY_SAVE = 0.002
 # While ZooKeeper is away, how often saving that failed is logged.
 SAVE_WARNING_INTERVAL = 30.0
 
@@ -66,6 +72,7 @@ class EventLoop:
         self._save_due = False      # a save deferred by MIN_SAVE_INTERVAL
         self._settle_due = False    # a pass deferred (_pass_interval)
         self._last_pass_cost = 0.0  # CPU the last _settle took (s)
+        self._last_save_cost = 0.0  # CPU the last save took (s)
         self._save_warned = 0.0
         # The longest the thread was busy with one step (an event, a pass
         # over the pipelines, a save) without looking at its queues: what
@@ -202,13 +209,22 @@ class EventLoop:
 
     def _save_urgent(self) -> bool:
         # e.g. a final report went out: the state without its item is
-        # saved now (so no restart reports it again), with the rest.
+        # saved now (so no restart reports it again), with the rest;
+        # when saves are costly, with the loop's next save (COSTLY_SAVE).
         urgent = getattr(self.handlers, 'save_urgent', None)
-        return bool(urgent is not None and urgent())
+        if urgent is None or not urgent():
+            return False
+        if self._last_save_cost < COSTLY_SAVE or \
+                time.monotonic() - self._last_save >= MIN_SAVE_INTERVAL:
+            return True
+        self._save_due = True
+        return False
 
     def _save_now(self) -> None:
         self._save_due = False
+        cpu = time.thread_time()
         self._timed(self._save)
+        self._last_save_cost = time.thread_time() - cpu
         self._last_save = time.monotonic()
 
     def _timed(self, step, *args):

@@ -159,16 +159,22 @@ def _item_data(item: m.QueueItem, nodes) -> dict:
             'buildset': _buildset_data(item.current_build_set, nodes)}
 
 
+def _pipeline_head_data(manager) -> dict:
+    return {'version': VERSION, 'disabled': manager.disabled,
+            'consecutive_failures': manager.consecutive_failures}
+
+
+def _queue_head_data(q: m.ChangeQueue) -> dict:
+    return {'name': q.name, 'projects': list(q.projects), 'branch': q.branch,
+            'window': q.window, 'dynamic': q.dynamic}
+
+
 def snapshot(manager, nodes=None) -> dict:
-    return {
-        'version': VERSION,
-        'disabled': manager.disabled,
-        'consecutive_failures': manager.consecutive_failures,
-        'queues': [{'name': q.name, 'projects': list(q.projects), 'branch': q.branch,
-                    'window': q.window, 'dynamic': q.dynamic,
-                    'items': [_item_data(i, nodes) for i in q.queue]}
-                   for q in manager.queues],
-    }
+    """The pipeline's state as data, made afresh (``encode_snapshot`` is
+    its JSON, made from cached encodings)."""
+    return {**_pipeline_head_data(manager),
+            'queues': [{**_queue_head_data(q), 'items': [_item_data(i, nodes) for i in q.queue]}
+                       for q in manager.queues]}
 
 
 _encode = json.JSONEncoder(separators=(',', ':')).encode
@@ -194,13 +200,12 @@ def _item_json(item: m.QueueItem, nodes) -> str:
 def _queue_head_json(q: m.ChangeQueue) -> str:
     """A queue's own fields as JSON, encoded again only when they changed
     (a shared gate queue lists every project of the queue)."""
-    data = (q.name, q.projects, q.branch, q.window, q.dynamic)
+    data = _queue_head_data(q)
     cached = getattr(q, '_saved_head', None)
     if cached is not None and cached[0] == data:
         return cached[1]
-    raw = _encode({'name': q.name, 'projects': list(q.projects), 'branch': q.branch,
-                   'window': q.window, 'dynamic': q.dynamic})
-    q._saved_head = ((q.name, list(q.projects), q.branch, q.window, q.dynamic), raw)
+    raw = _encode(data)
+    q._saved_head = (data, raw)
     return raw
 
 
@@ -212,8 +217,7 @@ def encode_snapshot(manager, nodes=None) -> bytes:
     for q in manager.queues:
         items = ','.join([_item_json(i, nodes) for i in q.queue])
         queues.append(f'{_queue_head_json(q)[:-1]},"items":[{items}]}}')
-    head = _encode({'version': VERSION, 'disabled': manager.disabled,
-                    'consecutive_failures': manager.consecutive_failures})
+    head = _encode(_pipeline_head_data(manager))
     return f'{head[:-1]},"queues":[{",".join(queues)}]}}'.encode('utf8')
 
 

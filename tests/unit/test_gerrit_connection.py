@@ -129,6 +129,51 @@ def test_needed_changes_are_read_ahead_with_the_event(dev_gerrit, gerrit_connect
     assert queries == []
 
 
+def test_a_merged_parent_is_asked_for_once(dev_gerrit, gerrit_connection):
+    """Nearly every change is based on a merged change: a merged change
+    stays merged, so its row is kept and the next change based on it
+    costs one query (its own), not two."""
+    store = dev_gerrit.store
+    store.create_project('org/a')
+    store.create_project('org/b')
+    gerrit_connection.wants_event = lambda e: e.type == 'patchset-created'
+    base = store.create_change('org/a', 'master', 'base', {'m': '1'})
+    store.submit(base)
+    while gerrit_connection.events.get(timeout=30).type != 'change-merged':
+        pass    # the base's events, before counting
+    queries = []
+    real_query = gerrit_connection.ssh.query
+
+    def query(q):
+        queries.append(q)
+        return real_query(q)
+    gerrit_connection.ssh.query = query
+    first = store.create_change('org/a', 'master', 'first', {'f': '1'})
+    events = {}
+    while first.number not in events:   # (the base's ref-updated may come first)
+        event = gerrit_connection.events.get(timeout=30)
+        if event.type == 'patchset-created':
+            events[event.change_number] = event
+    second = store.create_change('org/a', 'master', 'second', {'s': '1'})
+    # An open parent is asked for each time (it may merge, or change).
+    open_parent = store.create_change('org/b', 'master', 'open', {'o': '1'})
+    third = store.create_change('org/b', 'master', 'third', {'t': '1'}, parent=open_parent)
+    fourth = store.create_change('org/b', 'master', 'fourth', {'u': '1'}, parent=open_parent)
+    while len(events) < 5:
+        event = gerrit_connection.events.get(timeout=30)
+        if event.type == 'patchset-created':
+            events[event.change_number] = event
+    # (Read side by side: in any order.)
+    assert sorted(queries) == sorted([
+        f'change:{first.number}', f'change:{base.number}', f'change:{second.number}',
+        f'change:{open_parent.number}',
+        f'change:{third.number}', f'change:{open_parent.number}',
+        f'change:{fourth.number}', f'change:{open_parent.number}'])
+    for number in (first.number, second.number):
+        assert [(r['number'], r['status']) for r in events[number].needed_data] == \
+            [(base.number, 'MERGED')]
+
+
 def test_a_message_full_of_depends_on_is_not_read_ahead(dev_gerrit, gerrit_connection):
     """The commit message is the uploader's: a change naming more changes
     than ``READ_AHEAD_MAX_LOOKUPS`` is not followed by the read workers

@@ -12,6 +12,7 @@ abandons), so an approval given during the outage still gates.
 
 from __future__ import annotations
 
+import collections
 import heapq
 import json
 import logging
@@ -60,6 +61,8 @@ READ_AHEAD_MAX_BYTES = 256 * 1024
 # and how many lookups its dependencies may take in all.
 READ_AHEAD_DEPTH = 16
 READ_AHEAD_MAX_LOOKUPS = 64
+# Merged changes kept as dependencies (a merged change does not change).
+MERGED_ROWS = 4096
 
 
 def _regex_list(value) -> list[re.Pattern]:
@@ -91,6 +94,7 @@ class GerritConnection:
         self.on_event = None
         self._known: dict[int, tuple[int, frozenset, str]] = {}
         self._lock = threading.Lock()
+        self._merged_rows: collections.OrderedDict[int, dict] = collections.OrderedDict()
         # event_delay: seconds each event is held before the scheduler
         # sees it (so replicas catch up). ``clock`` is injectable for tests.
         self.event_delay = float(options.get('event_delay') or 0)
@@ -652,8 +656,9 @@ class GerritConnection:
         None if another connection's change is named."""
         parts: list = []
         for key in change.git_parent_changes:
-            rows = self.ssh.query(f'change:{int(key.rsplit("/", 1)[1])}')
-            parts += rows[:1]
+            row = self._dependency_row(int(key.rsplit('/', 1)[1]))
+            if row is not None:
+                parts.append(row)
         for value in depends_on_footers(change.message):
             if CHANGE_ID_RE.match(value):
                 parts += [r for r in self.ssh.query(f'change:{value}')
@@ -664,14 +669,34 @@ class GerritConnection:
                             change.describe())
                 continue
             number = change_number_from_url(value, self.baseurl)
-            rows = self.ssh.query(f'change:{number}') if number is not None else []
-            if rows:
-                parts.append(rows[0])
+            row = self._dependency_row(number) if number is not None else None
+            if row is not None:
+                parts.append(row)
                 continue
             if connections is None:
                 return None
             parts += self._resolve_depends_on(value, connections, change)
         return parts
+
+    def _dependency_row(self, number: int) -> dict | None:
+        """The query row of change ``number``, as a dependency. A merged
+        change stays merged: its row is kept (the most recent
+        ``MERGED_ROWS``), so the merged parent nearly every change has is
+        asked for once, not with every event about its children."""
+        with self._lock:
+            row = self._merged_rows.get(number)
+            if row is not None:
+                self._merged_rows.move_to_end(number)
+                return row
+        rows = self.ssh.query(f'change:{number}')
+        if not rows:
+            return None
+        if rows[0].get('status') == 'MERGED':
+            with self._lock:
+                self._merged_rows[number] = rows[0]
+                while len(self._merged_rows) > MERGED_ROWS:
+                    self._merged_rows.popitem(last=False)
+        return rows[0]
 
     def _resolve_depends_on(self, value: str, connections, change):
         for connection in connections.all():

@@ -28,6 +28,20 @@ def gerrit_connection(dev_gerrit):
         conn.stop()
 
 
+def _record_queries(connection, with_thread: bool = False) -> list:
+    """Every query ``connection`` makes from now on (with the thread that
+    made it), in the order made."""
+    import threading
+    queries = []
+    real_query = connection.ssh.query
+
+    def query(q):
+        queries.append((q, threading.current_thread().name) if with_thread else q)
+        return real_query(q)
+    connection.ssh.query = query
+    return queries
+
+
 def test_stream_events_become_trigger_events(dev_gerrit, gerrit_connection):
     store = dev_gerrit.store
     store.create_project('org/project')
@@ -95,17 +109,11 @@ def test_needed_changes_are_read_ahead_with_the_event(dev_gerrit, gerrit_connect
     child = store.create_change('org/a', 'master', 'child', {'c': '1'}, parent=parent,
                                 footer=f'Depends-On: {store.change_url(other)}')
     wait_for(lambda: store.get_change(parent.number).current.parents, what='parent')
-    queries = []
-    real_query = gerrit_connection.ssh.query
-
-    def query(q):
-        queries.append(q)
-        return real_query(q)
     event = None
     while event is None or event.change_number != child.number:
         event = gerrit_connection.events.get(timeout=30)
     assert event.needed_data is not None
-    gerrit_connection.ssh.query = query
+    queries = _record_queries(gerrit_connection)
     from zuul.scheduler.state import event_data, event_from_data
     routed = event_from_data(json.loads(json.dumps(event_data(event))))
     registry = ConnectionRegistry([gerrit_connection])
@@ -141,13 +149,7 @@ def test_a_merged_parent_is_asked_for_once(dev_gerrit, gerrit_connection):
     store.submit(base)
     while gerrit_connection.events.get(timeout=30).type != 'change-merged':
         pass    # the base's events, before counting
-    queries = []
-    real_query = gerrit_connection.ssh.query
-
-    def query(q):
-        queries.append(q)
-        return real_query(q)
-    gerrit_connection.ssh.query = query
+    queries = _record_queries(gerrit_connection)
     first = store.create_change('org/a', 'master', 'first', {'f': '1'})
     events = {}
     while first.number not in events:   # (the base's ref-updated may come first)
@@ -183,13 +185,7 @@ def test_a_message_full_of_depends_on_is_not_read_ahead(dev_gerrit, gerrit_conne
     store = dev_gerrit.store
     store.create_project('org/a')
     footer = '\n'.join(f'Depends-On: I{n:040x}' for n in range(500))
-    queries = []
-    real_query = gerrit_connection.ssh.query
-
-    def query(q):
-        queries.append(q)
-        return real_query(q)
-    gerrit_connection.ssh.query = query
+    queries = _record_queries(gerrit_connection)
     hostile = store.create_change('org/a', 'master', 'many', {'h': '1'}, footer=footer)
     event = gerrit_connection.events.get(timeout=30)
     assert event.change_number == hostile.number
@@ -301,17 +297,9 @@ def test_change_events_are_read_ahead_off_the_schedulers_thread(dev_gerrit, gerr
     """The change of an event a tenant wants is read from Gerrit before the
     event is handed on (in stream order), so looking it up afterwards asks
     Gerrit nothing; an event no tenant wants is not read at all."""
-    import threading
-
     store = dev_gerrit.store
     store.create_project('org/a')
-    queries = []
-    real_query = gerrit_connection.ssh.query
-
-    def query(q):
-        queries.append((q, threading.current_thread().name))
-        return real_query(q)
-    gerrit_connection.ssh.query = query
+    queries = _record_queries(gerrit_connection, with_thread=True)
     gerrit_connection.wants_event = lambda e: e.type == 'patchset-created'
     a = store.create_change('org/a', 'master', 'A', {'a': '1'})
     b = store.create_change('org/a', 'master', 'B', {'b': '1'})

@@ -325,6 +325,17 @@ def test_change_events_are_read_ahead_off_the_schedulers_thread(dev_gerrit, gerr
         assert event.change_number == big.number and event.change_data is None
     finally:
         gc.READ_AHEAD_MAX_BYTES = gerrit_connection_limit
+    # Dependencies too big to travel: the change's own row still does.
+    # (A child's row is its parent's and a few hundred bytes; with its
+    # parent's row it is about twice that.)
+    gc.READ_AHEAD_MAX_BYTES = len(json.dumps(events[1].change_data)) * 3 // 2
+    try:
+        child = store.create_change('org/a', 'master', 'Child', {'d': '1'}, parent=b)
+        event = gerrit_connection.events.get(timeout=30)
+        assert event.change_number == child.number
+        assert event.change_data and event.needed_data is None
+    finally:
+        gc.READ_AHEAD_MAX_BYTES = gerrit_connection_limit
     queries.clear()
     # Not wanted: handed on unread, and read when looked up.
     store.approve(a, 'Code-Review', 2, who='core')

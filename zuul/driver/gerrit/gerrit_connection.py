@@ -258,11 +258,14 @@ class GerritConnection:
             needed = self._read_needed(
                 change_from_query(row, self.name, event.patchset, self.baseurl),
                 READ_AHEAD_DEPTH, {int(event.change_number)}, [READ_AHEAD_MAX_LOOKUPS])
-        if len(json.dumps(row)) + len(json.dumps(needed)) <= READ_AHEAD_MAX_BYTES:
+        size = len(json.dumps(row))
+        if size <= READ_AHEAD_MAX_BYTES:
             # (A huge change, thousands of files, is read on the loop
-            # rather than make the stored event too big for ZooKeeper.)
+            # rather than make the stored event too big for ZooKeeper;
+            # so are huge dependencies, without the change's own row.)
             event.change_data = row
-            event.needed_data = needed
+            if size + len(json.dumps(needed)) <= READ_AHEAD_MAX_BYTES:
+                event.needed_data = needed
 
     def _hand_over(self, _result, event: TriggerEvent) -> None:
         # A failed read (logged by the workers) hands the event over all

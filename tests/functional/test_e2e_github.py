@@ -123,6 +123,8 @@ def test_merged_and_pushed_zuul_yaml_changes_reach_the_layout(zuul_system, githu
     later = github.open_pull('After the push', {'x.txt': '1\n'})
     wait_for(lambda: github.status(later, 'example/gh-check') == 'success', timeout=240,
              what='a check with the new layout')
+    # The status and the comment are two calls; the comment may come second.
+    wait_for(lambda: github.comments(later), timeout=30, what='the check report comment')
     assert 'gh-from-push' in github.comments(later)[-1]
 
 

@@ -24,7 +24,7 @@ def _no_delay(transport) -> None:
     """TCP_NODELAY: a command is several small SSH messages each way
     (channel open, exec, EOF; output, exit status, close). With Nagle's
     algorithm each small write waits for the peer's delayed ACK (40 ms
-    on Linux): a query took ~87 ms instead of ~2 ms."""
+    on Linux): a query to the development Gerrit took ~87 ms, ~30 ms with it."""
     sock = getattr(transport, 'sock', None)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
